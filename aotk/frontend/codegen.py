@@ -1,0 +1,364 @@
+"""Python AST of an ``@aotk.jit`` function -> kir ``Function``.
+
+In: the parsed source, the runtime parameter types and hints, the constexpr values.
+Out: a typed kir function. This layer only walks syntax and binds names; every typing
+decision is delegated to ``aotk.semantic`` (through ``tl`` builtins and tensor operators).
+Any failure becomes a ``CompilationError`` pointing at the construct being visited.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+import operator
+
+from .. import semantic
+from ..errors import CompilationError
+from ..ir import kir
+from ..ir.types import BlockType
+from ..language.core import constexpr, is_builtin, tensor
+from ..language.functions import static_range
+
+_BINARY_OPERATORS = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+    ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
+    ast.Pow: operator.pow, ast.BitAnd: operator.and_, ast.BitOr: operator.or_,
+    ast.BitXor: operator.xor, ast.LShift: operator.lshift, ast.RShift: operator.rshift,
+}
+_COMPARE_OPERATORS = {
+    ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
+    ast.Gt: operator.gt, ast.GtE: operator.ge,
+}
+_UNARY_OPERATORS = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.invert}
+
+# Python builtins a kernel may call on compile-time values.
+_STATIC_BUILTINS = {builtins.min, builtins.max, builtins.abs, builtins.int, builtins.float,
+                    builtins.bool, builtins.len, builtins.isinstance, builtins.range,
+                    builtins.print, builtins.tuple, builtins.list}
+
+
+def _unwrap(x):
+    return x.value if isinstance(x, constexpr) else x
+
+
+def _wrap(x):
+    """Results of plain Python evaluation stay compile-time constants."""
+    if isinstance(x, (tensor, constexpr)) or x is None:
+        return x
+    if isinstance(x, tuple):
+        return tuple(_wrap(v) for v in x)
+    return constexpr(x)
+
+
+class CodeGenerator(ast.NodeVisitor):
+    def __init__(self, jit_function, function: kir.Function, builder: kir.Builder,
+                 scope: dict, source: "SourceInfo"):
+        self.jit_function = jit_function
+        self.function = function
+        self.builder = builder
+        self.scope = dict(scope)
+        self.source = source
+        self.globals = jit_function.fn.__globals__
+        self.return_value = None
+        self.returned = False
+
+    # -- error plumbing ----------------------------------------------------------------
+    def error(self, node, message) -> CompilationError:
+        return self.source.error(node, message)
+
+    def visit(self, node):
+        if node is None:
+            return None
+        if isinstance(node, ast.stmt) and self.returned:
+            raise self.error(node, "code after `return` is not supported")
+        previous = self.builder.loc
+        if hasattr(node, "lineno"):
+            self.builder.loc = self.source.location(node)
+        try:
+            return super().visit(node)
+        except CompilationError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - every failure must point at the source
+            raise self.error(node, str(exc) or type(exc).__name__) from exc
+        finally:
+            self.builder.loc = previous
+
+    def generic_visit(self, node):
+        raise self.error(node, f"unsupported construct: {type(node).__name__} "
+                               "is not supported in aotk kernels")
+
+    # -- statements --------------------------------------------------------------------
+    def visit_Module(self, node):
+        for statement in node.body:
+            self.visit(statement)
+
+    def visit_FunctionDef(self, node):
+        for statement in node.body:
+            if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant) \
+                    and isinstance(statement.value.value, str):
+                continue  # docstring
+            self.visit(statement)
+
+    def visit_Pass(self, node):
+        pass
+
+    def visit_Expr(self, node):
+        self.visit(node.value)
+
+    def visit_Assign(self, node):
+        value = self.visit(node.value)
+        for target in node.targets:
+            self._assign(target, value, node)
+
+    def visit_AnnAssign(self, node):
+        annotation = self._static_eval(node.annotation)
+        value = self.visit(node.value)
+        if annotation is constexpr and not isinstance(value, constexpr):
+            raise self.error(node.value, "a tl.constexpr local needs a compile-time value")
+        self._assign(node.target, value, node)
+
+    def visit_AugAssign(self, node):
+        if not isinstance(node.target, ast.Name):
+            raise self.error(node.target, "augmented assignment only to plain names")
+        current = self._lookup(node.target.id, node.target)
+        value = self._apply_binary(node.op, current, self.visit(node.value), node)
+        self._assign(node.target, value, node)
+
+    def _assign(self, target, value, node):
+        if isinstance(target, ast.Name):
+            if isinstance(value, tensor) and value.handle.hint_name is None:
+                value.handle.hint_name = target.id
+            if not isinstance(value, (tensor, constexpr, tuple)) and value is not None:
+                value = _wrap(value)
+            self.scope[target.id] = value
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            values = _unwrap(value)
+            if not isinstance(values, (tuple, list)) or len(values) != len(target.elts):
+                raise self.error(node, f"cannot unpack into {len(target.elts)} names")
+            for t, v in zip(target.elts, values):
+                self._assign(t, v, node)
+        else:
+            raise self.error(target, "only names and tuples of names can be assigned")
+
+    def visit_Return(self, node):
+        self.return_value = self.visit(node.value)
+        self.returned = True
+
+    def visit_If(self, node):
+        condition = self.visit(node.test)
+        if isinstance(condition, tensor):
+            raise self.error(node.test, "`if` on a runtime value is not supported yet; "
+                                        "use tl.where, or make the condition a tl.constexpr")
+        for statement in (node.body if _unwrap(condition) else node.orelse):
+            self.visit(statement)
+
+    def visit_For(self, node):
+        iterator = self.visit(node.iter)
+        iterator = _unwrap(iterator)
+        if isinstance(iterator, static_range):
+            iterations = iterator.range
+        elif isinstance(iterator, range):
+            iterations = iterator
+        else:
+            raise self.error(node.iter, "only `for ... in tl.static_range(...)` or range() over "
+                                        "constexpr bounds is supported")
+        if node.orelse:
+            raise self.error(node, "for/else is not supported")
+        for i in iterations:
+            self._assign(node.target, constexpr(i), node)
+            for statement in node.body:
+                self.visit(statement)
+
+    def visit_Assert(self, node):
+        condition = self.visit(node.test)
+        if isinstance(condition, tensor):
+            raise self.error(node, "runtime assert is not supported; use tl.static_assert "
+                                   "for compile-time checks")
+        if not _unwrap(condition):
+            message = _unwrap(self.visit(node.msg)) if node.msg else "assertion failed"
+            raise self.error(node, f"static assertion failed: {message}")
+
+    # -- expressions -------------------------------------------------------------------
+    def visit_Constant(self, node):
+        return constexpr(node.value)
+
+    def visit_Name(self, node):
+        return self._lookup(node.id, node)
+
+    def _lookup(self, name, node):
+        if name in self.scope:
+            return self.scope[name]
+        if name in self.globals:
+            value = self.globals[name]
+            return value if isinstance(value, (tensor, constexpr)) or callable(value) \
+                or hasattr(value, "__dict__") else constexpr(value)
+        if hasattr(builtins, name):
+            return getattr(builtins, name)
+        raise self.error(node, f"name {name!r} is not defined")
+
+    def visit_Tuple(self, node):
+        return tuple(self.visit(e) for e in node.elts)
+
+    visit_List = visit_Tuple
+
+    def visit_Attribute(self, node):
+        base = self.visit(node.value)
+        target = base.value if isinstance(base, constexpr) and not hasattr(type(base), node.attr) \
+            else base
+        try:
+            value = getattr(target, node.attr)
+        except AttributeError:
+            raise self.error(node, f"{type(target).__name__} has no attribute {node.attr!r}") from None
+        if isinstance(value, (int, float, bool)) and not isinstance(target, type):
+            return constexpr(value)
+        return value
+
+    def visit_BinOp(self, node):
+        return self._apply_binary(node.op, self.visit(node.left), self.visit(node.right), node)
+
+    def _apply_binary(self, op, lhs, rhs, node):
+        fn = _BINARY_OPERATORS.get(type(op))
+        if fn is None:
+            raise self.error(node, f"unsupported operator {type(op).__name__}")
+        if not isinstance(lhs, tensor) and not isinstance(rhs, tensor):
+            return _wrap(fn(_unwrap(lhs), _unwrap(rhs)))
+        if fn is operator.pow:
+            raise self.error(node, "** is not supported on tensors")
+        return fn(lhs, rhs)
+
+    def visit_UnaryOp(self, node):
+        operand = self.visit(node.operand)
+        if isinstance(node.op, ast.Not):
+            if isinstance(operand, tensor):
+                raise self.error(node, "`not` on a tensor is ambiguous; use ~ or == 0")
+            return constexpr(not _unwrap(operand))
+        fn = _UNARY_OPERATORS[type(node.op)]
+        if isinstance(operand, tensor):
+            return fn(operand)
+        return _wrap(fn(_unwrap(operand)))
+
+    def visit_Compare(self, node):
+        if len(node.ops) != 1:
+            raise self.error(node, "chained comparisons are not supported; combine with &")
+        lhs, rhs = self.visit(node.left), self.visit(node.comparators[0])
+        op = type(node.ops[0])
+        if op in (ast.Is, ast.IsNot):
+            if isinstance(lhs, tensor) or isinstance(rhs, tensor):
+                raise self.error(node, "`is` compares compile-time values only")
+            result = _unwrap(lhs) is _unwrap(rhs)
+            return constexpr(result if op is ast.Is else not result)
+        if op in (ast.In, ast.NotIn):
+            raise self.error(node, "`in` is not supported in kernels")
+        fn = _COMPARE_OPERATORS[op]
+        if not isinstance(lhs, tensor) and not isinstance(rhs, tensor):
+            return constexpr(fn(_unwrap(lhs), _unwrap(rhs)))
+        return fn(lhs, rhs)
+
+    def visit_BoolOp(self, node):
+        values = [self.visit(v) for v in node.values]
+        if any(isinstance(v, tensor) for v in values):
+            raise self.error(node, "`and`/`or` on tensors are not supported; use & and | "
+                                   "(with parentheses around comparisons)")
+        result = _unwrap(values[0])
+        for v in values[1:]:
+            result = (result and _unwrap(v)) if isinstance(node.op, ast.And) else (result or _unwrap(v))
+        return constexpr(result)
+
+    def visit_IfExp(self, node):
+        condition = self.visit(node.test)
+        if isinstance(condition, tensor):
+            raise self.error(node.test, "a conditional expression needs a compile-time "
+                                        "condition; use tl.where for runtime values")
+        return self.visit(node.body if _unwrap(condition) else node.orelse)
+
+    def visit_Subscript(self, node):
+        base = self.visit(node.value)
+        index = self.visit(node.slice)
+        if isinstance(base, tensor):
+            return base[index]
+        return _wrap(_unwrap(base)[_unwrap(index)])
+
+    def visit_Slice(self, node):
+        parts = [_unwrap(self.visit(p)) if p is not None else None
+                 for p in (node.lower, node.upper, node.step)]
+        return slice(*parts)
+
+    def visit_JoinedStr(self, node):
+        return constexpr("".join(str(_unwrap(self.visit(v))) for v in node.values))
+
+    def visit_FormattedValue(self, node):
+        return constexpr(format(_unwrap(self.visit(node.value))))
+
+    def visit_Call(self, node):
+        fn = _unwrap(self.visit(node.func))
+        args = [self.visit(a) for a in node.args]
+        kwargs = {k.arg: self.visit(k.value) for k in node.keywords}
+        if any(k is None for k in kwargs):
+            raise self.error(node, "**kwargs in calls are not supported")
+        from ..jit import JITFunction
+        if isinstance(fn, JITFunction):
+            return self._inline_call(fn, args, kwargs, node)
+        if is_builtin(fn) or fn is static_range or isinstance(getattr(fn, "__self__", None), tensor):
+            return fn(*args, **kwargs)
+        if fn in _STATIC_BUILTINS or getattr(fn, "__module__", "") in ("math",):
+            if any(isinstance(a, tensor) for a in list(args) + list(kwargs.values())):
+                raise self.error(node, f"{getattr(fn, '__name__', fn)}() works on compile-time "
+                                       "values only; use the tl equivalent for tensors")
+            return _wrap(fn(*[_unwrap(a) for a in args], **{k: _unwrap(v) for k, v in kwargs.items()}))
+        raise self.error(node, f"cannot call {getattr(fn, '__name__', fn)!r} from a kernel: "
+                               "only tl builtins and @aotk.jit functions can be called")
+
+    def _inline_call(self, callee, args, kwargs, node):
+        """Calls to other @aotk.jit functions are inlined: their body runs in a fresh scope."""
+        bound = callee.bind_arguments(args, kwargs)
+        tree = callee.parse()
+        generator = CodeGenerator(callee, self.function, self.builder, bound, callee.source_info)
+        generator.builder.loc = None
+        generator.visit(tree.body[0])
+        return generator.return_value
+
+
+class SourceInfo:
+    """Maps AST positions of a dedented function source back to its file."""
+
+    def __init__(self, filename: str, first_line: int, lines: list[str], indent: int):
+        self.filename = filename
+        self.first_line = first_line
+        self.lines = lines
+        self.indent = indent
+
+    def location(self, node) -> tuple:
+        return (self.filename, node.lineno + self.first_line - 1, node.col_offset + self.indent)
+
+    def error(self, node, message) -> CompilationError:
+        line = getattr(node, "lineno", None)
+        if line is None:
+            return CompilationError(message, self.filename)
+        source_line = self.lines[line - 1] if 0 < line <= len(self.lines) else None
+        return CompilationError(message, self.filename, line + self.first_line - 1,
+                                node.col_offset + self.indent,
+                                (" " * self.indent + source_line) if source_line is not None else None)
+
+
+def generate_kir(jit_function, param_types: dict, hints: dict, constants: dict) -> kir.Function:
+    """Builds the kir of ``jit_function`` specialized on types, hints and constexpr values."""
+    function = kir.Function(jit_function.name, [], constants=dict(constants),
+                            filename=jit_function.source_info.filename)
+    builder = kir.Builder(function)
+    scope = {}
+    with semantic.building(builder):
+        for name in jit_function.param_names:
+            if name in jit_function.constexpr_names:
+                scope[name] = constexpr(constants[name])
+                continue
+            value = kir.Value(BlockType(param_types[name]), hint_name=name)
+            function.params.append(kir.Param(name, value, hints.get(name)))
+            scope[name] = tensor(value)
+            if hints.get(name) == 1:
+                # Specialized as equal to 1: folded to a typed constant (type stays stable).
+                scope[name] = semantic.constant(1, param_types[name])
+        tree = jit_function.parse()
+        generator = CodeGenerator(jit_function, function, builder, scope, jit_function.source_info)
+        generator.visit(tree.body[0])
+        if generator.return_value is not None:
+            raise jit_function.source_info.error(tree.body[0], "a kernel cannot return a value")
+    return function

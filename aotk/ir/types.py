@@ -1,0 +1,169 @@
+"""Element and block types shared by every stage.
+
+A ``DType`` is a scalar element type (``int32``, ``float16``...); a ``PointerType`` is a
+global-memory pointer to one; a ``BlockType`` is either of them with a shape (``()`` for a
+scalar). The same objects are exposed to kernels as ``tl.float32`` and friends, so the
+frontend never translates between a "language" type and an "IR" type.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class DType:
+    name: str    # Triton's spelling: "float32", "int1", "bfloat16"
+    short: str   # signature spelling: "fp32", "i1", "bf16"
+    kind: str    # "bool" | "int" | "uint" | "float"
+    bits: int
+
+    def __repr__(self) -> str:
+        return self.name
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def primitive_bitwidth(self) -> int:
+        return self.bits
+
+    @property
+    def itemsize(self) -> int:
+        return max(1, self.bits // 8)
+
+    def is_floating(self) -> bool:
+        return self.kind == "float"
+
+    def is_int(self) -> bool:
+        """True for bool and every integer type, as in Triton."""
+        return self.kind in ("bool", "int", "uint")
+
+    def is_bool(self) -> bool:
+        return self.kind == "bool"
+
+    def is_int_signed(self) -> bool:
+        return self.kind == "int"
+
+    def is_int_unsigned(self) -> bool:
+        return self.kind == "uint"
+
+    def is_ptr(self) -> bool:
+        return False
+
+    def is_fp16(self) -> bool:
+        return self.name == "float16"
+
+    def is_bf16(self) -> bool:
+        return self.name == "bfloat16"
+
+    def is_fp32(self) -> bool:
+        return self.name == "float32"
+
+    def is_fp64(self) -> bool:
+        return self.name == "float64"
+
+    def to(self, *_args, **_kwargs):  # pragma: no cover - guards a common user slip
+        raise TypeError(f"{self.name} is a dtype; call .to() on a tensor instead")
+
+
+@dataclass(frozen=True)
+class PointerType:
+    element_ty: DType
+    address_space: int = 1
+
+    name = "pointer"
+    kind = "ptr"
+    bits = 64
+    itemsize = 8
+
+    @property
+    def short(self) -> str:
+        return "*" + self.element_ty.short
+
+    def __repr__(self) -> str:
+        return f"pointer<{self.element_ty.name}>"
+
+    __str__ = __repr__
+
+    def is_ptr(self) -> bool:
+        return True
+
+    def is_floating(self) -> bool:
+        return False
+
+    def is_int(self) -> bool:
+        return False
+
+    def is_bool(self) -> bool:
+        return False
+
+    def is_int_signed(self) -> bool:
+        return False
+
+    def is_int_unsigned(self) -> bool:
+        return False
+
+
+int1 = DType("int1", "i1", "bool", 1)
+int8 = DType("int8", "i8", "int", 8)
+int16 = DType("int16", "i16", "int", 16)
+int32 = DType("int32", "i32", "int", 32)
+int64 = DType("int64", "i64", "int", 64)
+uint8 = DType("uint8", "u8", "uint", 8)
+uint16 = DType("uint16", "u16", "uint", 16)
+uint32 = DType("uint32", "u32", "uint", 32)
+uint64 = DType("uint64", "u64", "uint", 64)
+float16 = DType("float16", "fp16", "float", 16)
+bfloat16 = DType("bfloat16", "bf16", "float", 16)
+float32 = DType("float32", "fp32", "float", 32)
+float64 = DType("float64", "fp64", "float", 64)
+
+ALL_DTYPES = (int1, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
+              float16, bfloat16, float32, float64)
+DTYPE_BY_SHORT = {t.short: t for t in ALL_DTYPES}
+DTYPE_BY_NAME = {t.name: t for t in ALL_DTYPES}
+
+
+def parse_type(text: str):
+    """'fp32' -> float32, '*fp16' -> PointerType(float16). Raises ValueError on junk."""
+    text = text.strip()
+    if text.startswith("*"):
+        return PointerType(parse_type(text[1:]))
+    if text in DTYPE_BY_SHORT:
+        return DTYPE_BY_SHORT[text]
+    if text in DTYPE_BY_NAME:
+        return DTYPE_BY_NAME[text]
+    known = " ".join(t.short for t in ALL_DTYPES)
+    raise ValueError(f"unknown type {text!r} (expected one of: {known}, or *T for a pointer)")
+
+
+@dataclass(frozen=True)
+class BlockType:
+    """An element type with a static shape; shape () is a scalar."""
+    element: object   # DType | PointerType
+    shape: tuple = ()
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    def is_block(self) -> bool:
+        return self.shape != ()
+
+    def with_shape(self, shape) -> "BlockType":
+        return BlockType(self.element, tuple(shape))
+
+    def with_element(self, element) -> "BlockType":
+        return BlockType(element, self.shape)
+
+    def __str__(self) -> str:
+        if not self.shape:
+            return self.element.short
+        return f"{self.element.short}[{','.join(map(str, self.shape))}]"

@@ -1,0 +1,21 @@
+"""``import aotk.language as tl``: the kernel language, named and behaving like triton.language."""
+from ..ir.types import (DType as dtype, PointerType as pointer_type, bfloat16, float16, float32,
+                        float64, int1, int8, int16, int32, int64, uint8, uint16, uint32, uint64)
+from .core import constexpr, tensor
+from .functions import (abs, arange, broadcast, broadcast_to, cast, cdiv, ceil, clamp, cos, exp,
+                        exp2, expand_dims, floor, fma, full, load, log, log2, max_constancy,
+                        max_contiguous, maximum, minimum, multiple_of, num_programs, program_id,
+                        rsqrt, sigmoid, sin, sqrt, static_assert, static_print, static_range,
+                        store, where, zeros, zeros_like)
+
+
+__all__ = [
+    "dtype", "pointer_type", "constexpr", "tensor",
+    "int1", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+    "float16", "bfloat16", "float32", "float64",
+    "abs", "arange", "broadcast", "broadcast_to", "cast", "cdiv", "ceil", "clamp", "cos", "exp",
+    "exp2", "expand_dims", "floor", "fma", "full", "load", "log", "log2", "max_constancy",
+    "max_contiguous", "maximum", "minimum", "multiple_of", "num_programs", "program_id", "rsqrt",
+    "sigmoid", "sin", "sqrt", "static_assert", "static_print", "static_range", "store", "where",
+    "zeros", "zeros_like",
+]

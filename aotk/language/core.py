@@ -1,0 +1,167 @@
+"""The value types a kernel manipulates: ``constexpr`` (a compile-time Python value) and
+``tensor`` (a typed kir value, scalar or block).
+
+Operators on tensors forward to ``aotk.semantic``, which owns every typing rule; nothing here
+decides a result type.
+"""
+from __future__ import annotations
+
+import operator
+
+from ..ir.types import BlockType, DType, PointerType
+
+
+class constexpr:
+    """A value known at compile time. Arithmetic between constexprs follows Python exactly."""
+
+    def __init__(self, value):
+        self.value = value.value if isinstance(value, constexpr) else value
+
+    def __repr__(self) -> str:
+        return f"constexpr[{self.value!r}]"
+
+    def __index__(self):
+        return operator.index(self.value)
+
+    def __bool__(self):
+        return bool(self.value)
+
+    def __int__(self):
+        return int(self.value)
+
+    def __float__(self):
+        return float(self.value)
+
+    def __hash__(self):
+        return hash(self.value)
+
+    def __call__(self, *args, **kwargs):
+        return self.value(*args, **kwargs)
+
+    def __getattr__(self, name):
+        if name == "value":   # not yet set: during unpickling or copying
+            raise AttributeError(name)
+        return getattr(self.value, name)
+
+
+def _constexpr_binary(op):
+    def forward(self, other):
+        if isinstance(other, tensor):
+            return NotImplemented
+        return constexpr(op(self.value, _unwrap(other)))
+
+    def reflected(self, other):
+        if isinstance(other, tensor):
+            return NotImplemented
+        return constexpr(op(_unwrap(other), self.value))
+    return forward, reflected
+
+
+for _name, _op in [("add", operator.add), ("sub", operator.sub), ("mul", operator.mul),
+                   ("truediv", operator.truediv), ("floordiv", operator.floordiv),
+                   ("mod", operator.mod), ("pow", operator.pow), ("and", operator.and_),
+                   ("or", operator.or_), ("xor", operator.xor), ("lshift", operator.lshift),
+                   ("rshift", operator.rshift)]:
+    _fwd, _rev = _constexpr_binary(_op)
+    setattr(constexpr, f"__{_name}__", _fwd)
+    setattr(constexpr, f"__r{_name}__", _rev)
+
+for _name, _op in [("eq", operator.eq), ("ne", operator.ne), ("lt", operator.lt),
+                   ("le", operator.le), ("gt", operator.gt), ("ge", operator.ge)]:
+    setattr(constexpr, f"__{_name}__", _constexpr_binary(_op)[0])
+
+constexpr.__neg__ = lambda self: constexpr(-self.value)
+constexpr.__pos__ = lambda self: constexpr(+self.value)
+constexpr.__invert__ = lambda self: constexpr(~self.value)
+constexpr.__abs__ = lambda self: constexpr(abs(self.value))
+
+
+def _unwrap(x):
+    return x.value if isinstance(x, constexpr) else x
+
+
+def _semantic():
+    from .. import semantic
+    return semantic
+
+
+class tensor:
+    """A kir value seen from the kernel: ``x.dtype``, ``x.shape``, operators, ``x.to()``."""
+
+    def __init__(self, handle, literal: bool = False):
+        self.handle = handle
+        self.type: BlockType = handle.type
+
+    @property
+    def dtype(self):
+        return self.type.element
+
+    @property
+    def shape(self):
+        return [constexpr(s) for s in self.type.shape]
+
+    @property
+    def numel(self):
+        return constexpr(self.type.numel)
+
+    def __repr__(self) -> str:
+        return f"tensor<{self.type}>"
+
+    def __bool__(self):
+        raise TypeError("a tensor has no Python truth value at compile time; "
+                        "use a constexpr for static conditions or tl.where for data")
+
+    def to(self, dtype, bitcast=False, fp_downcast_rounding=None):
+        return _semantic().cast(self, _unwrap(dtype), bitcast=bool(_unwrap(bitcast)))
+
+    def __getitem__(self, index):
+        return _semantic().subscript(self, index)
+
+    # Operators: each one is a rule in aotk.semantic.
+    def __add__(self, o): return _semantic().add(self, o)
+    def __radd__(self, o): return _semantic().add(o, self)
+    def __sub__(self, o): return _semantic().sub(self, o)
+    def __rsub__(self, o): return _semantic().sub(o, self)
+    def __mul__(self, o): return _semantic().mul(self, o)
+    def __rmul__(self, o): return _semantic().mul(o, self)
+    def __truediv__(self, o): return _semantic().truediv(self, o)
+    def __rtruediv__(self, o): return _semantic().truediv(o, self)
+    def __floordiv__(self, o): return _semantic().floordiv(self, o)
+    def __rfloordiv__(self, o): return _semantic().floordiv(o, self)
+    def __mod__(self, o): return _semantic().mod(self, o)
+    def __rmod__(self, o): return _semantic().mod(o, self)
+    def __and__(self, o): return _semantic().bitwise("and", self, o)
+    def __rand__(self, o): return _semantic().bitwise("and", o, self)
+    def __or__(self, o): return _semantic().bitwise("or", self, o)
+    def __ror__(self, o): return _semantic().bitwise("or", o, self)
+    def __xor__(self, o): return _semantic().bitwise("xor", self, o)
+    def __rxor__(self, o): return _semantic().bitwise("xor", o, self)
+    def __lshift__(self, o): return _semantic().bitwise("shl", self, o)
+    def __rlshift__(self, o): return _semantic().bitwise("shl", o, self)
+    def __rshift__(self, o): return _semantic().bitwise("shr", self, o)
+    def __rrshift__(self, o): return _semantic().bitwise("shr", o, self)
+    def __eq__(self, o): return _semantic().compare("eq", self, o)
+    def __ne__(self, o): return _semantic().compare("ne", self, o)
+    def __lt__(self, o): return _semantic().compare("lt", self, o)
+    def __le__(self, o): return _semantic().compare("le", self, o)
+    def __gt__(self, o): return _semantic().compare("gt", self, o)
+    def __ge__(self, o): return _semantic().compare("ge", self, o)
+    def __neg__(self): return _semantic().neg(self)
+    def __pos__(self): return self
+    def __invert__(self): return _semantic().invert(self)
+    def __abs__(self): return _semantic().unary_math("abs", self)
+
+    __hash__ = object.__hash__
+
+
+def builtin(fn):
+    """Marks a ``tl`` function: callable only while a kernel is being compiled."""
+    fn.__aotk_builtin__ = True
+    return fn
+
+
+def is_builtin(fn) -> bool:
+    return getattr(fn, "__aotk_builtin__", False)
+
+
+__all__ = ["constexpr", "tensor", "builtin", "is_builtin", "DType", "PointerType", "BlockType"]

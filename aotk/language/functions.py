@@ -1,0 +1,173 @@
+"""The ``tl.*`` builtins. Each one only unpacks its arguments and calls ``aotk.semantic``."""
+from __future__ import annotations
+
+from .. import semantic
+from .core import builtin, constexpr, tensor
+
+
+def _value(x):
+    return x.value if isinstance(x, constexpr) else x
+
+
+@builtin
+def program_id(axis):
+    return semantic.program_id(axis)
+
+
+@builtin
+def num_programs(axis):
+    return semantic.num_programs(axis)
+
+
+@builtin
+def arange(start, end):
+    return semantic.arange(start, end)
+
+
+@builtin
+def load(pointer, mask=None, other=None, boundary_check=(), padding_option="",
+         cache_modifier="", eviction_policy="", volatile=False):
+    if _value(boundary_check) or _value(padding_option):
+        raise NotImplementedError("block pointers (boundary_check/padding_option) are not supported")
+    return semantic.load(pointer, _value(mask), _value(other), cache_modifier, eviction_policy,
+                         volatile)
+
+
+@builtin
+def store(pointer, value, mask=None, boundary_check=(), cache_modifier="", eviction_policy=""):
+    if _value(boundary_check):
+        raise NotImplementedError("block pointers (boundary_check) are not supported")
+    semantic.store(pointer, value, _value(mask), cache_modifier, eviction_policy)
+
+
+@builtin
+def where(condition, x, y):
+    return semantic.where(condition, x, y)
+
+
+@builtin
+def cast(input, dtype, fp_downcast_rounding=None, bitcast=False):
+    return semantic.cast(input, _value(dtype), bitcast=bool(_value(bitcast)))
+
+
+@builtin
+def full(shape, value, dtype):
+    return semantic.full(shape, _value(value), dtype)
+
+
+@builtin
+def zeros(shape, dtype):
+    return semantic.full(shape, 0, dtype)
+
+
+@builtin
+def zeros_like(input):
+    return semantic.full(input.type.shape, 0, input.dtype) if input.type.shape else \
+        semantic.constant(0, input.dtype)
+
+
+@builtin
+def broadcast_to(input, *shape):
+    if len(shape) == 1 and isinstance(_value(shape[0]), (list, tuple)):
+        shape = _value(shape[0])
+    return semantic.broadcast_to(input, shape)
+
+
+@builtin
+def broadcast(input, other):
+    shape = semantic.broadcast_shapes(input.type.shape, other.type.shape)
+    return semantic.broadcast_to_shape(input, shape), semantic.broadcast_to_shape(other, shape)
+
+
+@builtin
+def expand_dims(input, axis):
+    return semantic.expand_dims(input, _value(axis))
+
+
+@builtin
+def cdiv(x, div):
+    if not isinstance(x, tensor) and not isinstance(div, tensor):
+        return constexpr((_value(x) + _value(div) - 1) // _value(div))
+    return (x + div - 1) // div
+
+
+@builtin
+def minimum(x, y, propagate_nan=None):
+    return semantic.minimum(x, y)
+
+
+@builtin
+def maximum(x, y, propagate_nan=None):
+    return semantic.maximum(x, y)
+
+
+@builtin
+def clamp(x, min, max, propagate_nan=None):
+    return semantic.clamp(x, min, max)
+
+
+def _math(opcode):
+    def fn(x):
+        return semantic.unary_math(opcode, x)
+    fn.__name__ = opcode
+    fn.__doc__ = f"Elementwise {opcode}."
+    return builtin(fn)
+
+
+exp = _math("exp")
+exp2 = _math("exp2")
+log = _math("log")
+log2 = _math("log2")
+sqrt = _math("sqrt")
+rsqrt = _math("rsqrt")
+sin = _math("sin")
+cos = _math("cos")
+abs = _math("abs")
+floor = _math("floor")
+ceil = _math("ceil")
+
+
+@builtin
+def fma(x, y, z):
+    return semantic.fma(x, y, z)
+
+
+@builtin
+def sigmoid(x):
+    return semantic.sigmoid(x)
+
+
+@builtin
+def multiple_of(input, values):
+    return semantic.hint(input, "multiple_of", values)
+
+
+@builtin
+def max_contiguous(input, values):
+    return semantic.hint(input, "max_contiguous", values)
+
+
+@builtin
+def max_constancy(input, values):
+    return semantic.hint(input, "max_constancy", values)
+
+
+@builtin
+def static_assert(cond, msg=""):
+    if not _value(cond):
+        raise AssertionError(f"static_assert failed: {_value(msg)}" if _value(msg)
+                             else "static_assert failed")
+
+
+@builtin
+def static_print(*values):
+    print(*[_value(v) for v in values])
+
+
+class static_range:
+    """``for i in tl.static_range(...)``: unrolled at compile time (constexpr bounds)."""
+
+    def __init__(self, arg1, arg2=None, step=None):
+        start, end = (0, arg1) if arg2 is None else (arg1, arg2)
+        self.range = range(int(_value(start)), int(_value(end)),
+                           1 if step is None else int(_value(step)))
