@@ -103,6 +103,12 @@ class PointerType:
     def is_int_unsigned(self) -> bool:
         return False
 
+    def is_bf16(self) -> bool:
+        return False
+
+    def is_fp64(self) -> bool:
+        return False
+
 
 int1 = DType("int1", "i1", "bool", 1)
 int8 = DType("int8", "i8", "int", 8)

@@ -1,0 +1,209 @@
+"""Lowering rules for elementwise kir ops, one register at a time.
+
+A table maps each opcode to a rule ``(lowering, op, args) -> ir.Value``; rules read the
+operand and result types from kir and never infer them. Transcendental functions call
+libdevice (``__nv_expf`` ...), linked in later by ``backend.ptx``; 16-bit floats are
+computed in fp32 and rounded back, as Triton does.
+"""
+from __future__ import annotations
+
+import llvmlite.ir as ir
+
+from .llvm_types import I1, llvm_type
+
+_FLOAT_MATH = {  # opcode -> (libdevice fp32 name, fp64 name) or an LLVM intrinsic
+    "exp": ("__nv_expf", "__nv_exp"), "exp2": ("__nv_exp2f", "__nv_exp2"),
+    "log": ("__nv_logf", "__nv_log"), "log2": ("__nv_log2f", "__nv_log2"),
+    "sin": ("__nv_sinf", "__nv_sin"), "cos": ("__nv_cosf", "__nv_cos"),
+    "rsqrt": ("__nv_rsqrtf", "__nv_rsqrt"), "frem": ("__nv_fmodf", "__nv_fmod"),
+}
+_INTRINSIC_MATH = {"sqrt": "llvm.sqrt", "floor": "llvm.floor", "ceil": "llvm.ceil",
+                   "abs": "llvm.fabs", "min": "llvm.minnum", "max": "llvm.maxnum",
+                   "fma": "llvm.fma"}
+_INT_COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+_FLOAT_COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+
+
+def _declare(module, name, return_type, arg_types):
+    fn = module.globals.get(name)
+    if fn is None:
+        fn = ir.Function(module, ir.FunctionType(return_type, arg_types), name=name)
+    return fn
+
+
+def _is_16bit_float(element) -> bool:
+    return element.is_floating() and element.bits == 16
+
+
+def _float_call(lowering, op, args):
+    """Math on floats through libdevice or an intrinsic, widening 16-bit floats to fp32."""
+    b = lowering.builder
+    element = op.result.element
+    native = llvm_type(element)
+    compute = ir.FloatType() if _is_16bit_float(element) else native
+    widened = [b.fpext(a, compute) if compute is not native else a for a in args]
+    if op.opcode in _FLOAT_MATH:
+        name = _FLOAT_MATH[op.opcode][1 if element.is_fp64() else 0]
+    else:
+        name = f"{_INTRINSIC_MATH[op.opcode]}.{compute.intrinsic_name}"
+    fn = _declare(lowering.module, name, compute, [compute] * len(widened))
+    result = b.call(fn, widened)
+    return b.fptrunc(result, native) if compute is not native else result
+
+
+def _shift(lowering, op, args):
+    """Shifts by >= the bit width give 0 (or the sign for arithmetic shr), as PTX does."""
+    b = lowering.builder
+    x, amount = args
+    element = op.result.element
+    width = ir.Constant(x.type, element.bits)
+    too_far = b.icmp_unsigned(">=", amount, width)
+    if op.opcode == "shl":
+        return b.select(too_far, ir.Constant(x.type, 0), b.shl(x, amount))
+    if element.is_int_signed():
+        return b.ashr(x, b.select(too_far, ir.Constant(x.type, element.bits - 1), amount))
+    return b.select(too_far, ir.Constant(x.type, 0), b.lshr(x, amount))
+
+
+def _int_binary(name_signed, name_unsigned=None):
+    def rule(lowering, op, args):
+        b = lowering.builder
+        unsigned = not op.result.element.is_int_signed()
+        return getattr(b, name_unsigned if unsigned and name_unsigned else name_signed)(*args)
+    return rule
+
+
+def _min_max(lowering, op, args):
+    b = lowering.builder
+    element = op.result.element
+    if element.is_floating():
+        return _float_call(lowering, op, args)
+    x, y = args
+    less = (b.icmp_signed if element.is_int_signed() else b.icmp_unsigned)("<", x, y)
+    return b.select(less, x, y) if op.opcode == "min" else b.select(less, y, x)
+
+
+def _divide(lowering, op, args):
+    """C division/remainder; a zero divisor gives 0 instead of LLVM's undefined behaviour."""
+    b = lowering.builder
+    x, y = args
+    zero = ir.Constant(y.type, 0)
+    is_zero = b.icmp_unsigned("==", y, zero)
+    safe = b.select(is_zero, ir.Constant(y.type, 1), y)
+    signed = op.result.element.is_int_signed()
+    if op.opcode == "idiv":
+        value = b.sdiv(x, safe) if signed else b.udiv(x, safe)
+    else:
+        value = b.srem(x, safe) if signed else b.urem(x, safe)
+    return b.select(is_zero, zero, value)
+
+
+def _float_or_int(float_name, int_name):
+    def rule(lowering, op, args):
+        b = lowering.builder
+        return getattr(b, float_name if op.result.element.is_floating() else int_name)(*args)
+    return rule
+
+
+def _compare(lowering, op, args):
+    b = lowering.builder
+    element = op.operands[0].element
+    predicate = op.attrs["predicate"]
+    if element.is_floating():
+        if predicate == "ne":
+            return b.fcmp_unordered("!=", *args)
+        return b.fcmp_ordered(_FLOAT_COMPARE[predicate], *args)
+    if element.is_int_signed():
+        return b.icmp_signed(_INT_COMPARE[predicate], *args)
+    return b.icmp_unsigned(_INT_COMPARE[predicate], *args)
+
+
+def _neg(lowering, op, args):
+    b = lowering.builder
+    (x,) = args
+    if op.result.element.is_floating():
+        return b.fneg(x)
+    return b.sub(ir.Constant(x.type, 0), x)
+
+
+def _not(lowering, op, args):
+    (x,) = args
+    return lowering.builder.xor(x, ir.Constant(x.type, -1 if x.type.width > 1 else 1))
+
+
+def _abs(lowering, op, args):
+    if op.result.element.is_floating():
+        return _float_call(lowering, op, args)
+    b = lowering.builder
+    (x,) = args
+    negative = b.icmp_signed("<", x, ir.Constant(x.type, 0))
+    return b.select(negative, b.sub(ir.Constant(x.type, 0), x), x)
+
+
+def _cast(lowering, op, args):
+    b = lowering.builder
+    (x,) = args
+    source, target = op.operands[0].element, op.result.element
+    target_type = llvm_type(target)
+    if op.attrs.get("bitcast"):
+        return x if source.is_ptr() else b.bitcast(x, target_type)
+    if target.is_bool():
+        if source.is_floating():
+            return b.fcmp_unordered("!=", x, ir.Constant(x.type, 0.0))
+        return b.icmp_unsigned("!=", x, ir.Constant(x.type, 0))
+    if source.is_floating() and target.is_floating():
+        if source.bits == target.bits:   # fp16 <-> bf16 goes through fp32
+            return b.fptrunc(b.fpext(x, ir.FloatType()), target_type)
+        return b.fpext(x, target_type) if target.bits > source.bits else b.fptrunc(x, target_type)
+    if source.is_floating():
+        return b.fptosi(x, target_type) if target.is_int_signed() else b.fptoui(x, target_type)
+    if target.is_floating():
+        return b.sitofp(x, target_type) if source.is_int_signed() else b.uitofp(x, target_type)
+    if target.bits < source.bits:
+        return b.trunc(x, target_type)
+    if target.bits == source.bits:
+        return x
+    return b.sext(x, target_type) if source.is_int_signed() else b.zext(x, target_type)
+
+
+def _addptr(lowering, op, args):
+    b = lowering.builder
+    address, offset = args
+    offset_type = op.operands[1].element
+    wide = offset if offset.type.width == 64 else (
+        b.sext(offset, address.type) if offset_type.is_int_signed() else b.zext(offset, address.type))
+    size = op.result.element.element_ty.itemsize
+    return b.add(address, b.mul(wide, ir.Constant(address.type, size)) if size > 1 else wide)
+
+
+def _select(lowering, op, args):
+    return lowering.builder.select(*args)
+
+
+RULES = {
+    "add": _float_or_int("fadd", "add"),
+    "sub": _float_or_int("fsub", "sub"),
+    "mul": _float_or_int("fmul", "mul"),
+    "fdiv": lambda lw, op, a: lw.builder.fdiv(*a),
+    "idiv": _divide, "irem": _divide,
+    "frem": _float_call,
+    "and": _int_binary("and_"), "or": _int_binary("or_"), "xor": _int_binary("xor"),
+    "shl": _shift, "shr": _shift,
+    "min": _min_max, "max": _min_max,
+    "cmp": _compare,
+    "neg": _neg, "not": _not, "abs": _abs,
+    "exp": _float_call, "exp2": _float_call, "log": _float_call, "log2": _float_call,
+    "sin": _float_call, "cos": _float_call, "rsqrt": _float_call, "sqrt": _float_call,
+    "floor": _float_call, "ceil": _float_call, "fma": _float_call,
+    "select": _select, "cast": _cast, "addptr": _addptr,
+}
+
+
+def lower_elementwise(lowering, op, args):
+    rule = RULES.get(op.opcode)
+    if rule is None:
+        raise NotImplementedError(f"GPU backend: no lowering rule for {op.opcode}")
+    return rule(lowering, op, args)
+
+
+__all__ = ["lower_elementwise", "RULES", "I1"]

@@ -1,0 +1,328 @@
+"""gir -> LLVM IR: every block value becomes the registers one thread holds.
+
+In: a kir ``Function``, its ``LayoutPlan`` and axis info. Out: an llvmlite ``ir.Module``
+with one ``ptx_kernel`` function. For a value in a layout, each thread holds a list of
+registers; register k stands for the element at a logical index computed from the thread
+id (``Distribution``). Elementwise ops map register lists; ``broadcast``/``expand_dims`` only
+re-index them; loads and stores go through ``memory`` in vectors; a load needed in two
+layouts is converted through shared memory.
+"""
+from __future__ import annotations
+
+import itertools
+
+import llvmlite.ir as ir
+
+from ..passes.layouts import SCALAR, Layout, LayoutPlan
+from .llvm_types import I1, I8, I32, I64, llvm_type
+from .memory import emit_load, emit_store
+
+class Distribution:
+    """Which logical indices a thread holds for a shape in a layout."""
+
+    def __init__(self, lowering: "KernelLowering", layout: Layout, shape: tuple):
+        blocked = layout.blocked
+        self.layout = layout
+        self.embedded = layout.embed(shape)
+        self.slot_offsets = []      # per parent axis: constant offset of each slot
+        for axis, size in enumerate(self.embedded):
+            per_thread = min(blocked.size_per_thread[axis], size)
+            repeats = max(1, size // blocked.tile(axis))
+            self.slot_offsets.append([r * blocked.tile(axis) + s for r in range(repeats)
+                                      for s in range(per_thread)])
+        self.counts = [len(o) for o in self.slot_offsets]
+        self.lowering = lowering
+
+    def axis_indices(self, axis: int) -> list:
+        """LLVM i32 index of each slot along ``axis``."""
+        size = self.embedded[axis]
+        if size == 1:
+            return [ir.Constant(I32, 0)] * self.counts[axis]
+        b = self.lowering.builder
+        base = self.lowering.thread_base(self.layout.blocked, axis)
+        return [b.and_(b.add(base, ir.Constant(I32, c)), ir.Constant(I32, size - 1))
+                for c in self.slot_offsets[axis]]
+
+    def slots(self):
+        """Multi-indices (per parent axis) of the registers, in register order."""
+        return list(itertools.product(*(range(c) for c in self.counts)))
+
+    def owner_predicate(self):
+        """True on the one thread that owns each element (others hold replicas)."""
+        b = self.lowering.builder
+        blocked = self.layout.blocked
+        predicate = None
+        for axis, size in enumerate(self.embedded):
+            if blocked.tile(axis) <= size:
+                continue
+            owns = b.icmp_unsigned("<", self.lowering.thread_base(blocked, axis), ir.Constant(I32, size))
+            predicate = owns if predicate is None else b.and_(predicate, owns)
+        return predicate
+
+
+class KernelLowering:
+    def __init__(self, function, plan: LayoutPlan, infos: dict):
+        self.function = function
+        self.plan = plan
+        self.infos = infos
+        self.module = ir.Module(name=function.name)
+        self.module.triple = "nvptx64-nvidia-cuda"
+        arg_types = [ir.PointerType(addrspace=1) if p.value.element.is_ptr()
+                     else llvm_type(p.value.element) for p in function.params]
+        self.kernel = ir.Function(self.module, ir.FunctionType(ir.VoidType(), arg_types),
+                                  name=function.name)
+        self.kernel.calling_convention = "ptx_kernel"
+        self.builder = ir.IRBuilder(self.kernel.append_basic_block("entry"))
+        self.registers: dict = {}
+        self._bases: dict = {}
+        self._distributions: dict = {}
+        self._shared = None
+        self.shared_bytes = 0
+        b = self.builder
+        self.tid = self._sreg("tid.x", "tid")
+        self.lane = b.and_(self.tid, ir.Constant(I32, 31), name="lane")
+        self.warp = b.lshr(self.tid, ir.Constant(I32, 5), name="warp")
+        for param, arg in zip(function.params, self.kernel.args):
+            arg.name = param.name
+            value = b.ptrtoint(arg, I64, name=param.name + "_addr") if param.value.element.is_ptr() \
+                else arg
+            self.registers[(param.value, SCALAR)] = [value]
+
+    # -- thread geometry ---------------------------------------------------------------
+    def _sreg(self, register: str, name: str):
+        fn = self.module.globals.get(f"llvm.nvvm.read.ptx.sreg.{register}")
+        if fn is None:
+            fn = ir.Function(self.module, ir.FunctionType(I32, []),
+                             name=f"llvm.nvvm.read.ptx.sreg.{register}")
+        return self.builder.call(fn, [], name=name)
+
+    def thread_base(self, blocked, axis: int):
+        """First index along ``axis`` of this thread's elements, before wrapping."""
+        key = (blocked, axis)
+        if key not in self._bases:
+            b = self.builder
+            lane_stride = warp_stride = 1
+            for dim in blocked.order:
+                if dim == axis:
+                    break
+                lane_stride *= blocked.threads_per_warp[dim]
+                warp_stride *= blocked.warps_per_cta[dim]
+            lane_coord = b.urem(b.udiv(self.lane, ir.Constant(I32, lane_stride)),
+                                ir.Constant(I32, blocked.threads_per_warp[axis]))
+            warp_coord = b.urem(b.udiv(self.warp, ir.Constant(I32, warp_stride)),
+                                ir.Constant(I32, blocked.warps_per_cta[axis]))
+            thread = b.add(b.mul(warp_coord, ir.Constant(I32, blocked.threads_per_warp[axis])),
+                           lane_coord)
+            self._bases[key] = b.mul(thread, ir.Constant(I32, blocked.size_per_thread[axis]),
+                                     name=f"base{axis}")
+        return self._bases[key]
+
+    def distribution(self, layout: Layout, shape: tuple) -> Distribution:
+        key = (layout, shape)
+        if key not in self._distributions:
+            self._distributions[key] = Distribution(self, layout, shape)
+        return self._distributions[key]
+
+    def count(self, value, layout) -> int:
+        if layout is SCALAR:
+            return 1
+        return len(self.distribution(layout, value.type.shape).slots())
+
+    # -- driver ------------------------------------------------------------------------
+    def lower(self) -> ir.Module:
+        self._allocate_shared()
+        for op in self.function.body:
+            self.builder.comment = None
+            if op.opcode == "store":
+                self._lower_store(op)
+                continue
+            if op.result is None or op.result not in self.plan.demands:
+                continue
+            layouts = self.plan.demands[op.result]
+            if op.opcode == "load":
+                home = layouts[0]
+                self.registers[(op.result, home)] = self._lower_load(op, home)
+                for other in layouts[1:]:
+                    self.registers[(op.result, other)] = self._convert(op.result, home, other)
+                continue
+            for layout in layouts:
+                self.registers[(op.result, layout)] = self._lower_op(op, layout)
+        self.builder.ret_void()
+        return self.module
+
+    def regs(self, value, layout):
+        return self.registers[(value, layout)]
+
+    # -- ops ---------------------------------------------------------------------------
+    def _lower_op(self, op, layout):
+        from .arith import lower_elementwise
+        kind = op.opcode
+        result = op.result
+        b = self.builder
+        if kind in ("program_id", "num_programs"):
+            register = ("ctaid." if kind == "program_id" else "nctaid.") + "xyz"[op.attrs["axis"]]
+            return [self._sreg(register, kind)]
+        if kind == "constant":
+            value = _llvm_constant(result.element, op.attrs["value"])
+            return [value] * self.count(result, layout)
+        if kind == "arange":
+            if layout is SCALAR:
+                raise AssertionError("arange is a block")
+            dist = self.distribution(layout, result.type.shape)
+            indices = dist.axis_indices(layout.parent_axis(0))
+            counts = dist.counts
+            start = ir.Constant(I32, op.attrs["start"])
+            axis = layout.parent_axis(0)
+            return [b.add(indices[slot[axis]], start) if op.attrs["start"] else indices[slot[axis]]
+                    for slot in dist.slots()] if counts else []
+        if kind == "splat":
+            (scalar,) = self.regs(op.operands[0], SCALAR)
+            return [scalar] * self.count(result, layout)
+        if kind == "expand_dims":
+            source_layout = Layout(layout.blocked, tuple(sorted(
+                layout.sliced + (layout.parent_axis(op.attrs["axis"]),))))
+            return self.regs(op.operands[0], source_layout)
+        if kind == "broadcast":
+            return self._broadcast(op, layout)
+        if kind == "hint":
+            return self.regs(op.operands[0], layout)
+        operand_regs = [self.regs(v, layout) for v in op.operands]
+        return [lower_elementwise(self, op, [regs[i] for regs in operand_regs])
+                for i in range(len(operand_regs[0]))]
+
+    def _broadcast(self, op, layout):
+        source = op.operands[0]
+        src_regs = self.regs(source, layout)
+        src_dist = self.distribution(layout, source.type.shape)
+        dst_dist = self.distribution(layout, op.result.type.shape)
+        src_index = {slot: i for i, slot in enumerate(src_dist.slots())}
+        out = []
+        for slot in dst_dist.slots():
+            mapped = tuple(0 if src_dist.embedded[a] == 1 else k for a, k in enumerate(slot))
+            out.append(src_regs[src_index[mapped]])
+        return out
+
+    # -- memory ------------------------------------------------------------------------
+    def _vector_groups(self, op, layout, count):
+        """Register indices grouped into vector accesses along the fastest dimension."""
+        width = self.plan.vector_width.get(op, 1)
+        if layout is SCALAR:
+            return [[0]]
+        dist = self.distribution(layout, op.operands[0].type.shape)
+        fastest = layout.blocked.order[0]
+        rank = len(op.operands[0].type.shape)
+        if layout.parent_axis(rank - 1) != fastest:
+            width = 1
+        width = min(width, min(layout.blocked.size_per_thread[fastest], dist.embedded[fastest]))
+        return [list(range(i, i + width)) for i in range(0, count, width)]
+
+    def _lower_load(self, op, layout):
+        pointers = self.regs(op.operands[0], layout)
+        has_mask, has_other = op.attrs.get("has_mask"), op.attrs.get("has_other")
+        masks = self.regs(op.operands[1], layout) if has_mask else None
+        element = op.result.element
+        if has_other:
+            others = self.regs(op.operands[2], layout)
+        else:
+            others = [_llvm_constant(element, 0)] * len(pointers)
+        out = []
+        for group in self._vector_groups(op, layout, len(pointers)):
+            out += emit_load(self.builder, pointers[group[0]],
+                             masks[group[0]] if masks is not None else None, element, len(group),
+                             [others[i] for i in group], op.attrs.get("cache", ""),
+                             op.attrs.get("eviction", ""), op.attrs.get("volatile", False))
+        return out
+
+    def _lower_store(self, op):
+        pointer = op.operands[0]
+        # Stores anchor the natural layout of their rank (see passes.layouts).
+        layout = SCALAR if not pointer.type.shape else Layout(self.plan.blocked_by_rank[
+            len(pointer.type.shape)])
+        pointers = self.regs(pointer, layout)
+        values = self.regs(op.operands[1], layout)
+        masks = self.regs(op.operands[2], layout) if op.attrs.get("has_mask") else None
+        b = self.builder
+        if layout is SCALAR:
+            owner = b.icmp_unsigned("==", self.tid, ir.Constant(I32, 0))
+        else:
+            owner = self.distribution(layout, pointer.type.shape).owner_predicate()
+        element = pointer.element.element_ty
+        for group in self._vector_groups(op, layout, len(pointers)):
+            predicate = masks[group[0]] if masks is not None else None
+            if owner is not None:
+                predicate = owner if predicate is None else b.and_(predicate, owner)
+            emit_store(b, pointers[group[0]], predicate, element, [values[i] for i in group],
+                       op.attrs.get("cache", ""), op.attrs.get("eviction", ""))
+
+    # -- layout conversion through shared memory ---------------------------------------
+    def _allocate_shared(self):
+        needed = 0
+        for value, layouts in self.plan.demands.items():
+            if len(layouts) > 1 and value.owner is not None and value.owner.opcode == "load":
+                needed = max(needed, value.type.numel * max(1, value.element.itemsize))
+        if needed:
+            array = ir.ArrayType(I8, needed)
+            self._shared = ir.GlobalVariable(self.module, array, "shared_scratch", addrspace=3)
+            self._shared.linkage = "internal"
+            self._shared.align = 16
+            self._shared.initializer = ir.Constant(array, None)
+            self.shared_bytes = needed
+
+    def _barrier(self):
+        asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), []), "bar.sync 0;", "", side_effect=True)
+        self.builder.call(asm, [])
+
+    def _shared_address(self, value, layout, slot_indices, dist):
+        b = self.builder
+        shape = value.type.shape
+        linear = ir.Constant(I32, 0)
+        for dim in range(len(shape)):
+            axis = layout.parent_axis(dim)
+            stride = 1
+            for s in shape[dim + 1:]:
+                stride *= s
+            linear = b.add(linear, b.mul(slot_indices[axis], ir.Constant(I32, stride)))
+        memory_type = I8 if value.element.is_bool() else llvm_type(value.element)
+        base = b.bitcast(self._shared, ir.PointerType(addrspace=3))
+        byte = b.mul(linear, ir.Constant(I32, max(1, value.element.itemsize)))
+        address = b.gep(base, [byte], source_etype=I8)
+        return address, memory_type
+
+    def _convert(self, value, source, target):
+        b = self.builder
+        src_dist = self.distribution(source, value.type.shape)
+        dst_dist = self.distribution(target, value.type.shape)
+        src_regs = self.regs(value, source)
+        src_axes = [src_dist.axis_indices(a) for a in range(len(src_dist.embedded))]
+        dst_axes = [dst_dist.axis_indices(a) for a in range(len(dst_dist.embedded))]
+        self._barrier()
+        for reg, slot in zip(src_regs, src_dist.slots()):
+            indices = [src_axes[a][k] for a, k in enumerate(slot)]
+            address, memory_type = self._shared_address(value, source, indices, src_dist)
+            stored = b.zext(reg, I8) if value.element.is_bool() else reg
+            b.store(stored, address)
+        self._barrier()
+        out = []
+        for slot in dst_dist.slots():
+            indices = [dst_axes[a][k] for a, k in enumerate(slot)]
+            address, memory_type = self._shared_address(value, target, indices, dst_dist)
+            loaded = b.load(address, typ=memory_type)
+            out.append(b.icmp_unsigned("!=", loaded, ir.Constant(I8, 0))
+                       if value.element.is_bool() else loaded)
+        return out
+
+
+def _llvm_constant(element, value):
+    ty = llvm_type(element)
+    if element.is_floating():
+        return ir.Constant(ty, float(value))
+    if element.is_bool():
+        return ir.Constant(I1, int(bool(value)))
+    return ir.Constant(ty, int(value) & ((1 << element.bits) - 1) if not element.is_ptr() else int(value))
+
+
+def lower_to_llvm(function, plan: LayoutPlan, infos: dict) -> tuple:
+    lowering = KernelLowering(function, plan, infos)
+    module = lowering.lower()
+    return module, lowering.shared_bytes
+

@@ -1,0 +1,145 @@
+"""Global-memory access as predicated PTX: one ``ld``/``st`` per vector, never a branch.
+
+In: an address (i64), an optional predicate (i1), the element type and vector width.
+Out: inline-asm calls such as ``@p ld.global.v4.b32 {...}, [addr];``. Inline asm pins the
+exact instruction the axis info licensed (the width is proven, not hoped for) and keeps
+masked lanes as predicates. Both loads and stores are marked as having side effects so
+LLVM keeps their order relative to each other.
+"""
+from __future__ import annotations
+
+import llvmlite.ir as ir
+
+from .llvm_types import I1, I8, I16, I32, llvm_type
+
+
+def _memory_type(element):
+    """Type of the bytes in memory: int1 is stored as one byte."""
+    return I8 if element.is_bool() else llvm_type(element)
+
+
+def _words(vector_bits: int):
+    """(word bits, word count, asm constraint letter) for a vector of ``vector_bits``."""
+    if vector_bits >= 32:
+        return 32, vector_bits // 32, "r"
+    if vector_bits == 16:
+        return 16, 1, "h"
+    return 8, 1, "r"   # a byte travels in a 32-bit register (ld.u8 zero-extends)
+
+
+def _word_type(bits: int) -> ir.IntType:
+    return I32 if bits in (8, 32) else I16
+
+
+def _pack(builder, values, memory_type, word_bits, word_count):
+    """Element values -> list of words, for asm operands."""
+    vec = len(values)
+    if word_bits == 8:
+        return [builder.zext(values[0], I32)]
+    vector = ir.Constant(ir.VectorType(memory_type, vec), None)
+    for i, v in enumerate(values):
+        vector = builder.insert_element(vector, v, ir.Constant(I32, i))
+    if word_count == 1 and vec * memory_type_bits(memory_type) == word_bits:
+        return [builder.bitcast(vector, _word_type(word_bits)) if vec > 1 else
+                builder.bitcast(values[0], _word_type(word_bits))]
+    words = builder.bitcast(vector, ir.VectorType(_word_type(word_bits), word_count))
+    return [builder.extract_element(words, ir.Constant(I32, i)) for i in range(word_count)]
+
+
+def _unpack(builder, words, memory_type, vec, word_bits):
+    if word_bits == 8:
+        return [builder.trunc(words[0], I8)]
+    word_type = _word_type(word_bits)
+    if len(words) == 1:
+        if vec == 1:
+            return [builder.bitcast(words[0], memory_type)]
+        vector = builder.bitcast(words[0], ir.VectorType(memory_type, vec))
+    else:
+        packed = ir.Constant(ir.VectorType(word_type, len(words)), None)
+        for i, w in enumerate(words):
+            packed = builder.insert_element(packed, w, ir.Constant(I32, i))
+        vector = builder.bitcast(packed, ir.VectorType(memory_type, vec))
+    return [builder.extract_element(vector, ir.Constant(I32, i)) for i in range(vec)]
+
+
+def memory_type_bits(memory_type) -> int:
+    if isinstance(memory_type, ir.IntType):
+        return memory_type.width
+    return {"half": 16, "bfloat": 16, "float": 32, "double": 64}[str(memory_type)]
+
+
+def _eviction(eviction: str) -> str:
+    return f".L1::{eviction}" if eviction else ""
+
+
+def emit_load(builder, address, predicate, element, vec, others, cache="", eviction="",
+              volatile=False):
+    """Loads ``vec`` consecutive elements at ``address``; lanes off the predicate get ``others``."""
+    memory_type = _memory_type(element)
+    word_bits, word_count, letter = _words(vec * memory_type_bits(memory_type))
+    word_type = _word_type(word_bits)
+    kind = ".u8" if word_bits == 8 else f".b{word_bits}"
+    vector = f".v{word_count}" if word_count > 1 else ""
+    modifier = cache if cache else _eviction(eviction)
+    opcode = f"ld{'.volatile' if volatile else ''}.global{modifier}{vector}{kind}"
+    outputs = [f"${i}" for i in range(word_count)]
+    destination = "{" + ", ".join(outputs) + "}" if word_count > 1 else outputs[0]
+    operands, constraints = [address], ["l"]
+    lines = []
+    if predicate is not None:
+        other_words = _pack(builder, [_to_memory(builder, o, element) for o in others],
+                            memory_type, word_bits, word_count)
+        pred_index = word_count + 1
+        for i, word in enumerate(other_words):
+            lines.append(f"mov.b{32 if word_bits == 8 else word_bits} ${i}, ${pred_index + 1 + i};")
+        lines.append(f"@${pred_index} {opcode} {destination}, [ ${word_count} ];")
+        operands += [predicate] + other_words
+        constraints += ["b"] + [letter] * len(other_words)
+    else:
+        lines.append(f"{opcode} {destination}, [ ${word_count} ];")
+    result_type = ir.LiteralStructType([word_type] * word_count) if word_count > 1 else word_type
+    asm = ir.InlineAsm(ir.FunctionType(result_type, [o.type for o in operands]), " ".join(lines),
+                       ",".join([f"={letter}"] * word_count + constraints), side_effect=True)
+    result = builder.call(asm, operands)
+    words = [builder.extract_value(result, i) for i in range(word_count)] if word_count > 1 \
+        else [result]
+    return [_from_memory(builder, v, element) for v in
+            _unpack(builder, words, memory_type, vec, word_bits)]
+
+
+def emit_store(builder, address, predicate, element, values, cache="", eviction=""):
+    memory_type = _memory_type(element)
+    vec = len(values)
+    word_bits, word_count, letter = _words(vec * memory_type_bits(memory_type))
+    kind = ".b8" if word_bits == 8 else f".b{word_bits}"
+    vector = f".v{word_count}" if word_count > 1 else ""
+    modifier = cache if cache else _eviction(eviction)
+    words = _pack(builder, [_to_memory(builder, v, element) for v in values], memory_type,
+                  word_bits, word_count)
+    first = 2 if predicate is not None else 1
+    sources = [f"${first + i}" for i in range(word_count)]
+    source = "{" + ", ".join(sources) + "}" if word_count > 1 else sources[0]
+    text = f"st.global{modifier}{vector}{kind} [ $0 ], {source};"
+    operands, constraints = [address], ["l"]
+    if predicate is not None:
+        text = f"@$1 {text}"
+        operands.append(predicate)
+        constraints.append("b")
+    operands += words
+    constraints += [letter] * word_count
+    asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), [o.type for o in operands]), text,
+                       ",".join(constraints), side_effect=True)
+    builder.call(asm, operands)
+
+
+def _to_memory(builder, value, element):
+    return builder.zext(value, I8) if element.is_bool() else value
+
+
+def _from_memory(builder, value, element):
+    if element.is_bool():
+        return builder.icmp_unsigned("!=", value, ir.Constant(I8, 0))
+    return value
+
+
+__all__ = ["emit_load", "emit_store", "I1"]

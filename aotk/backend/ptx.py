@@ -1,0 +1,77 @@
+"""LLVM IR -> optimized LLVM IR -> PTX, through llvmlite's NVPTX target.
+
+In: the llvmlite module from ``backend.lower``, the target arch, ``num_warps``. Out: the
+optimized LLVM IR text and the PTX text. libdevice is linked only when the kernel calls a
+``__nv_*`` function; its unused functions are internalized and dropped by the O3 pipeline.
+``nvvm.maxntid`` tells ptxas the CTA size so it can budget registers as Triton does.
+"""
+from __future__ import annotations
+
+import functools
+import re
+
+import llvmlite.binding as llvm
+
+TRIPLE = "nvptx64-nvidia-cuda"
+PTX_FEATURES = "+ptx80"   # PTX ISA 8.0: understood by ptxas from CUDA 12.0 on
+
+
+@functools.lru_cache(maxsize=None)
+def _initialize():
+    llvm.initialize_all_targets()
+    llvm.initialize_all_asmprinters()
+    return True
+
+
+@functools.lru_cache(maxsize=None)
+def target_machine(arch: str):
+    _initialize()
+    target = llvm.Target.from_triple(TRIPLE)
+    return target.create_target_machine(cpu=arch, features=PTX_FEATURES, opt=3)
+
+
+@functools.lru_cache(maxsize=1)
+def _libdevice_bitcode() -> bytes:
+    from ..toolchain.libdevice import find_libdevice
+    with open(find_libdevice(), "rb") as f:
+        return f.read()
+
+
+def llvm_version() -> str:
+    return ".".join(map(str, llvm.llvm_version_info))
+
+
+def _with_block_size(text: str, kernel_name: str, threads: int) -> str:
+    """Tags the kernel definition with its CTA size (llvmlite.ir has no string attributes)."""
+    pattern = re.compile(r'^(define ptx_kernel void @"?' + re.escape(kernel_name) + r'"?\(.*\))',
+                         re.MULTILINE)
+    text, count = pattern.subn(r"\1 #0", text, count=1)
+    if count != 1:
+        raise AssertionError("kernel definition not found in the LLVM module")
+    return text + f'\nattributes #0 = {{ "nvvm.maxntid"="{threads}" }}\n'
+
+
+def optimize(module_text: str, arch: str, kernel_name: str, num_warps: int):
+    """Returns the optimized llvmlite binding module."""
+    tm = target_machine(arch)
+    module = llvm.parse_assembly(_with_block_size(module_text, kernel_name, num_warps * 32))
+    module.triple = TRIPLE
+    module.data_layout = str(tm.target_data)
+    module.verify()
+    if any(f.is_declaration and f.name.startswith("__nv_") for f in module.functions):
+        library = llvm.parse_bitcode(_libdevice_bitcode())
+        library.triple = TRIPLE
+        library.data_layout = str(tm.target_data)
+        module.link_in(library)
+        for function in module.functions:
+            if not function.is_declaration and function.name != kernel_name:
+                function.linkage = "internal"
+    options = llvm.create_pipeline_tuning_options(speed_level=3)
+    builder = llvm.create_pass_builder(tm, options)
+    builder.getModulePassManager().run(module, builder)
+    return module
+
+
+def emit_ptx(module_text: str, arch: str, kernel_name: str, num_warps: int) -> tuple[str, str]:
+    module = optimize(module_text, arch, kernel_name, num_warps)
+    return str(module), target_machine(arch).emit_assembly(module)

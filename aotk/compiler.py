@@ -1,0 +1,111 @@
+"""``aotk.compile``: one kernel, one signature -> kir, LLVM IR, PTX and a cubin.
+
+The pipeline, one line per stage:
+  kir     frontend: Python AST -> typed block SSA, specialized on types, hints, constexprs
+  axis    passes.axis_info: contiguity / divisibility / constancy of every value
+  gir     passes.layouts: a distributed layout per value, vector width per memory op
+  llir    backend.lower: registers per thread, predicated vector memory ops
+  ptx     backend.ptx: llvmlite O3 + libdevice, NVPTX code generation
+  cubin   toolchain.ptxas
+Set ``AOTK_DUMP=DIR`` to write every stage of every compile to DIR.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+
+from .ir.types import parse_type
+from .passes import axis_info
+from .passes.layouts import assign_layouts
+
+SUPPORTED_TARGETS = ("sm_80", "sm_86", "sm_89", "sm_90")
+
+
+@dataclass
+class CompiledKernel:
+    name: str
+    kir: object          # kir.Function; str() gives the listing
+    gir: str             # the layouts chosen, for reading
+    llir: str
+    ptx: str
+    cubin: bytes
+    metadata: dict = field(default_factory=dict)
+
+    def dump(self, directory: str) -> list[str]:
+        """Writes every stage to ``directory``; returns the paths written."""
+        os.makedirs(directory, exist_ok=True)
+        written = []
+        for extension, content in (("kir", str(self.kir)), ("gir", self.gir),
+                                   ("llir", self.llir), ("ptx", self.ptx), ("cubin", self.cubin),
+                                   ("json", json.dumps(self.metadata, indent=2, sort_keys=True))):
+            path = os.path.join(directory, f"{self.name}.{extension}")
+            with open(path, "wb" if isinstance(content, bytes) else "w") as f:
+                f.write(content)
+            written.append(path)
+        return written
+
+
+def parse_signature(kernel, signature) -> tuple[dict, dict]:
+    """``"*fp32:16, i32"`` or ``{param: "*fp32:16"}`` -> ({param: type}, {param: hint})."""
+    names = kernel.runtime_names
+    if isinstance(signature, dict):
+        unknown = set(signature) - set(names)
+        if unknown:
+            raise ValueError(f"signature names {sorted(unknown)} which are not runtime "
+                             f"parameters of {kernel.name} ({', '.join(names)})")
+        items = [(n, signature[n]) for n in names if n in signature]
+        missing = [n for n in names if n not in signature]
+        if missing:
+            raise ValueError(f"signature lacks a type for {', '.join(missing)}")
+    else:
+        parts = [p.strip() for p in str(signature).split(",") if p.strip()]
+        if len(parts) != len(names):
+            raise ValueError(f"signature has {len(parts)} entries but {kernel.name} has "
+                             f"{len(names)} runtime parameters ({', '.join(names)})")
+        items = list(zip(names, parts))
+    types, hints = {}, {}
+    for name, text in items:
+        text = str(text).strip()
+        type_text, _, hint_text = text.partition(":")
+        types[name] = parse_type(type_text)
+        if hint_text:
+            hint = int(hint_text)
+            if hint not in (1, 16):
+                raise ValueError(f"hint :{hint} on {name} is not supported (use :16 or :1)")
+            if hint == 1 and not types[name].is_int():
+                raise ValueError(f"hint :1 needs an integer parameter, {name} is {types[name]}")
+            if types[name].is_floating():
+                raise ValueError(f"float parameter {name} cannot carry a hint")
+            hints[name] = hint
+    return types, hints
+
+
+def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target="sm_90"):
+    from .backend.lower import lower_to_llvm
+    from .backend.ptx import emit_ptx
+    from .toolchain.ptxas import assemble
+
+    if target not in SUPPORTED_TARGETS:
+        raise ValueError(f"unsupported target {target!r}; expected one of {', '.join(SUPPORTED_TARGETS)}")
+    if num_warps < 1 or num_warps & (num_warps - 1) or num_warps > 32:
+        raise ValueError(f"num_warps must be a power of two from 1 to 32, got {num_warps}")
+    types, hints = parse_signature(kernel, signature)
+    function = kernel.kir(types, hints, constants or {})
+    infos = axis_info.analyze(function)
+    plan = assign_layouts(function, infos, num_warps)
+    module, shared_bytes = lower_to_llvm(function, plan, infos)
+    llir, ptx = emit_ptx(str(module), target, function.name, num_warps)
+    cubin, ptxas_info = assemble(ptx, target)
+    vector_widths = sorted({w for w in plan.vector_width.values()})
+    metadata = {
+        "name": function.name, "target": target, "num_warps": num_warps,
+        "num_stages": num_stages, "shared": int(shared_bytes),
+        "registers": ptxas_info.get("registers"), "spills": ptxas_info.get("spills"),
+        "vector_widths": vector_widths,
+    }
+    compiled = CompiledKernel(function.name, function, plan.describe(), llir, ptx, cubin, metadata)
+    dump_dir = os.environ.get("AOTK_DUMP")
+    if dump_dir:
+        compiled.dump(dump_dir)
+    return compiled

@@ -1,0 +1,190 @@
+"""Layout assignment: kir + axis info -> gir, the distribution of every block over threads.
+
+In: a kir ``Function``, its axis info, ``num_warps``. Out: a ``LayoutPlan`` giving
+
+- one blocked layout per block rank (``sizePerThread`` from the widest vector access the
+  axis info proves legal for that rank's memory ops, then threads and warps filling the
+  dominant shape fastest-dimension first);
+- for each memory op, its vector width in elements;
+- for each value, the layouts it is needed in. Values are demanded backward from stores:
+  elementwise ops take their result's layout, ``expand_dims`` asks for a slice of it,
+  ``splat`` a scalar. Pure values are recomputed per layout (cheap: index math); a load
+  demanded in several layouts is loaded once and converted through shared memory.
+
+A layout is ``Layout(blocked, sliced)``: the value is laid out as the parent blocked
+layout of a shape with size-1 dimensions at the ``sliced`` parent axes. Blocked layouts are
+shape-agnostic, as in Triton: smaller shapes wrap, size-1 dimensions replicate.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..ir.kir import Function
+
+THREADS_PER_WARP = 32
+MAX_VECTOR_BYTES = 16
+
+
+@dataclass(frozen=True)
+class Blocked:
+    size_per_thread: tuple
+    threads_per_warp: tuple
+    warps_per_cta: tuple
+    order: tuple            # dimensions, fastest first
+
+    @property
+    def rank(self) -> int:
+        return len(self.size_per_thread)
+
+    def tile(self, dim: int) -> int:
+        """Elements one CTA covers along ``dim`` before the layout wraps."""
+        return self.size_per_thread[dim] * self.threads_per_warp[dim] * self.warps_per_cta[dim]
+
+    def __str__(self) -> str:
+        return (f"#blocked<spt={list(self.size_per_thread)} tpw={list(self.threads_per_warp)} "
+                f"wpc={list(self.warps_per_cta)} order={list(self.order)}>")
+
+
+@dataclass(frozen=True)
+class Layout:
+    blocked: Blocked
+    sliced: tuple = ()      # parent axes removed from the value's shape
+
+    def embed(self, shape: tuple) -> tuple:
+        """The value's shape in parent coordinates (size 1 at sliced axes)."""
+        dims = iter(shape)
+        return tuple(1 if axis in self.sliced else next(dims) for axis in range(self.blocked.rank))
+
+    def parent_axis(self, dim: int) -> int:
+        """Parent axis of the value's dimension ``dim``."""
+        return [a for a in range(self.blocked.rank) if a not in self.sliced][dim]
+
+    def __str__(self) -> str:
+        return str(self.blocked) if not self.sliced else f"#slice<{self.blocked}, dims={list(self.sliced)}>"
+
+
+SCALAR = "scalar"   # every thread holds the one value
+
+
+@dataclass
+class LayoutPlan:
+    num_warps: int
+    blocked_by_rank: dict
+    vector_width: dict = field(default_factory=dict)   # memory op -> elements per access
+    demands: dict = field(default_factory=dict)        # value -> [layouts], home first
+
+    def describe(self) -> str:
+        return "\n".join(f"rank {r}: {b}" for r, b in sorted(self.blocked_by_rank.items()))
+
+
+def memory_vector_width(op, infos) -> int:
+    """Elements per access along the fastest dimension that axis info proves legal."""
+    pointer = op.operands[0]
+    shape = pointer.type.shape
+    if not shape:
+        return 1
+    dim = len(shape) - 1
+    info = infos[pointer]
+    itemsize = pointer.element.element_ty.itemsize
+    width = min(info.contiguity[dim], max(1, info.divisibility[dim] // itemsize),
+                max(1, MAX_VECTOR_BYTES // itemsize), shape[dim])
+    mask_index = 1 if op.opcode == "load" else 2
+    if op.attrs.get("has_mask"):
+        width = min(width, infos[op.operands[mask_index]].constancy[dim])
+    return 1 << (max(1, width).bit_length() - 1)
+
+
+def _blocked_for(shape: tuple, vector: int, num_warps: int) -> Blocked:
+    rank = len(shape)
+    order = tuple(range(rank - 1, -1, -1))
+    numel = 1
+    for s in shape:
+        numel *= s
+    threads = num_warps * THREADS_PER_WARP
+    size_per_thread = [1] * rank
+    # Keep every thread busy before widening its vector (Triton's coalescing rule).
+    size_per_thread[order[0]] = max(1, min(vector, shape[order[0]], max(1, numel // threads)))
+    threads_per_warp = [1] * rank
+    remaining = THREADS_PER_WARP
+    for dim in order:
+        share = min(remaining, max(1, shape[dim] // size_per_thread[dim]))
+        threads_per_warp[dim] = share
+        remaining //= share
+    threads_per_warp[order[-1]] *= remaining   # left-over lanes replicate along the slowest dim
+    warps = [1] * rank
+    remaining = num_warps
+    for dim in order:
+        share = min(remaining, max(1, shape[dim] // (size_per_thread[dim] * threads_per_warp[dim])))
+        warps[dim] = share
+        remaining //= share
+    warps[order[-1]] *= remaining
+    return Blocked(tuple(size_per_thread), tuple(threads_per_warp), tuple(warps), order)
+
+
+def assign_layouts(function: Function, infos: dict, num_warps: int) -> LayoutPlan:
+    memory_ops = [op for op in function.body if op.opcode in ("load", "store")]
+    vector_width = {op: memory_vector_width(op, infos) for op in memory_ops}
+
+    # One blocked layout per rank, shaped by the largest block of that rank.
+    largest: dict = {}
+    widths: dict = {}
+    for op in function.body:
+        for value in list(op.operands) + ([op.result] if op.result is not None else []):
+            shape = value.type.shape
+            if shape and (len(shape) not in largest or
+                          value.type.numel > _numel(largest[len(shape)])):
+                largest[len(shape)] = shape
+    for op in memory_ops:
+        rank = len(op.operands[0].type.shape)
+        if rank:
+            widths[rank] = min(widths.get(rank, MAX_VECTOR_BYTES), vector_width[op])
+    blocked_by_rank = {rank: _blocked_for(shape, widths.get(rank, 1), num_warps)
+                       for rank, shape in largest.items()}
+
+    demands: dict = {}
+
+    def demand(value, layout):
+        layouts = demands.setdefault(value, [])
+        if layout not in layouts:
+            layouts.append(layout)
+
+    def natural(value):
+        rank = len(value.type.shape)
+        return Layout(blocked_by_rank[rank]) if rank else SCALAR
+
+    for op in reversed(function.body):
+        if op.opcode == "store":
+            for value in op.operands:
+                demand(value, natural(op.operands[0]))
+            continue
+        if op.result is None or op.result not in demands:
+            continue
+        wanted = demands[op.result]
+        if op.opcode == "load":
+            # Loaded once, in a full (unsliced) layout when one is wanted: that is where
+            # the vector width was proven.
+            wanted.sort(key=lambda lay: lay is SCALAR or bool(lay.sliced))
+            wanted = wanted[:1]
+        for layout in wanted:
+            for value in op.operands:
+                demand(value, _operand_layout(op, layout))
+    for value in list(demands):
+        if value.type.shape == ():
+            demands[value] = [SCALAR]
+    return LayoutPlan(num_warps, blocked_by_rank, vector_width, demands)
+
+
+def _operand_layout(op, layout):
+    if layout is SCALAR or op.opcode == "splat":
+        return SCALAR
+    if op.opcode == "expand_dims":
+        axis = layout.parent_axis(op.attrs["axis"])
+        return Layout(layout.blocked, tuple(sorted(layout.sliced + (axis,))))
+    return layout
+
+
+def _numel(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n

@@ -1,0 +1,146 @@
+"""JIT launch on the GPU: ``kernel[grid](cuda_tensors...)``.
+
+Specializes like Triton's JIT (pointers 16-byte aligned, integers divisible by 16 or equal
+to 1), compiles through ``aotk.compiler`` with the on-disk cache, loads the cubin once per
+CUDA context and launches through cuda-python on the given or current stream.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+
+from .. import __version__
+from ..errors import AotkError
+from ..ir import types as T
+from ..jit import cuda_array_dtype, scalar_type_of
+from . import cache
+
+_lock = threading.Lock()
+_modules: dict = {}      # (context handle, cubin key) -> CUfunction
+_targets: dict = {}      # device ordinal -> "sm_XY"
+
+
+def _driver():
+    from cuda.bindings import driver
+    return driver
+
+
+def _check(result, what: str):
+    error, *values = result if isinstance(result, tuple) else (result,)
+    driver = _driver()
+    if error != driver.CUresult.CUDA_SUCCESS:
+        _, name = driver.cuGetErrorName(error)
+        raise AotkError(f"{what} failed: {name.decode() if isinstance(name, bytes) else name}")
+    return values[0] if len(values) == 1 else values
+
+
+def _current_context():
+    driver = _driver()
+    _check(driver.cuInit(0), "cuInit")
+    context = _check(driver.cuCtxGetCurrent(), "cuCtxGetCurrent")
+    if not int(context):
+        device = _check(driver.cuDeviceGet(0), "cuDeviceGet")
+        context = _check(driver.cuDevicePrimaryCtxRetain(device), "cuDevicePrimaryCtxRetain")
+        _check(driver.cuCtxSetCurrent(context), "cuCtxSetCurrent")
+    return context
+
+
+def _target() -> str:
+    driver = _driver()
+    device = _check(driver.cuCtxGetDevice(), "cuCtxGetDevice")
+    key = int(device)
+    if key not in _targets:
+        attribute = driver.CUdevice_attribute
+        major = _check(driver.cuDeviceGetAttribute(
+            attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device), "cuDeviceGetAttribute")
+        minor = _check(driver.cuDeviceGetAttribute(
+            attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device), "cuDeviceGetAttribute")
+        _targets[key] = f"sm_{major}{minor}"
+    return _targets[key]
+
+
+def _address(value) -> int:
+    return int(value.__cuda_array_interface__["data"][0])
+
+
+def specialize(kernel, runtime_args: dict):
+    """Types and hints for a launch, from the actual arguments."""
+    types, hints, values = {}, {}, []
+    for name in kernel.runtime_names:
+        value = runtime_args[name]
+        if hasattr(value, "__cuda_array_interface__"):
+            types[name] = T.PointerType(cuda_array_dtype(value))
+            address = _address(value)
+            if address % 16 == 0:
+                hints[name] = 16
+            values.append((address, ctypes.c_uint64))
+            continue
+        dtype = scalar_type_of(value)
+        types[name] = dtype
+        if dtype.is_int() and not dtype.is_bool():
+            if value == 1:
+                hints[name] = 1
+            elif value % 16 == 0:
+                hints[name] = 16
+        values.append((value, _CTYPES[dtype.name]))
+    return types, hints, values
+
+
+_CTYPES = {"int1": ctypes.c_bool, "int8": ctypes.c_int8, "int16": ctypes.c_int16,
+           "int32": ctypes.c_int32, "int64": ctypes.c_int64, "uint8": ctypes.c_uint8,
+           "uint16": ctypes.c_uint16, "uint32": ctypes.c_uint32, "uint64": ctypes.c_uint64,
+           "float32": ctypes.c_float, "float64": ctypes.c_double}
+
+
+def _versions() -> dict:
+    from ..backend.ptx import llvm_version
+    from ..toolchain.ptxas import find_ptxas
+    return {"aotk": __version__, "llvm": llvm_version(), "ptxas": find_ptxas().version}
+
+
+def _compiled(kernel, types, hints, constants, num_warps, num_stages, target):
+    function = kernel.kir(types, hints, constants)
+    options = {"num_warps": num_warps, "num_stages": num_stages, "target": target}
+    key = cache.cache_key(str(function), options, _versions())
+    hit = cache.load(key)
+    if hit is None:
+        from ..compiler import compile
+        signature = {n: types[n].short + (f":{hints[n]}" if n in hints else "")
+                     for n in kernel.runtime_names}
+        compiled = compile(kernel, signature, constants, num_warps, num_stages, target)
+        cache.store(key, compiled.cubin, compiled.metadata)
+        hit = compiled.cubin, compiled.metadata
+    return key, hit[0], hit[1]
+
+
+def _stream_handle(stream, runtime_args):
+    if stream is not None:
+        return int(getattr(stream, "cuda_stream", stream))
+    for value in runtime_args.values():
+        if type(value).__module__.startswith("torch"):
+            import torch
+            return torch.cuda.current_stream().cuda_stream
+    return 0
+
+
+def launch_on_device(kernel, grid, runtime_args, constants, num_warps, num_stages, stream):
+    driver = _driver()
+    context = _current_context()
+    types, hints, values = specialize(kernel, runtime_args)
+    # A ":1" parameter is folded into the code but still passed: the ABI stays fixed.
+    key, cubin, metadata = _compiled(kernel, types, hints, constants, num_warps, num_stages,
+                                     _target())
+    with _lock:
+        module_key = (int(context), key)
+        function = _modules.get(module_key)
+        if function is None:
+            module = _check(driver.cuModuleLoadData(cubin), "cuModuleLoadData")
+            function = _check(driver.cuModuleGetFunction(module, metadata["name"].encode()),
+                              "cuModuleGetFunction")
+            _modules[module_key] = function
+    if 0 in grid:
+        return
+    arguments = (tuple(v for v, _ in values), tuple(t for _, t in values))
+    _check(driver.cuLaunchKernel(function, grid[0], grid[1], grid[2], 32 * num_warps, 1, 1,
+                                 metadata.get("shared", 0), _stream_handle(stream, runtime_args),
+                                 arguments, 0), f"launching {kernel.name}")

@@ -1,0 +1,78 @@
+"""PTX -> cubin with ptxas, and what ptxas reports (registers, spills, shared memory).
+
+In: PTX text and an ``sm_XY`` arch. Out: cubin bytes and an info dict. A rejected PTX
+raises ``ToolchainError`` carrying ptxas's message and the arch.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import re
+import subprocess
+import tempfile
+from dataclasses import dataclass
+
+from .errors import ToolchainError
+from .locate import find_tool
+
+
+@dataclass(frozen=True)
+class ToolInfo:
+    path: str
+    origin: str
+    version: str
+
+
+def _reset_cache():
+    find_tool.cache_clear()
+    find_ptxas.cache_clear()
+
+
+@functools.lru_cache(maxsize=None)
+def find_ptxas() -> ToolInfo:
+    tool = find_tool("ptxas")
+    try:
+        output = subprocess.run([tool.path, "--version"], capture_output=True, text=True,
+                                timeout=60).stdout
+    except OSError as exc:
+        raise ToolchainError(f"cannot run {tool.path}: {exc}") from None
+    match = re.search(r"release [\d.]+, V([\d.]+)", output)
+    return ToolInfo(tool.path, tool.origin, match.group(1) if match else output.strip()[-40:])
+
+
+def ptxas_version() -> tuple:
+    return tuple(int(p) for p in re.findall(r"\d+", find_ptxas().version)[:3])
+
+
+_INFO_PATTERNS = {
+    "registers": re.compile(r"Used (\d+) registers"),
+    "stack": re.compile(r"(\d+) bytes stack frame"),
+    "spill_stores": re.compile(r"(\d+) bytes spill stores"),
+    "spill_loads": re.compile(r"(\d+) bytes spill loads"),
+    "shared": re.compile(r"(\d+) bytes smem"),
+}
+
+
+def parse_verbose(text: str) -> dict:
+    info = {}
+    for key, pattern in _INFO_PATTERNS.items():
+        match = pattern.search(text)
+        info[key] = int(match.group(1)) if match else 0
+    info["spills"] = info.pop("spill_stores") + info.pop("spill_loads")
+    return info
+
+
+def assemble(ptx: str, arch: str = "sm_90", opt_level: int = 3) -> tuple[bytes, dict]:
+    tool = find_ptxas()
+    with tempfile.TemporaryDirectory(prefix="aotk-ptxas-") as work:
+        source, output = os.path.join(work, "kernel.ptx"), os.path.join(work, "kernel.cubin")
+        with open(source, "w") as f:
+            f.write(ptx)
+        command = [tool.path, f"-arch={arch}", "-v", f"-O{opt_level}", source, "-o", output]
+        result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        if result.returncode != 0:
+            message = (result.stderr or result.stdout).strip().replace(source, "<ptx>")
+            raise ToolchainError(f"ptxas ({tool.path}) rejected the PTX for {arch}:\n{message}")
+        with open(output, "rb") as f:
+            cubin = f.read()
+    return cubin, parse_verbose(result.stdout + result.stderr)

@@ -1,0 +1,17 @@
+"""The language's semantics, run through the interpreter, against numpy references."""
+import numpy as np
+import pytest
+
+from tests.kernels.elementwise import CASES, run_interpreter
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_interpreter_matches_reference(case):
+    args, outputs = run_interpreter(case)
+    expected = case.reference(args)
+    for name, value in outputs.items():
+        if case.exact:
+            np.testing.assert_array_equal(value, expected[name], err_msg=name)
+        else:
+            np.testing.assert_allclose(value.astype(np.float64), expected[name].astype(np.float64),
+                                       rtol=case.rtol, atol=case.rtol, err_msg=name)
