@@ -283,10 +283,9 @@ class KernelLowering:
                 stride *= s
             linear = b.add(linear, b.mul(slot_indices[axis], ir.Constant(I32, stride)))
         memory_type = I8 if value.element.is_bool() else llvm_type(value.element)
-        base = b.bitcast(self._shared, ir.PointerType(addrspace=3))
         byte = b.mul(linear, ir.Constant(I32, max(1, value.element.itemsize)))
-        address = b.gep(base, [byte], source_etype=I8)
-        return address, memory_type
+        address = b.gep(self._shared, [ir.Constant(I32, 0), byte])
+        return b.bitcast(address, memory_type.as_pointer(3)), memory_type
 
     def _convert(self, value, source, target):
         b = self.builder
