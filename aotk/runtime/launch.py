@@ -17,6 +17,7 @@ from . import cache
 
 _lock = threading.Lock()
 _modules: dict = {}      # (context handle, cubin key) -> CUfunction
+_launchable: dict = {}   # (kernel, context, specialization) -> (CUfunction, metadata)
 _targets: dict = {}      # device ordinal -> "sm_XY"
 
 
@@ -123,10 +124,8 @@ def _stream_handle(stream, runtime_args):
     return 0
 
 
-def launch_on_device(kernel, grid, runtime_args, constants, num_warps, num_stages, stream):
+def _load_function(kernel, context, types, hints, constants, num_warps, num_stages):
     driver = _driver()
-    context = _current_context()
-    types, hints, values = specialize(kernel, runtime_args)
     # A ":1" parameter is folded into the code but still passed: the ABI stays fixed.
     key, cubin, metadata = _compiled(kernel, types, hints, constants, num_warps, num_stages,
                                      _target())
@@ -138,6 +137,21 @@ def launch_on_device(kernel, grid, runtime_args, constants, num_warps, num_stage
             function = _check(driver.cuModuleGetFunction(module, metadata["name"].encode()),
                               "cuModuleGetFunction")
             _modules[module_key] = function
+    return function, metadata
+
+
+def launch_on_device(kernel, grid, runtime_args, constants, num_warps, num_stages, stream):
+    driver = _driver()
+    context = _current_context()
+    types, hints, values = specialize(kernel, runtime_args)
+    # The hot path: a launch seen before skips kir, hashing and the disk cache.
+    fast_key = (kernel, int(context), tuple(types.values()), tuple(sorted(hints.items())),
+                tuple(sorted((k, repr(v)) for k, v in constants.items())), num_warps, num_stages)
+    found = _launchable.get(fast_key)
+    if found is None:
+        found = _load_function(kernel, context, types, hints, constants, num_warps, num_stages)
+        _launchable[fast_key] = found
+    function, metadata = found
     if 0 in grid:
         return
     arguments = (tuple(v for v, _ in values), tuple(t for _, t in values))

@@ -1,0 +1,1 @@
+"""The ``aotk`` command line (installed as the package ``aotk_cli``)."""

@@ -1,0 +1,97 @@
+"""``aotk``: a thin click layer over library functions.
+
+  aotk compile FILE.py:FUNCTION --signature ... -D NAME=VALUE -o DIR   every stage to DIR
+  aotk doctor                                                          which tools are used
+User errors print one line on stderr and exit 1; no traceback.
+"""
+from __future__ import annotations
+
+import importlib.util
+import sys
+import uuid
+from pathlib import Path
+
+import click
+
+import aotk
+from aotk.toolchain import ToolchainError
+
+
+class UserError(click.ClickException):
+    def show(self, file=None):
+        click.echo(f"aotk: error: {self.message}", err=True)
+
+
+def parse_define(text: str):
+    """``NAME=VALUE`` -> (name, int | float | bool | str)."""
+    name, sep, raw = text.partition("=")
+    if not sep or not name.isidentifier():
+        raise UserError(f"-D expects NAME=VALUE, got {text!r}")
+    for convert in (int, float):
+        try:
+            return name, convert(raw)
+        except ValueError:
+            pass
+    if raw in ("True", "False"):
+        return name, raw == "True"
+    return name, raw
+
+
+def load_kernel(spec: str):
+    """``path/to/file.py:function`` -> the @aotk.jit function it names."""
+    path_text, sep, function = spec.rpartition(":")
+    if not sep or not function:
+        raise UserError(f"expected FILE.py:FUNCTION, got {spec!r}")
+    path = Path(path_text)
+    if not path.is_file():
+        raise UserError(f"{path}: no such file")
+    sys.path.insert(0, str(path.resolve().parent))
+    try:
+        module_spec = importlib.util.spec_from_file_location(f"aotk_user_{uuid.uuid4().hex}", path)
+        module = importlib.util.module_from_spec(module_spec)
+        module_spec.loader.exec_module(module)
+    except aotk.CompilationError as exc:
+        raise UserError(str(exc)) from None
+    finally:
+        sys.path.pop(0)
+    kernel = getattr(module, function, None)
+    if not isinstance(kernel, aotk.JITFunction):
+        raise UserError(f"{path}: {function!r} is not an @aotk.jit function")
+    return kernel
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(aotk.__version__, prog_name="aotk")
+def main():
+    """aotk: ahead-of-time GPU kernels from Triton-style Python."""
+
+
+@main.command("compile")
+@click.argument("kernel_spec", metavar="FILE.py:FUNCTION")
+@click.option("--signature", "-s", required=True, help='e.g. "*fp32:16, *fp32:16, i32"')
+@click.option("-D", "defines", multiple=True, metavar="NAME=VALUE", help="constexpr values")
+@click.option("--num-warps", default=4, show_default=True)
+@click.option("--num-stages", default=3, show_default=True)
+@click.option("--target", default="sm_90", show_default=True)
+@click.option("-o", "--out-dir", default="build", show_default=True, type=click.Path())
+def compile_command(kernel_spec, signature, defines, num_warps, num_stages, target, out_dir):
+    """Compile one kernel and write every stage (kir, gir, llir, ptx, cubin, json)."""
+    constants = dict(parse_define(d) for d in defines)
+    kernel = load_kernel(kernel_spec)
+    try:
+        compiled = aotk.compile(kernel, signature, constants, num_warps=num_warps,
+                                num_stages=num_stages, target=target)
+    except (aotk.CompilationError, ToolchainError, ValueError, TypeError) as exc:
+        raise UserError(str(exc)) from None
+    for path in compiled.dump(out_dir):
+        click.echo(path)
+
+
+@main.command()
+def doctor():
+    """Show the toolchain aotk uses and where each piece comes from."""
+    from aotk.toolchain.doctor import report
+    rows = report()
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        click.echo(f"{key:<{width}}  {value}")
