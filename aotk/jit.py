@@ -52,11 +52,18 @@ def scalar_type_of(value) -> T.DType:
     raise TypeError(f"unsupported kernel argument of type {type(value).__name__}")
 
 
+_TORCH_DTYPES = {"torch.bool": T.int1, "torch.int8": T.int8, "torch.int16": T.int16,
+                 "torch.int32": T.int32, "torch.int64": T.int64, "torch.uint8": T.uint8,
+                 "torch.uint16": T.uint16, "torch.uint32": T.uint32, "torch.uint64": T.uint64,
+                 "torch.float16": T.float16, "torch.bfloat16": T.bfloat16,
+                 "torch.float32": T.float32, "torch.float64": T.float64}
+
+
 def cuda_array_dtype(obj) -> T.DType:
     """Element type of a torch tensor / ``__cuda_array_interface__`` object."""
-    torch_dtype = getattr(obj, "dtype", None)
-    if torch_dtype is not None and "bfloat16" in str(torch_dtype):
-        return T.bfloat16
+    torch_dtype = str(getattr(obj, "dtype", ""))
+    if torch_dtype in _TORCH_DTYPES:
+        return _TORCH_DTYPES[torch_dtype]
     typestr = obj.__cuda_array_interface__["typestr"]
     if typestr not in _TYPESTR_TO_DTYPE:
         raise TypeError(f"unsupported CUDA array element type {typestr!r}")
@@ -200,7 +207,8 @@ class JITFunction:
 
 
 def _is_array(value) -> bool:
-    return isinstance(value, np.ndarray) or hasattr(value, "__cuda_array_interface__")
+    # Looked up on the type: evaluating torch's __cuda_array_interface__ property is slow.
+    return isinstance(value, np.ndarray) or hasattr(type(value), "__cuda_array_interface__")
 
 
 def _is_constexpr_annotation(annotation, fn) -> bool:

@@ -1,8 +1,20 @@
 """Tests marked ``gpu`` run only where a CUDA driver and a GPU are present."""
 import ctypes
 import functools
+import importlib.util
+import pathlib
+import sys
 
 import pytest
+
+# The CLI folder `cli/` installs as the package `aotk_cli`; from a bare source tree
+# (PYTHONPATH=., as on the GPU machine) map it here so the CLI tests still import it.
+if importlib.util.find_spec("aotk_cli") is None:
+    _cli = pathlib.Path(__file__).resolve().parent.parent / "cli" / "__init__.py"
+    _spec = importlib.util.spec_from_file_location("aotk_cli", _cli,
+                                                   submodule_search_locations=[str(_cli.parent)])
+    sys.modules["aotk_cli"] = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(sys.modules["aotk_cli"])
 
 
 @functools.lru_cache(maxsize=1)

@@ -35,9 +35,15 @@ def _check(result, what: str):
     return values[0] if len(values) == 1 else values
 
 
+_initialized = False
+
+
 def _current_context():
+    global _initialized
     driver = _driver()
-    _check(driver.cuInit(0), "cuInit")
+    if not _initialized:
+        _check(driver.cuInit(0), "cuInit")
+        _initialized = True
     context = _check(driver.cuCtxGetCurrent(), "cuCtxGetCurrent")
     if not int(context):
         device = _check(driver.cuDeviceGet(0), "cuDeviceGet")
@@ -61,6 +67,9 @@ def _target() -> str:
 
 
 def _address(value) -> int:
+    data_ptr = getattr(value, "data_ptr", None)   # torch: much cheaper than the interface dict
+    if data_ptr is not None:
+        return data_ptr()
     return int(value.__cuda_array_interface__["data"][0])
 
 
@@ -69,7 +78,7 @@ def specialize(kernel, runtime_args: dict):
     types, hints, values = {}, {}, []
     for name in kernel.runtime_names:
         value = runtime_args[name]
-        if hasattr(value, "__cuda_array_interface__"):
+        if hasattr(type(value), "__cuda_array_interface__"):
             types[name] = T.PointerType(cuda_array_dtype(value))
             address = _address(value)
             if address % 16 == 0:
@@ -121,7 +130,7 @@ def _stream_handle(stream, runtime_args):
         if type(value).__module__.startswith("torch"):
             import torch
             return torch.cuda.current_stream().cuda_stream
-    return 0
+    return 0   # the legacy default stream, as for any CUDA array without a stream of its own
 
 
 def _load_function(kernel, context, types, hints, constants, num_warps, num_stages):
@@ -154,7 +163,9 @@ def launch_on_device(kernel, grid, runtime_args, constants, num_warps, num_stage
     function, metadata = found
     if 0 in grid:
         return
-    arguments = (tuple(v for v, _ in values), tuple(t for _, t in values))
+    # kernelParams as a void*[] built with ctypes: far cheaper than cuda-python's packing.
+    holders = [ctype(value) for value, ctype in values]
+    pointers = (ctypes.c_void_p * len(holders))(*[ctypes.addressof(h) for h in holders])
     _check(driver.cuLaunchKernel(function, grid[0], grid[1], grid[2], 32 * num_warps, 1, 1,
                                  metadata.get("shared", 0), _stream_handle(stream, runtime_args),
-                                 arguments, 0), f"launching {kernel.name}")
+                                 ctypes.addressof(pointers), 0), f"launching {kernel.name}")
