@@ -129,6 +129,9 @@ def _stream_handle(stream, runtime_args):
     for value in runtime_args.values():
         if type(value).__module__.startswith("torch"):
             import torch
+            raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+            if raw is not None:   # what Triton uses: current_stream() builds a Stream object
+                return raw(torch.cuda.current_device())
             return torch.cuda.current_stream().cuda_stream
     return 0   # the legacy default stream, as for any CUDA array without a stream of its own
 
