@@ -491,7 +491,8 @@ def broadcast_to(x, shape) -> tensor:
 # Memory
 # ---------------------------------------------------------------------------------------
 
-CACHE_MODIFIERS = ("", ".ca", ".cg", ".cs", ".lu", ".cv", ".wb", ".wt")
+LOAD_CACHE_MODIFIERS = ("", ".ca", ".cg", ".cs", ".lu", ".cv")
+STORE_CACHE_MODIFIERS = ("", ".wb", ".cg", ".cs", ".wt")
 EVICTION_POLICIES = ("", "evict_normal", "evict_first", "evict_last")
 
 
@@ -531,7 +532,7 @@ def load(pointer, mask=None, other=None, cache_modifier="", eviction_policy="",
                                         else constant(other, element), element), pointer.type.shape)
         operands.append(other)
     return _emit("load", operands, BlockType(element, pointer.type.shape),
-                 cache=_check_modifier(cache_modifier, CACHE_MODIFIERS, "cache modifier"),
+                 cache=_check_modifier(cache_modifier, LOAD_CACHE_MODIFIERS, "cache modifier"),
                  eviction=_check_modifier(eviction_policy, EVICTION_POLICIES, "eviction policy"),
                  volatile=bool(_value(volatile)), has_mask=mask is not None,
                  has_other=other is not None)
@@ -549,7 +550,7 @@ def store(pointer, value, mask=None, cache_modifier="", eviction_policy="") -> N
     value = broadcast_to_shape(cast(value, element), shape)
     operands = [pointer, value] + ([mask] if mask is not None else [])
     _emit("store", operands, None,
-          cache=_check_modifier(cache_modifier, CACHE_MODIFIERS, "cache modifier"),
+          cache=_check_modifier(cache_modifier, STORE_CACHE_MODIFIERS, "cache modifier"),
           eviction=_check_modifier(eviction_policy, EVICTION_POLICIES, "eviction policy"),
           has_mask=mask is not None)
 

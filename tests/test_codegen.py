@@ -3,6 +3,7 @@ import llvmlite.binding as llvm
 import pytest
 
 import aotk
+import aotk.language as tl
 from aotk.jit import scalar_type_of
 from tests.kernels.elementwise import CASES, add_kernel, copy2d_kernel
 from aotk.jit import _NUMPY_TO_DTYPE
@@ -93,3 +94,33 @@ def test_every_case_passes_ptxas(case, target):
     compiled = aotk.compile(case.kernel, _signature(case, args), case.constants, target=target)
     assert compiled.cubin[:4] == b"\x7fELF"
     assert compiled.metadata["spills"] == 0
+
+
+@aotk.jit
+def _hinted_copy(src, dst, start, BLOCK: tl.constexpr):
+    offs = tl.max_contiguous(tl.multiple_of(start + tl.arange(0, BLOCK), BLOCK), BLOCK)
+    tl.store(dst + offs, tl.load(src + offs))
+
+
+def test_multiple_of_and_max_contiguous_license_vectors():
+    """`start` carries no hint, so only the user's hints prove alignment."""
+    compiled = aotk.compile(_hinted_copy, "*fp32:16, *fp32:16, i32", {"BLOCK": 512})
+    assert any("ld.global.v4.b32" in l for l in _memory_lines(compiled.ptx))
+
+
+def test_cache_modifier_reaches_the_instruction():
+    @aotk.jit
+    def streaming(src, dst, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        tl.store(dst + offs, tl.load(src + offs, cache_modifier=".cg"), cache_modifier=".cs")
+    compiled = aotk.compile(streaming, "*fp32:16, *fp32:16", {"BLOCK": 512})
+    lines = _memory_lines(compiled.ptx)
+    assert any("ld.global.cg.v4.b32" in l for l in lines)
+    assert any("st.global.cs.v4.b32" in l for l in lines)
+
+
+def test_llir_is_a_ptx_kernel_reading_thread_ids():
+    compiled = aotk.compile(add_kernel, ALIGNED_ADD, {"BLOCK": 1024})
+    assert "ptx_kernel" in compiled.llir
+    assert "llvm.nvvm.read.ptx.sreg.tid.x" in compiled.llir
+    assert "llvm.nvvm.read.ptx.sreg.ctaid.x" in compiled.llir

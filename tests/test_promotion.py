@@ -1,0 +1,83 @@
+"""The promotion rules of DESIGN.md sections 2 and 7, one row each, through kir types."""
+import numpy as np
+import pytest
+
+import aotk
+import aotk.language as tl
+from aotk import semantic
+from aotk.ir import types as T
+
+
+@pytest.mark.parametrize("a, b, expected", [
+    (T.int1, T.int8, T.int8),            # kind: bool < int
+    (T.int64, T.float16, T.float16),     # kind: int < float, whatever the width
+    (T.float16, T.float32, T.float32),   # width within floats
+    (T.float16, T.bfloat16, T.float16),  # fp16 beats bf16 at equal width
+    (T.bfloat16, T.float16, T.float16),
+    (T.int8, T.int32, T.int32),          # width within ints
+    (T.int32, T.uint32, T.uint32),       # unsigned beats signed at equal width
+    (T.uint8, T.int16, T.int16),         # a wider signed beats a narrower unsigned
+    (T.uint32, T.int64, T.int64),
+])
+def test_tensor_tensor_promotion(a, b, expected):
+    assert semantic.promote_dtypes(a, b) == expected
+    assert semantic.promote_dtypes(b, a) == expected
+
+
+@pytest.mark.parametrize("tensor_dtype, literal, expected", [
+    (T.uint8, 3, T.uint8),             # equal kind: the literal does not take part
+    (T.int8, 100000, T.int8),
+    (T.float16, 2.5, T.float16),
+    (T.int1, 5, T.int32),              # higher kind: smallest of i32 < u32 < i64 < u64
+    (T.int1, 2**31, T.uint32),
+    (T.int1, 2**40, T.int64),
+    (T.int1, 2**63, T.uint64),
+    (T.int8, 1.5, T.float32),          # fp32 < fp64 that holds it
+    (T.int8, 1e300, T.float64),
+])
+def test_literal_promotion(tensor_dtype, literal, expected):
+    assert semantic._literal_dtype_against(tensor_dtype, literal) == expected
+
+
+@aotk.jit
+def _mix_kernel(x_ptr, out_ptr, s, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs) + s)
+
+
+def test_runtime_scalar_takes_part_in_promotion():
+    """int8 block + n (i32 runtime scalar) is int32, unlike a literal."""
+    function = _mix_kernel.kir({"x_ptr": T.PointerType(T.int8), "out_ptr": T.PointerType(T.int32),
+                                "s": T.int32}, {}, {"BLOCK": 16})
+    adds = [op for op in function.body if op.opcode == "add"]
+    assert adds and adds[0].result.element == T.int32
+
+
+class _FakeCudaArray:
+    __cuda_array_interface__ = {"data": (0, False), "typestr": "<f4", "shape": (4,), "version": 3}
+
+
+def test_mixing_numpy_and_cuda_arrays_is_a_type_error():
+    with pytest.raises(TypeError, match="cannot mix numpy arrays and CUDA arrays"):
+        _mix_kernel[(1,)](np.zeros(16, np.int8), _FakeCudaArray(), 1, BLOCK=16)
+
+
+def test_grid_callable_receives_constexprs_and_num_warps_is_accepted():
+    seen = {}
+
+    def grid(meta):
+        seen.update(meta)
+        return (1,)
+    x = np.arange(16, dtype=np.int8)
+    out = np.zeros(16, np.int32)
+    _mix_kernel[grid](x, out, 1000, BLOCK=16, num_warps=8)
+    assert seen == {"BLOCK": 16}
+    np.testing.assert_array_equal(out, x.astype(np.int32) + 1000)
+
+
+def test_store_rejects_a_load_only_cache_modifier():
+    @aotk.jit
+    def bad(x_ptr):
+        tl.store(x_ptr, 1.0, cache_modifier=".ca")
+    with pytest.raises(aotk.CompilationError, match="unknown cache modifier '.ca'"):
+        bad.kir({"x_ptr": T.PointerType(T.float32)}, {}, {})
