@@ -218,8 +218,7 @@ def subscript(x: tensor, index) -> tensor:
 def _binary_operands(lhs, rhs, allow_float=True, allow_int=True, op_name="op",
                      check_signedness=False):
     """Promotes and broadcasts two operands; returns (a, b) of one type and shape."""
-    lhs_literal, rhs_literal = is_literal(lhs) and not isinstance(lhs, tensor), \
-        is_literal(rhs) and not isinstance(rhs, tensor)
+    lhs_literal, rhs_literal = is_literal(lhs), is_literal(rhs)
     if lhs_literal and rhs_literal:
         raise TypeError("internal: two literals reach the semantic layer")
     if lhs_literal:

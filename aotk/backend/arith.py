@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from .llvm_types import I1, llvm_type
+from .llvm_types import llvm_type
 
 _FLOAT_MATH = {  # opcode -> (libdevice fp32 name, fp64 name) or an LLVM intrinsic
     "exp": ("__nv_expf", "__nv_exp"), "exp2": ("__nv_exp2f", "__nv_exp2"),
@@ -205,5 +205,3 @@ def lower_elementwise(lowering, op, args):
         raise NotImplementedError(f"GPU backend: no lowering rule for {op.opcode}")
     return rule(lowering, op, args)
 
-
-__all__ = ["lower_elementwise", "RULES", "I1"]

@@ -169,12 +169,11 @@ class KernelLowering:
             if layout is SCALAR:
                 raise AssertionError("arange is a block")
             dist = self.distribution(layout, result.type.shape)
-            indices = dist.axis_indices(layout.parent_axis(0))
-            counts = dist.counts
-            start = ir.Constant(I32, op.attrs["start"])
             axis = layout.parent_axis(0)
-            return [b.add(indices[slot[axis]], start) if op.attrs["start"] else indices[slot[axis]]
-                    for slot in dist.slots()] if counts else []
+            indices = dist.axis_indices(axis)
+            start = op.attrs["start"]
+            return [b.add(indices[slot[axis]], ir.Constant(I32, start)) if start else indices[slot[axis]]
+                    for slot in dist.slots()]
         if kind == "splat":
             (scalar,) = self.regs(op.operands[0], SCALAR)
             return [scalar] * self.count(result, layout)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from .llvm_types import I1, I8, I16, I32, llvm_type
+from .llvm_types import I8, I16, I32, llvm_type
 
 
 def _memory_type(element):
@@ -141,5 +141,3 @@ def _from_memory(builder, value, element):
         return builder.icmp_unsigned("!=", value, ir.Constant(I8, 0))
     return value
 
-
-__all__ = ["emit_load", "emit_store", "I1"]

@@ -54,16 +54,11 @@ def _unary_math(fn):
 def _c_divide(ctx, op, a, b):
     zero = b == 0
     safe = np.where(zero, 1, b)
+    quotient = a // safe
     if op.result.element.is_int_signed():
-        wide_a, wide_b = a.astype(np.int64), safe.astype(np.int64)
-        quotient = np.abs(wide_a) // np.abs(wide_b) * np.sign(wide_a) * np.sign(wide_b)
-        if op.result.element.bits == 64:   # int64 needs care at the extremes
-            quotient = np.trunc(a.astype(np.float64) / safe.astype(np.float64)).astype(np.int64)
-            quotient = np.where(np.abs(wide_a) < 2**52, np.abs(wide_a) // np.abs(wide_b) *
-                                np.sign(wide_a) * np.sign(wide_b), quotient)
-        quotient = quotient.astype(a.dtype)
-    else:
-        quotient = a // safe
+        # numpy floors; C truncates: step back toward zero when signs differ and it is inexact.
+        inexact = (a - quotient * safe) != 0
+        quotient = np.where(inexact & ((a < 0) != (safe < 0)), quotient + 1, quotient).astype(a.dtype)
     result = quotient if op.opcode == "idiv" else a - quotient * safe
     return np.where(zero, 0, result)
 
@@ -201,9 +196,7 @@ def run(function, grid, args) -> None:
         if element.is_ptr():
             base_env[param.value] = np.uint64(arg.ctypes.data)
         else:
-            base_env[param.value] = _finish(np.asarray(arg).astype(
-                numpy_dtype(element)) if not isinstance(arg, float) or element.is_floating()
-                else np.asarray(arg), element)
+            base_env[param.value] = _finish(np.asarray(arg), element)
     grid = tuple(grid) + (1,) * (3 - len(grid))
     with np.errstate(all="ignore"):
         for z, y, x in itertools.product(range(grid[2]), range(grid[1]), range(grid[0])):

@@ -88,7 +88,7 @@ def _semantic():
 class tensor:
     """A kir value seen from the kernel: ``x.dtype``, ``x.shape``, operators, ``x.to()``."""
 
-    def __init__(self, handle, literal: bool = False):
+    def __init__(self, handle):
         self.handle = handle
         self.type: BlockType = handle.type
 

@@ -9,6 +9,8 @@ import numpy as np
 
 import aotk
 import aotk.language as tl
+from examples.kernels.add import add_kernel
+from examples.kernels.copy2d import copy2d_kernel
 
 
 @dataclass
@@ -29,14 +31,6 @@ class Case:
 
 
 # --- kernels --------------------------------------------------------------------------
-
-@aotk.jit
-def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask),
-             mask=mask)
-
 
 @aotk.jit
 def binary_ops_kernel(a_ptr, b_ptr, out_ptr, n, OP: tl.constexpr, BLOCK: tl.constexpr):
@@ -149,16 +143,6 @@ def math_kernel(x_ptr, out_ptr, n, FN: tl.constexpr, BLOCK: tl.constexpr):
     else:
         r = -x
     tl.store(out_ptr + offs, r, mask=mask)
-
-
-@aotk.jit
-def copy2d_kernel(src, dst, M, N, stride_src, stride_dst, BLOCK_M: tl.constexpr,
-                  BLOCK_N: tl.constexpr):
-    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
-    mask = (rows[:, None] < M) & (cols[None, :] < N)
-    tile = tl.load(src + rows[:, None] * stride_src + cols[None, :], mask=mask)
-    tl.store(dst + rows[:, None] * stride_dst + cols[None, :], tile, mask=mask)
 
 
 @aotk.jit
