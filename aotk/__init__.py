@@ -13,5 +13,17 @@ def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target
                     num_stages=num_stages, target=target)
 
 
-__all__ = ["jit", "JITFunction", "compile", "language", "CompilationError", "AotkError",
+def build(manifest="aotk.toml", out_dir=None, jobs=None, **options):
+    """Builds a manifest into ``lib<name>.so`` + header; see ``aotk.buildsys.builder.build``."""
+    from .buildsys.builder import build as _build
+    return _build(manifest, out_dir=out_dir, jobs=jobs, **options)
+
+
+def load(path):
+    """Loads a library built by ``aotk build``; see ``aotk.runtime.library``."""
+    from .runtime.library import load as _load
+    return _load(path)
+
+
+__all__ = ["jit", "build", "load", "JITFunction", "compile", "language", "CompilationError", "AotkError",
            "__version__"]

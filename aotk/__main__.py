@@ -1,4 +1,4 @@
 """``python -m aotk``: the command line."""
-from aotk_cli.main import main
+from aotk.cli_entry import import_cli
 
-main(prog_name="aotk")
+import_cli().main(prog_name="aotk")

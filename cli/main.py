@@ -1,6 +1,7 @@
 """``aotk``: a thin click layer over library functions.
 
   aotk compile FILE.py:FUNCTION --signature ... -D NAME=VALUE -o DIR   every stage to DIR
+  aotk build [MANIFEST] [-o DIR] [-j N] [-v] [--static]               lib<name>.so + header
   aotk doctor                                                          which tools are used
 User errors print one line on stderr and exit 1; no traceback.
 """
@@ -45,7 +46,9 @@ def load_kernel(spec: str):
     path = Path(path_text)
     if not path.is_file():
         raise UserError(f"{path}: no such file")
-    sys.path.insert(0, str(path.resolve().parent))
+    # The kernel's folder goes first on sys.path so its local imports resolve, as under python.
+    kernel_dir = str(path.resolve().parent)
+    sys.path.insert(0, kernel_dir)
     try:
         module_spec = importlib.util.spec_from_file_location(f"aotk_user_{uuid.uuid4().hex}", path)
         module = importlib.util.module_from_spec(module_spec)
@@ -53,7 +56,7 @@ def load_kernel(spec: str):
     except aotk.CompilationError as exc:
         raise UserError(str(exc)) from None
     finally:
-        sys.path.pop(0)
+        sys.path.remove(kernel_dir)
     kernel = getattr(module, function, None)
     if not isinstance(kernel, aotk.JITFunction):
         raise UserError(f"{path}: {function!r} is not an @aotk.jit function")
@@ -85,6 +88,37 @@ def compile_command(kernel_spec, signature, defines, num_warps, num_stages, targ
         raise UserError(str(exc)) from None
     for path in compiled.dump(out_dir):
         click.echo(path)
+
+
+@main.command("build")
+@click.argument("manifest", default="aotk.toml", type=click.Path())
+@click.option("-o", "--out-dir", type=click.Path(), help="output folder (default: the manifest's out_dir)")
+@click.option("-j", "--jobs", type=int, help="parallel compilations (default: all cores)")
+@click.option("-v", "--verbose", is_flag=True, help="show every tool invocation")
+@click.option("--static", is_flag=True, help="also write lib<name>.a")
+def build_command(manifest, out_dir, jobs, verbose, static):
+    """Build MANIFEST (default ./aotk.toml) into lib<name>.so, <name>.h and <name>.d."""
+    from aotk.buildsys.builder import build
+    from aotk.buildsys.manifest import ManifestError
+    progress = _progress_bar if sys.stderr.isatty() and not verbose else None
+    try:
+        result = build(manifest, out_dir=out_dir, jobs=jobs, verbose=verbose, static=static,
+                       progress=progress)
+    except (ManifestError, aotk.CompilationError, ToolchainError) as exc:
+        raise UserError(str(exc)) from None
+    if progress:
+        click.echo("", err=True)
+    for path in (result.library, result.header, result.depfile, result.pkgconfig,
+                 result.static_library):
+        if path is not None:
+            click.echo(str(path))
+
+
+def _progress_bar(done: int, total: int):
+    width = 30
+    filled = width * done // total
+    click.echo(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} variants",
+               err=True, nl=False)
 
 
 @main.command()

@@ -1,24 +1,25 @@
-"""Tests marked ``gpu`` run only where a CUDA driver and a GPU are present."""
+"""Tests marked ``gpu`` run only where a CUDA driver and a GPU are present.
+
+The ``gpu`` marker itself is registered in pyproject.toml.
+"""
 import ctypes
 import functools
-import importlib.util
-import pathlib
-import sys
+import os
+import tempfile
 
 import pytest
 
-# The CLI folder `cli/` installs as the package `aotk_cli`; from a bare source tree
-# (PYTHONPATH=., as on the GPU machine) map it here so the CLI tests still import it.
-if importlib.util.find_spec("aotk_cli") is None:
-    _cli = pathlib.Path(__file__).resolve().parent.parent / "cli" / "__init__.py"
-    _spec = importlib.util.spec_from_file_location("aotk_cli", _cli,
-                                                   submodule_search_locations=[str(_cli.parent)])
-    sys.modules["aotk_cli"] = importlib.util.module_from_spec(_spec)
-    _spec.loader.exec_module(sys.modules["aotk_cli"])
+from aotk.cli_entry import import_cli
+
+import_cli()   # makes `aotk_cli` importable from a bare source tree too
+
+# Compiles in tests go to a fresh cache, never the user's ~/.cache/aotk.
+os.environ.setdefault("AOTK_CACHE_DIR", tempfile.mkdtemp(prefix="aotk-test-cache-"))
 
 
 @functools.lru_cache(maxsize=1)
 def cuda_available() -> bool:
+    """libcuda.so.1 loads, cuInit succeeds and at least one device is visible."""
     try:
         libcuda = ctypes.CDLL("libcuda.so.1")
     except OSError:
@@ -27,10 +28,6 @@ def cuda_available() -> bool:
         return False
     count = ctypes.c_int(0)
     return libcuda.cuDeviceGetCount(ctypes.byref(count)) == 0 and count.value > 0
-
-
-def pytest_configure(config):
-    config.addinivalue_line("markers", "gpu: needs a CUDA GPU and driver")
 
 
 def pytest_collection_modifyitems(config, items):

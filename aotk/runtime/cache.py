@@ -1,4 +1,4 @@
-"""On-disk cache of compiled kernels for JIT launches.
+"""On-disk cache of compiled kernels (JIT cubins, build fatbins).
 
 Key: the kir listing (it fixes everything codegen sees: types, hints, constexprs, inlined
 callees), the options, the target, and the versions of aotk, LLVM and ptxas. Entries are
@@ -23,11 +23,11 @@ def cache_key(kir_text: str, options: dict, versions: dict) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
-def load(key: str):
-    """(cubin bytes, metadata dict) or None."""
+def load(key: str, kind: str = "cubin"):
+    """(binary bytes, metadata dict) or None; ``kind`` is the binary's extension."""
     base = os.path.join(cache_dir(), key[:2], key)
     try:
-        with open(base + ".cubin", "rb") as f:
+        with open(f"{base}.{kind}", "rb") as f:
             cubin = f.read()
         with open(base + ".json") as f:
             metadata = json.load(f)
@@ -50,8 +50,8 @@ def _atomic_write(path: str, data: bytes):
         raise
 
 
-def store(key: str, cubin: bytes, metadata: dict):
+def store(key: str, binary: bytes, metadata: dict, kind: str = "cubin"):
     base = os.path.join(cache_dir(), key[:2], key)
-    # Metadata last: a reader that finds it also finds the complete cubin.
-    _atomic_write(base + ".cubin", cubin)
+    # Metadata last: a reader that finds it also finds the complete binary.
+    _atomic_write(f"{base}.{kind}", binary)
     _atomic_write(base + ".json", json.dumps(metadata, sort_keys=True).encode())

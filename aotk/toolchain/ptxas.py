@@ -19,13 +19,16 @@ from .locate import find_tool
 @dataclass(frozen=True)
 class ToolInfo:
     path: str
-    origin: str
-    version: str
+    origin: str    # "AOTK_PTXAS", "nvidia-cuda-nvcc wheel", "PATH" or "/usr/local/cuda"
+    version: str   # e.g. "13.0.88", or ptxas's own last line when it is not recognized
 
 
-def _reset_cache():
+def reset_caches():
+    """Forgets the tools found so far, so that changed ``AOTK_*`` variables take effect."""
+    from .libdevice import find_libdevice
     find_tool.cache_clear()
     find_ptxas.cache_clear()
+    find_libdevice.cache_clear()
 
 
 @functools.lru_cache(maxsize=None)
@@ -35,12 +38,16 @@ def find_ptxas() -> ToolInfo:
         output = subprocess.run([tool.path, "--version"], capture_output=True, text=True,
                                 timeout=60).stdout
     except OSError as exc:
-        raise ToolchainError(f"cannot run {tool.path}: {exc}") from None
+        raise ToolchainError(f"cannot run {tool.path} ({tool.origin}): {exc}") from None
     match = re.search(r"release [\d.]+, V([\d.]+)", output)
-    return ToolInfo(tool.path, tool.origin, match.group(1) if match else output.strip()[-40:])
+    if match:
+        return ToolInfo(tool.path, tool.origin, match.group(1))
+    lines = output.strip().splitlines()
+    return ToolInfo(tool.path, tool.origin, lines[-1] if lines else "unknown")
 
 
-def ptxas_version() -> tuple:
+def ptxas_version() -> tuple[int, ...]:
+    """(13, 0, 88) for ptxas 13.0.88; () when the version is not recognized."""
     return tuple(int(p) for p in re.findall(r"\d+", find_ptxas().version)[:3])
 
 
@@ -54,6 +61,10 @@ _INFO_PATTERNS = {
 
 
 def parse_verbose(text: str) -> dict:
+    """ptxas ``-v`` output -> ``registers`` (count); ``stack``, ``shared``, ``spills`` in bytes.
+
+    ``spills`` adds spill stores and loads; a field ptxas does not print is 0.
+    """
     info = {}
     for key, pattern in _INFO_PATTERNS.items():
         match = pattern.search(text)

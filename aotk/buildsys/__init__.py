@@ -1,0 +1,1 @@
+"""``aotk build``: a manifest of kernels and variants -> lib<name>.so + <name>.h + <name>.d."""

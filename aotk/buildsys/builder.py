@@ -1,0 +1,142 @@
+"""``aotk.build``: manifest -> ``lib<name>.so``, ``<name>.h``, ``<name>.d``, ``<name>.pc``.
+
+The steps, in order:
+  manifest   build.manifest: read and validate aotk.toml
+  plan       build.plan: load kernels, expand variants into dispatch-ordered builds
+  compile    build.compile_builds: fatbins per build, in parallel, cached
+  generate   build.cgen: header, dispatch C, fatbin assembly from templates/
+  link       the system C compiler (``CC``, default ``cc``), with runtime/ compiled in
+Intermediates stay in ``<out>/.aotk/<name>/`` for reading. Outputs are written to
+temporary names and renamed, so a failed build leaves the previous outputs or none.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import __version__
+from ..toolchain.errors import ToolchainError
+from ..data import resource_dir
+from .cgen import generate, template
+from .compile_builds import compile_builds
+from .manifest import load_manifest
+from .plan import plan_builds
+
+RUNTIME = resource_dir("runtime")
+
+
+@dataclass
+class BuildResult:
+    library: Path
+    header: Path
+    depfile: Path
+    pkgconfig: Path
+    static_library: Path | None
+    compiled: int        # builds compiled in this run (0: everything came from the cache)
+    linked: bool         # False when the outputs were already up to date
+
+
+def _compiler() -> list:
+    return shlex.split(os.environ.get("CC", "cc"))
+
+
+def _run(command, cwd, verbose):
+    if verbose:
+        print("aotk: " + " ".join(shlex.quote(str(c)) for c in command))
+    result = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise ToolchainError(f"{command[0]} failed:\n{(result.stderr or result.stdout).strip()}")
+
+
+def _write_atomic(path: Path, data):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode() if isinstance(data, str) else data)
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
+
+
+def _depfile(targets, prerequisites) -> str:
+    def escape(path):
+        return str(path).replace(" ", "\\ ")
+    lines = [" ".join(escape(t) for t in targets) + ": \\"]
+    lines += [f"  {escape(p)} \\" for p in prerequisites[:-1]]
+    lines.append(f"  {escape(prerequisites[-1])}")
+    # An empty rule per prerequisite keeps make working when a kernel file is deleted.
+    lines += [""] + [f"{escape(p)}:" for p in prerequisites]
+    return "\n".join(lines) + "\n"
+
+
+def build(manifest_path="aotk.toml", out_dir=None, jobs=None, verbose=False, static=False,
+          progress=None) -> BuildResult:
+    manifest = load_manifest(manifest_path)
+    out = Path(out_dir) if out_dir is not None else manifest.out_dir
+    out = out.resolve()
+    plans = plan_builds(manifest)
+    compiled = compile_builds(plans, manifest.targets, jobs=jobs, verbose=verbose,
+                              progress=progress)
+    files = generate(manifest, plans, compiled)
+    name = manifest.name
+    library, header = out / f"lib{name}.so", out / f"{name}.h"
+    depfile, pkgconfig = out / f"{name}.d", out / f"{name}.pc"
+    archive = out / f"lib{name}.a" if static else None
+
+    fingerprint = hashlib.sha256()
+    for file_name in sorted(files):
+        content = files[file_name]
+        fingerprint.update(file_name.encode() + (content.encode() if isinstance(content, str) else content))
+    for runtime_file in sorted(RUNTIME.iterdir()):
+        fingerprint.update(runtime_file.read_bytes())
+    fingerprint.update(" ".join(_compiler()).encode() + str(static).encode())
+    digest = fingerprint.hexdigest()
+    work = out / ".aotk" / name
+    stamp = work / "fingerprint"
+    outputs = [library, header] + ([archive] if archive else [])
+    up_to_date = stamp.is_file() and stamp.read_text() == digest and all(p.exists() for p in outputs)
+
+    dependencies = sorted({manifest.path} | {d for plan in plans for d in plan.dependencies})
+    if not up_to_date:
+        if work.exists():
+            shutil.rmtree(work)
+        work.mkdir(parents=True)
+        for file_name, content in files.items():
+            _write_atomic(work / file_name, content)
+        for runtime_file in RUNTIME.iterdir():
+            shutil.copyfile(runtime_file, work / runtime_file.name)
+        sources = [f"{name}_library.c", "aotk_runtime.c", f"{name}_fatbins.S"]
+        flags = ["-O2", "-fPIC", "-std=c11", "-fvisibility=hidden", "-I."]
+        objects = []
+        for source in sources:
+            obj = source.rsplit(".", 1)[0] + ".o"
+            _run(_compiler() + flags + ["-c", source, "-o", obj], work, verbose)
+            objects.append(obj)
+        _run(_compiler() + ["-shared", "-o", f"lib{name}.so.tmp"] + objects + ["-ldl", "-pthread"],
+             work, verbose)
+        if archive:
+            archive_tmp = work / f"lib{name}.a.tmp"
+            if archive_tmp.exists():
+                archive_tmp.unlink()
+            _run(["ar", "rcsD", archive_tmp.name] + objects, work, verbose)
+        out.mkdir(parents=True, exist_ok=True)
+        _write_atomic(header, files[f"{name}.h"])
+        if archive:
+            os.replace(work / f"lib{name}.a.tmp", archive)
+        os.replace(work / f"lib{name}.so.tmp", library)
+        stamp.write_text(digest)
+    _write_atomic(depfile, _depfile([library, header], dependencies))
+    _write_atomic(pkgconfig, template("pkgconfig.pc.in").substitute(
+        libdir=str(out), includedir=str(out), name=name, manifest_name=manifest.path.name,
+        version=__version__))
+    return BuildResult(library, header, depfile, pkgconfig, archive,
+                       sum(1 for c in compiled.values() if not c.cached), not up_to_date)

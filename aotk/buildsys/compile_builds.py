@@ -1,0 +1,92 @@
+"""Builds -> fatbins, in parallel, through a content-addressed cache.
+
+In: the ``KernelPlan``s and the manifest's targets. Out: per build a ``CompiledBuild``
+(fatbin bytes, entry name, shared memory, per-target registers/spills/vector widths).
+The cache key is the kir listing of the build (it fixes everything code generation sees:
+source, inlined callees, types, hints, constants) with options, targets and the aotk, LLVM
+and ptxas versions; entries are written atomically. ``verbose`` prints each tool call.
+"""
+from __future__ import annotations
+
+import json
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+
+from .. import __version__
+from ..runtime import cache
+
+
+@dataclass
+class CompiledBuild:
+    fatbin: bytes
+    metadata: dict     # name, shared, num_warps, targets: {arch: {registers, spills, ...}}
+    cached: bool
+
+
+def _versions() -> dict:
+    from ..backend.ptx import llvm_version
+    from ..toolchain.ptxas import find_ptxas
+    return {"aotk": __version__, "llvm": llvm_version(), "ptxas": find_ptxas().version}
+
+
+def _compile_one(job) -> tuple:
+    """Runs in a worker process: one build for every target, packed into a fatbin."""
+    from ..compiler import compile
+    from ..toolchain.fatbinary import pack
+    from .sources import load_kernel
+    source, function_name, signature, constants, num_warps, num_stages, targets, key = job
+    kernel, _ = load_kernel(source, function_name)
+    cubins, per_target, lowest_ptx, name, shared = {}, {}, None, None, 0
+    for target in sorted(targets):
+        compiled = compile(kernel, signature, constants, num_warps, num_stages, target)
+        cubins[target] = compiled.cubin
+        per_target[target] = {k: compiled.metadata[k] for k in ("registers", "spills",
+                                                                  "vector_widths")}
+        name, shared = compiled.name, compiled.metadata["shared"]
+        if lowest_ptx is None:
+            lowest_ptx = (target, compiled.ptx)
+    fatbin = pack(cubins, *lowest_ptx)
+    metadata = {"name": name, "shared": shared, "num_warps": num_warps, "targets": per_target}
+    cache.store(key, fatbin, metadata, kind="fatbin")
+    return fatbin, metadata
+
+
+def compile_builds(plans, targets, jobs=None, verbose=False, progress=None) -> dict:
+    """{(kernel name, build index): CompiledBuild}."""
+    versions = _versions()
+    results, pending = {}, []
+    for plan in plans:
+        for build in plan.builds:
+            from ..compiler import parse_signature
+            types, hints = parse_signature(plan.function, build.signature)
+            kir_text = str(plan.function.kir(types, hints, build.constants))
+            options = {"num_warps": build.variant.num_warps,
+                       "num_stages": build.variant.num_stages, "targets": sorted(targets)}
+            key = cache.cache_key(kir_text, options, versions)
+            hit = cache.load(key, kind="fatbin")
+            ident = (plan.kernel.name, build.index)
+            if hit is not None:
+                results[ident] = CompiledBuild(hit[0], hit[1], True)
+                continue
+            pending.append((ident, (str(plan.kernel.source), plan.kernel.function,
+                                    build.signature, build.constants, build.variant.num_warps,
+                                    build.variant.num_stages, list(targets), key)))
+    if verbose:
+        for ident, job in pending:
+            print(f"aotk: compiling {ident[0]} build {ident[1]}: signature '{job[2]}' "
+                  f"constants {json.dumps(job[3], sort_keys=True)} targets {','.join(job[6])}")
+    workers = max(1, min(jobs or os.cpu_count() or 1, len(pending)))
+    if pending:
+        if workers == 1:
+            outputs = map(_compile_one, [job for _, job in pending])
+        else:
+            executor = ProcessPoolExecutor(max_workers=workers)
+            outputs = executor.map(_compile_one, [job for _, job in pending])
+        for done, ((ident, _), (fatbin, metadata)) in enumerate(zip(pending, outputs), 1):
+            results[ident] = CompiledBuild(fatbin, metadata, False)
+            if progress:
+                progress(done, len(pending))
+        if workers > 1:
+            executor.shutdown()
+    return results

@@ -1,0 +1,233 @@
+"""``aotk.toml`` -> a validated ``Manifest``.
+
+In: the manifest path. Out: dataclasses with every default filled in, or a
+``ManifestError`` whose one-line message names the manifest file and the key at fault
+(with "did you mean ...?" for unknown keys). Nothing is compiled or written here.
+"""
+from __future__ import annotations
+
+import difflib
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10
+    import tomli as tomllib
+
+from ..ir.types import parse_type
+
+DEFAULT_TARGETS = ("sm_80", "sm_90")
+KNOWN_TARGETS = ("sm_80", "sm_86", "sm_89", "sm_90")
+_C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_EXPRESSION_TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z0-9_]*)|(<=|>=|==|!=|&&|\|\||<<|>>|[-+*/%()<>!&|^~?:,]))")
+_C_KEYWORDS = {"auto", "break", "case", "char", "const", "continue", "default", "do", "double",
+               "else", "enum", "extern", "float", "for", "goto", "if", "int", "long", "register",
+               "return", "short", "signed", "sizeof", "static", "struct", "switch", "typedef",
+               "union", "unsigned", "void", "volatile", "while", "bool", "class", "new",
+               "delete", "template", "this", "stream"}
+
+
+class ManifestError(Exception):
+    """One line: ``<manifest>: <key>: <what is wrong>``."""
+
+
+@dataclass
+class Variant:
+    index: int
+    constants: dict
+    when: str | None
+    num_warps: int
+    num_stages: int
+    signature: str
+
+
+@dataclass
+class Kernel:
+    name: str
+    source: Path
+    function: str
+    signature: str
+    grid: list
+    num_warps: int
+    num_stages: int
+    specialize: str
+    variants: list = field(default_factory=list)
+
+
+@dataclass
+class Manifest:
+    path: Path
+    name: str
+    targets: list
+    out_dir: Path
+    kernels: list
+
+
+_LIBRARY_KEYS = {"name", "targets", "out_dir"}
+_KERNEL_KEYS = {"name", "source", "function", "signature", "grid", "num_warps", "num_stages",
+                "specialize", "variant", "constants", "when"}
+_VARIANT_KEYS = {"when", "constants", "num_warps", "num_stages", "signature"}
+_TOP_KEYS = {"library", "kernel"}
+
+
+def _fail(path, key, message):
+    raise ManifestError(f"{path}: {key}: {message}")
+
+
+def _check_keys(path, where, table, allowed):
+    if not isinstance(table, dict):
+        _fail(path, where, "expected a table")
+    for key in table:
+        if key not in allowed:
+            close = difflib.get_close_matches(key, sorted(allowed), n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else \
+                f" (known keys: {', '.join(sorted(allowed))})"
+            _fail(path, f"{where}.{key}" if where else key, f"unknown key{hint}")
+
+
+def _typed(path, key, value, kind, what):
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        _fail(path, key, f"expected {what}, got {value!r}")
+    return value
+
+
+def _num_warps(path, key, value):
+    _typed(path, key, value, int, "an integer")
+    if value < 1 or value > 32 or value & (value - 1):
+        _fail(path, key, f"must be a power of two from 1 to 32, got {value}")
+    return value
+
+
+def check_expression(path, key, text, names):
+    """A C expression over ``names`` (plus ``cdiv``): tokens must be numbers, known names,
+    operators; parentheses balance."""
+    if not isinstance(text, str) or not text.strip():
+        _fail(path, key, f"expected a C expression string, got {text!r}")
+    position, depth = 0, 0
+    while position < len(text):
+        match = _EXPRESSION_TOKEN.match(text, position)
+        if not match or match.end() == position:
+            if text[position:].strip() == "":
+                break
+            _fail(path, key, f"cannot parse {text!r} at {text[position:].strip()[:10]!r}")
+        number, name, symbol = match.groups()
+        if name and name != "cdiv" and name not in names:
+            close = difflib.get_close_matches(name, sorted(names), n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else ""
+            _fail(path, key, f"{text!r} names '{name}', which is not a scalar parameter or "
+                             f"constant of this kernel{hint}")
+        depth += symbol == "("
+        depth -= symbol == ")"
+        if depth < 0:
+            _fail(path, key, f"unbalanced parentheses in {text!r}")
+        position = match.end()
+    if depth:
+        _fail(path, key, f"unbalanced parentheses in {text!r}")
+    return text.strip()
+
+
+def check_signature(path, key, text, parameter_count=None):
+    if not isinstance(text, str):
+        _fail(path, key, f"expected a string like \"*fp32:16, i32\", got {text!r}")
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    for part in parts:
+        type_text, _, hint = part.partition(":")
+        try:
+            parse_type(type_text)
+        except ValueError as exc:
+            _fail(path, key, str(exc))
+        if hint and hint not in ("1", "16"):
+            _fail(path, key, f"hint ':{hint}' in {part!r} is not supported (use :16 or :1)")
+    if parameter_count is not None and len(parts) != parameter_count:
+        _fail(path, key, f"has {len(parts)} entries, the kernel has {parameter_count} "
+                         "runtime parameters")
+    return parts
+
+
+def load_manifest(path) -> Manifest:
+    path = Path(path)
+    if not path.is_file():
+        raise ManifestError(f"{path}: no such manifest")
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ManifestError(f"{path}: invalid TOML: {exc}") from None
+    _check_keys(path, "", data, _TOP_KEYS)
+    library = data.get("library")
+    if library is None:
+        _fail(path, "library", "missing [library] table")
+    _check_keys(path, "library", library, _LIBRARY_KEYS)
+    name = _typed(path, "library.name", library.get("name"), str, "a string")
+    if not _C_IDENTIFIER.match(name):
+        _fail(path, "library.name", f"{name!r} must be a C identifier (it prefixes every symbol)")
+    targets = library.get("targets", list(DEFAULT_TARGETS))
+    if not isinstance(targets, list) or not targets:
+        _fail(path, "library.targets", "expected a non-empty list such as [\"sm_80\", \"sm_90\"]")
+    for target in targets:
+        if target not in KNOWN_TARGETS:
+            _fail(path, "library.targets", f"unknown target {target!r}; expected one of "
+                                           f"{', '.join(KNOWN_TARGETS)}")
+    out_dir = path.parent / _typed(path, "library.out_dir", library.get("out_dir", "build"), str,
+                                   "a string")
+    kernels_data = data.get("kernel", [])
+    if not isinstance(kernels_data, list) or not kernels_data:
+        _fail(path, "kernel", "expected at least one [[kernel]] table")
+    kernels, seen = [], set()
+    for k, table in enumerate(kernels_data):
+        if not isinstance(table, dict):
+            _fail(path, f"kernel[{k}]", "expected a table")
+        named = isinstance(table.get("name"), str)
+        where = f"kernel.{table['name']}" if named else f"kernel[{k}]"
+        _check_keys(path, where, table, _KERNEL_KEYS)
+        for required in ("name", "source", "function", "signature", "grid"):
+            if required not in table:
+                _fail(path, f"{where}.{required}", "missing")
+        kernel_name = _typed(path, f"{where}.name", table["name"], str, "a string")
+        if not _C_IDENTIFIER.match(kernel_name):
+            _fail(path, f"{where}.name", f"{kernel_name!r} must be a C identifier")
+        if kernel_name in seen:
+            _fail(path, f"kernel[{k}].name", f"duplicate kernel name {kernel_name!r}")
+        seen.add(kernel_name)
+        source = path.parent / _typed(path, f"{where}.source", table["source"], str, "a string")
+        if not source.is_file():
+            _fail(path, f"{where}.source", f"{source} does not exist")
+        grid = table["grid"]
+        if not isinstance(grid, list) or not 1 <= len(grid) <= 3:
+            _fail(path, f"{where}.grid", "expected a list of 1 to 3 C expressions")
+        specialize = table.get("specialize", "auto")
+        if specialize not in ("auto", "none"):
+            _fail(path, f"{where}.specialize", f"expected \"auto\" or \"none\", got {specialize!r}")
+        kernel = Kernel(kernel_name, source,
+                        _typed(path, f"{where}.function", table["function"], str, "a string"),
+                        _typed(path, f"{where}.signature", table["signature"], str, "a string"),
+                        grid, _num_warps(path, f"{where}.num_warps", table.get("num_warps", 4)),
+                        _typed(path, f"{where}.num_stages", table.get("num_stages", 3), int,
+                               "an integer"), specialize)
+        variants = table.get("variant") or [{}]
+        if "constants" in table or "when" in table:
+            # A kernel without [[kernel.variant]] may give its constants directly.
+            variants = [{k: table[k] for k in ("constants", "when") if k in table}] + \
+                (table.get("variant") or [])
+        if not isinstance(variants, list):
+            _fail(path, f"{where}.variant", "expected [[kernel.variant]] tables")
+        for v, variant in enumerate(variants):
+            vwhere = f"{where}.variant[{v}]"
+            _check_keys(path, vwhere, variant, _VARIANT_KEYS)
+            constants = variant.get("constants", {})
+            if not isinstance(constants, dict):
+                _fail(path, f"{vwhere}.constants", "expected an inline table like { BLOCK = 256 }")
+            for cname, cvalue in constants.items():
+                if not isinstance(cvalue, (int, float, bool, str)):
+                    _fail(path, f"{vwhere}.constants.{cname}", f"unsupported value {cvalue!r}")
+            kernel.variants.append(Variant(
+                v, dict(constants), variant.get("when"),
+                _num_warps(path, f"{vwhere}.num_warps", variant.get("num_warps", kernel.num_warps)),
+                _typed(path, f"{vwhere}.num_stages", variant.get("num_stages", kernel.num_stages),
+                       int, "an integer"),
+                _typed(path, f"{vwhere}.signature", variant.get("signature", kernel.signature),
+                       str, "a string")))
+        kernels.append(kernel)
+    return Manifest(path.resolve(), name, list(targets), out_dir, kernels)

@@ -1,0 +1,102 @@
+"""Manifest -> the ordered list of builds the library dispatches over.
+
+In: a validated ``Manifest``. Out: per kernel, its ``JITFunction``, C parameter list and
+``Build``s in dispatch order: for each variant (manifest order), with ``specialize =
+"auto"``, first the build that assumes every pointer 16-byte aligned and every integer
+divisible by 16, then the generic one. Checks against the Python function happen here:
+signature length, constexpr values present, grid and ``when`` naming only scalar
+parameters and constants.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..ir.types import parse_type
+from .manifest import ManifestError, check_expression, check_signature
+from .sources import SourceError, load_kernel
+
+
+@dataclass
+class Parameter:
+    name: str
+    type: object      # DType or PointerType
+    hint: int | None  # from the manifest signature
+
+
+@dataclass
+class Build:
+    index: int                 # position in dispatch order (the C variant index)
+    variant: object            # manifest.Variant
+    specialized: bool          # the "auto" aligned/divisible build
+    signature: str             # with hints, as aotk.compile takes it
+    description: str           # for the generated C comment and variant_name
+
+    @property
+    def constants(self) -> dict:
+        return self.variant.constants
+
+
+@dataclass
+class KernelPlan:
+    kernel: object             # manifest.Kernel
+    function: object           # JITFunction
+    parameters: list
+    builds: list = field(default_factory=list)
+    dependencies: list = field(default_factory=list)
+
+
+def _fail(manifest, key, message):
+    raise ManifestError(f"{manifest.path}: {key}: {message}")
+
+
+def plan_builds(manifest) -> list:
+    plans = []
+    for kernel in manifest.kernels:
+        where = f"kernel.{kernel.name}"
+        try:
+            function, dependencies = load_kernel(kernel.source, kernel.function)
+        except SourceError as exc:
+            _fail(manifest, f"{where}.function", str(exc))
+        parts = check_signature(manifest.path, f"{where}.signature", kernel.signature,
+                                len(function.runtime_names))
+        parameters = []
+        for name, part in zip(function.runtime_names, parts):
+            type_text, _, hint = part.partition(":")
+            parameters.append(Parameter(name, parse_type(type_text), int(hint) if hint else None))
+        scalars = {p.name for p in parameters if not p.type.is_ptr()}
+        plan = KernelPlan(kernel, function, parameters, dependencies=dependencies)
+        for variant in kernel.variants:
+            vwhere = f"{where}.variant[{variant.index}]"
+            missing = [c for c in function.constexpr_names
+                       if c not in variant.constants and c not in function.defaults]
+            if missing:
+                _fail(manifest, f"{vwhere}.constants",
+                      f"no value for constexpr parameter(s) {', '.join(sorted(missing))}")
+            unknown = set(variant.constants) - function.constexpr_names
+            if unknown:
+                _fail(manifest, f"{vwhere}.constants", f"{', '.join(sorted(unknown))} "
+                      f"{'is not a' if len(unknown) == 1 else 'are not'} tl.constexpr "
+                      f"parameter(s) of {function.name}")
+            names = scalars | set(variant.constants)
+            for g, expression in enumerate(kernel.grid):
+                check_expression(manifest.path, f"{where}.grid[{g}]", expression, names)
+            if variant.when is not None:
+                check_expression(manifest.path, f"{vwhere}.when", variant.when, names)
+            variant_parts = check_signature(manifest.path, f"{vwhere}.signature",
+                                            variant.signature, len(parameters))
+            constants_text = ", ".join(f"{k}={v}" for k, v in variant.constants.items())
+            label = f"{kernel.name}[{constants_text}]" if constants_text else kernel.name
+            if kernel.specialize == "auto":
+                specialized = []
+                for param, part in zip(parameters, variant_parts):
+                    base = part.partition(":")[0]
+                    hinted = part if ":" in part else (
+                        f"{base}:16" if param.type.is_ptr() or
+                        (param.type.is_int() and not param.type.is_bool()) else part)
+                    specialized.append(hinted)
+                plan.builds.append(Build(len(plan.builds), variant, True, ", ".join(specialized),
+                                         f"{label} aligned"))
+            plan.builds.append(Build(len(plan.builds), variant, False, ", ".join(variant_parts),
+                                     f"{label} generic" if kernel.specialize == "auto" else label))
+        plans.append(plan)
+    return plans

@@ -1,0 +1,55 @@
+"""Kernel source files -> their ``@aotk.jit`` functions, and the local files they import.
+
+In: a Python file path and a function name. Out: the ``JITFunction`` plus the absolute
+paths of every module the import pulled in from the file's own directory tree (for the
+depfile and the cache key). Errors name the file.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import sys
+from pathlib import Path
+
+from ..errors import CompilationError
+from ..jit import JITFunction
+
+
+class SourceError(Exception):
+    pass
+
+
+def _module_name(path: Path) -> str:
+    return "aotk_user_" + hashlib.sha256(str(path).encode()).hexdigest()[:16]
+
+
+def load_module(path: Path):
+    """Imports ``path``; returns (module, local dependency paths including itself)."""
+    path = Path(path).resolve()
+    root = path.parent
+    before = set(sys.modules)
+    sys.path.insert(0, str(root))
+    try:
+        spec = importlib.util.spec_from_file_location(_module_name(path), path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    except CompilationError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any import failure is the user's file's
+        raise SourceError(f"{path}: cannot import: {type(exc).__name__}: {exc}") from None
+    finally:
+        sys.path.remove(str(root))
+    dependencies = {path}
+    for name in set(sys.modules) - before:
+        file = getattr(sys.modules[name], "__file__", None)
+        if file and Path(file).resolve().is_relative_to(root) and "site-packages" not in file:
+            dependencies.add(Path(file).resolve())
+    return module, sorted(dependencies)
+
+
+def load_kernel(path: Path, function: str):
+    module, dependencies = load_module(path)
+    kernel = getattr(module, function, None)
+    if not isinstance(kernel, JITFunction):
+        raise SourceError(f"{path}: {function!r} is not an @aotk.jit function")
+    return kernel, dependencies

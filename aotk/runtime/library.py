@@ -1,0 +1,145 @@
+"""``aotk.load(path)``: a built ``lib<name>.so`` as Python callables.
+
+In: the library path. Out: a ``Library`` whose attributes are its kernels. ctypes
+signatures are built once from ``<name>_info()``; each call converts arguments (torch
+tensors, ``__cuda_array_interface__`` objects, raw int addresses, Python numbers) and
+raises ``AotkError`` with the library's own message when the status is not 0.
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+
+from ..errors import AotkError
+from ..ir.types import parse_type
+
+_SCALAR_CTYPES = {"i1": ctypes.c_bool, "i8": ctypes.c_int8, "i16": ctypes.c_int16,
+                  "i32": ctypes.c_int32, "i64": ctypes.c_int64, "u8": ctypes.c_uint8,
+                  "u16": ctypes.c_uint16, "u32": ctypes.c_uint32, "u64": ctypes.c_uint64,
+                  "fp16": ctypes.c_uint16, "bf16": ctypes.c_uint16, "fp32": ctypes.c_float,
+                  "fp64": ctypes.c_double}
+
+
+def _pointer_value(value, kernel, name):
+    data_ptr = getattr(value, "data_ptr", None)
+    if data_ptr is not None:
+        return data_ptr()
+    interface = getattr(type(value), "__cuda_array_interface__", None)
+    if interface is not None:
+        return int(value.__cuda_array_interface__["data"][0])
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    raise TypeError(f"{kernel}: argument {name!r} must be a CUDA array, a tensor or an integer "
+                    f"address, not {type(value).__name__}")
+
+
+def _stream_value(stream):
+    if stream is None:
+        return None
+    if isinstance(stream, int):
+        return stream
+    handle = getattr(stream, "cuda_stream", None)
+    if handle is None:
+        raise TypeError("stream= takes None, an integer handle or an object with .cuda_stream")
+    return handle
+
+
+class Kernel:
+    def __init__(self, library, name: str, description: dict):
+        self.name = name
+        self.description = description
+        self._library = library
+        prefix = f"{library.name}_{name}"
+        self._params = [(p["name"], parse_type(p["type"])) for p in description["params"]]
+        arg_types = [ctypes.c_void_p if t.is_ptr() else _SCALAR_CTYPES[t.short]
+                     for _, t in self._params]
+        self._launch = getattr(library.handle, prefix)
+        self._launch.argtypes = [ctypes.c_void_p] + arg_types
+        self._launch.restype = ctypes.c_int
+        self._select = getattr(library.handle, f"{prefix}_select")
+        self._select.argtypes = arg_types
+        self._select.restype = ctypes.c_int
+        self._variant_name = getattr(library.handle, f"{prefix}_variant_name")
+        self._variant_name.argtypes = [ctypes.c_int]
+        self._variant_name.restype = ctypes.c_char_p
+        self._converters = [self._converter(n, t) for n, t in self._params]
+
+    def _converter(self, name, type_):
+        kernel = self.name
+        if type_.is_ptr():
+            return lambda v: _pointer_value(v, kernel, name)
+        if type_.is_floating():
+            def to_float(v):
+                if not isinstance(v, (int, float)) or isinstance(v, bool):
+                    raise TypeError(f"{kernel}: argument {name!r} must be a number, "
+                                    f"not {type(v).__name__}")
+                return v
+            return to_float
+
+        def to_int(v):
+            if not isinstance(v, int) and not hasattr(v, "__index__"):
+                raise TypeError(f"{kernel}: argument {name!r} must be an integer, "
+                                f"not {type(v).__name__}")
+            return int(v)
+        return to_int
+
+    def _convert(self, args):
+        if len(args) != len(self._converters):
+            names = ", ".join(n for n, _ in self._params)
+            raise TypeError(f"{self.name}() takes {len(self._converters)} arguments ({names}), "
+                            f"got {len(args)}")
+        return [convert(a) for convert, a in zip(self._converters, args)]
+
+    def __call__(self, *args, stream=None):
+        status = self._launch(_stream_value(stream), *self._convert(args))
+        if status != 0:
+            raise AotkError(f"{self._library.name}_{self.name}: "
+                            f"{self._library.last_error()} (status {status})")
+
+    def select(self, *args):
+        """The variant that would run for these arguments, or None; needs no GPU."""
+        index = self._select(*self._convert(args))
+        if index < 0:
+            return None
+        return self._variant_name(index).decode()
+
+    def __repr__(self) -> str:
+        return f"<aotk kernel {self._library.name}.{self.name}: {len(self.description['variants'])} variants>"
+
+
+class Library:
+    def __init__(self, path):
+        path = os.fspath(path)
+        base = os.path.basename(path)
+        if not (base.startswith("lib") and base.endswith(".so")):
+            raise ValueError(f"{path}: expected a lib<name>.so built by aotk")
+        self.path = path
+        self.name = base[3:-3]
+        self.handle = ctypes.CDLL(os.path.abspath(path))
+        info = getattr(self.handle, f"{self.name}_info", None)
+        if info is None:
+            raise ValueError(f"{path}: not an aotk library ({self.name}_info is missing)")
+        info.restype = ctypes.c_char_p
+        self.info = json.loads(info().decode())
+        self._last_error = getattr(self.handle, f"{self.name}_last_error")
+        self._last_error.restype = ctypes.c_char_p
+        self.kernels = self.info["kernels"]
+        self._entries = {name: Kernel(self, name, description)
+                         for name, description in self.kernels.items()}
+
+    def last_error(self) -> str:
+        return self._last_error().decode()
+
+    def __getattr__(self, name):
+        entries = self.__dict__.get("_entries", {})
+        if name in entries:
+            return entries[name]
+        raise AttributeError(f"library {self.__dict__.get('name')!r} has no kernel {name!r}")
+
+    def __dir__(self):
+        return list(super().__dir__()) + list(self._entries)
+
+
+def load(path) -> Library:
+    return Library(path)

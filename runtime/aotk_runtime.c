@@ -1,0 +1,192 @@
+/* See aotk_runtime.h. The driver API is declared here by hand (no cuda.h needed to build
+ * a library): the few entry points used, with the types the driver ABI fixes. */
+#define _GNU_SOURCE
+#include "aotk_runtime.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef void *CUcontext;
+typedef void *CUmodule;
+typedef void *CUfunction;
+typedef void *CUstream;
+
+#define CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES 8
+
+static struct {
+    CUresult (*init)(unsigned);
+    CUresult (*ctx_get_current)(CUcontext *);
+    CUresult (*ctx_set_current)(CUcontext);
+    CUresult (*device_get)(CUdevice *, int);
+    CUresult (*primary_ctx_retain)(CUcontext *, CUdevice);
+    CUresult (*module_load_data)(CUmodule *, const void *);
+    CUresult (*module_get_function)(CUfunction *, CUmodule, const char *);
+    CUresult (*func_set_attribute)(CUfunction, int, int);
+    CUresult (*launch_kernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                              unsigned, unsigned, CUstream, void **, void **);
+    CUresult (*get_error_name)(CUresult, const char **);
+    CUresult (*get_error_string)(CUresult, const char **);
+    int status;            /* 0 once loaded; else the failure's status */
+    char message[256];
+} driver;
+
+static pthread_once_t driver_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
+static __thread char last_error[512];
+
+int aotk_fail(int status, const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    vsnprintf(last_error, sizeof last_error, format, args);
+    va_end(args);
+    return status;
+}
+
+const char *aotk_last_error(void)
+{
+    return last_error;
+}
+
+static void load_driver(void)
+{
+    void *library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!library) {
+        driver.status = AOTK_STATUS_NO_DRIVER;
+        snprintf(driver.message, sizeof driver.message,
+                 "no CUDA driver: libcuda.so.1 cannot be loaded");
+        return;
+    }
+    struct { void **slot; const char *name; } symbols[] = {
+        {(void **)&driver.init, "cuInit"},
+        {(void **)&driver.ctx_get_current, "cuCtxGetCurrent"},
+        {(void **)&driver.ctx_set_current, "cuCtxSetCurrent"},
+        {(void **)&driver.device_get, "cuDeviceGet"},
+        {(void **)&driver.primary_ctx_retain, "cuDevicePrimaryCtxRetain"},
+        {(void **)&driver.module_load_data, "cuModuleLoadData"},
+        {(void **)&driver.module_get_function, "cuModuleGetFunction"},
+        {(void **)&driver.func_set_attribute, "cuFuncSetAttribute"},
+        {(void **)&driver.launch_kernel, "cuLaunchKernel"},
+        {(void **)&driver.get_error_name, "cuGetErrorName"},
+        {(void **)&driver.get_error_string, "cuGetErrorString"},
+    };
+    for (size_t i = 0; i < sizeof symbols / sizeof symbols[0]; i++) {
+        *symbols[i].slot = dlsym(library, symbols[i].name);
+        if (!*symbols[i].slot) {
+            driver.status = AOTK_STATUS_NO_DRIVER;
+            snprintf(driver.message, sizeof driver.message,
+                     "the CUDA driver lacks %s", symbols[i].name);
+            return;
+        }
+    }
+    CUresult result = driver.init(0);
+    if (result != 0) {
+        driver.status = result;
+        snprintf(driver.message, sizeof driver.message, "cuInit failed (CUDA error %d)", result);
+    }
+}
+
+static int driver_error(CUresult result, const aotk_variant *variant, const char *what)
+{
+    const char *name = "unknown", *text = "";
+    if (driver.get_error_name)
+        driver.get_error_name(result, &name);
+    if (driver.get_error_string)
+        driver.get_error_string(result, &text);
+    return aotk_fail(result, "%s (%s): %s failed: %s: %s", variant->kernel,
+                     variant->description, what, name ? name : "?", text ? text : "");
+}
+
+/* The variant's function in the current context, loading its module on first use. */
+static int function_for_context(aotk_variant *variant, CUcontext context, CUfunction *function)
+{
+    int count = __atomic_load_n(&variant->loaded_count, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < count; i++) {
+        if (variant->loaded[i].context == context) {
+            *function = variant->loaded[i].function;
+            return 0;
+        }
+    }
+    pthread_mutex_lock(&load_lock);
+    int status = 0;
+    count = variant->loaded_count;
+    for (int i = 0; i < count; i++) {
+        if (variant->loaded[i].context == context) {
+            *function = variant->loaded[i].function;
+            goto done;
+        }
+    }
+    if (count == AOTK_MAX_CONTEXTS) {
+        status = aotk_fail(AOTK_STATUS_TOO_MANY_CONTEXTS, "%s (%s): more than %d CUDA contexts",
+                           variant->kernel, variant->description, AOTK_MAX_CONTEXTS);
+        goto done;
+    }
+    CUmodule module;
+    CUresult result = driver.module_load_data(&module, variant->fatbin);
+    if (result != 0) {
+        status = driver_error(result, variant, "loading the module");
+        goto done;
+    }
+    result = driver.module_get_function(function, module, variant->entry);
+    if (result != 0) {
+        status = driver_error(result, variant, "finding the kernel");
+        goto done;
+    }
+    if (variant->dynamic_shared > 48 * 1024) {
+        result = driver.func_set_attribute(*function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                           (int)variant->dynamic_shared);
+        if (result != 0) {
+            status = driver_error(result, variant, "raising the shared-memory limit");
+            goto done;
+        }
+    }
+    variant->loaded[count].context = context;
+    variant->loaded[count].function = *function;
+    __atomic_store_n(&variant->loaded_count, count + 1, __ATOMIC_RELEASE);
+done:
+    pthread_mutex_unlock(&load_lock);
+    return status;
+}
+
+int aotk_launch(aotk_variant *variant, void *stream, const int64_t grid[3], void **params)
+{
+    if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0)
+        return 0;   /* an empty grid: nothing to do, successfully */
+    if (grid[0] < 0 || grid[1] < 0 || grid[2] < 0 || grid[0] > 2147483647LL ||
+        grid[1] > 65535 || grid[2] > 65535)
+        return aotk_fail(AOTK_STATUS_BAD_ARGUMENT, "%s (%s): grid (%lld, %lld, %lld) is out of range",
+                         variant->kernel, variant->description, (long long)grid[0],
+                         (long long)grid[1], (long long)grid[2]);
+    pthread_once(&driver_once, load_driver);
+    if (driver.status != 0)
+        return aotk_fail(driver.status, "%s: %s", variant->kernel, driver.message);
+    CUcontext context = NULL;
+    CUresult result = driver.ctx_get_current(&context);
+    if (result != 0)
+        return driver_error(result, variant, "cuCtxGetCurrent");
+    if (!context) {
+        /* No context yet: use the primary context of device 0, as the CUDA runtime would. */
+        CUdevice device;
+        result = driver.device_get(&device, 0);
+        if (result == 0)
+            result = driver.primary_ctx_retain(&context, device);
+        if (result == 0)
+            result = driver.ctx_set_current(context);
+        if (result != 0)
+            return driver_error(result, variant, "setting up a CUDA context");
+    }
+    CUfunction function;
+    int status = function_for_context(variant, context, &function);
+    if (status != 0)
+        return status;
+    result = driver.launch_kernel(function, (unsigned)grid[0], (unsigned)grid[1], (unsigned)grid[2],
+                                  variant->threads, 1, 1, variant->dynamic_shared, stream, params, NULL);
+    if (result != 0)
+        return driver_error(result, variant, "cuLaunchKernel");
+    return 0;
+}

@@ -1,0 +1,44 @@
+/* aotk runtime: the part of every generated library that talks to the CUDA driver.
+ *
+ * In: variant descriptors (an embedded fatbin, its entry name) and launch requests from
+ * the generated dispatch code. Out: launches through the driver, loaded with dlopen on
+ * first use so the library links and loads on machines without CUDA; modules loaded
+ * lazily, once per CUDA context, thread-safely; a thread-local message for every failure.
+ * It never prints, exits or aborts. All symbols are hidden: each library has its own copy.
+ */
+#ifndef AOTK_RUNTIME_H
+#define AOTK_RUNTIME_H
+
+#include <stdint.h>
+
+#define AOTK_MAX_CONTEXTS 16
+
+/* aotk's own status codes; CUDA driver codes (all below 1000) pass through unchanged. */
+#define AOTK_STATUS_NO_VARIANT 1001
+#define AOTK_STATUS_NO_DRIVER 1002
+#define AOTK_STATUS_BAD_ARGUMENT 1003
+#define AOTK_STATUS_TOO_MANY_CONTEXTS 1004
+
+typedef struct aotk_loaded {
+    void *context;
+    void *function;
+} aotk_loaded;
+
+typedef struct aotk_variant {
+    const char *kernel;               /* manifest kernel name */
+    const char *description;          /* what this build is specialized for */
+    const char *entry;                /* PTX .entry symbol */
+    const unsigned char *fatbin;
+    unsigned threads;                 /* num_warps * 32 */
+    unsigned dynamic_shared;          /* bytes; > 48 KiB raises the function's limit */
+    aotk_loaded loaded[AOTK_MAX_CONTEXTS];
+    int loaded_count;                 /* published with release/acquire ordering */
+} aotk_variant;
+
+__attribute__((visibility("hidden"))) int aotk_fail(int status, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
+__attribute__((visibility("hidden"))) const char *aotk_last_error(void);
+__attribute__((visibility("hidden"))) int aotk_launch(aotk_variant *variant, void *stream,
+                                                      const int64_t grid[3], void **params);
+
+#endif

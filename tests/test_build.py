@@ -1,0 +1,247 @@
+"""aotk build: manifest -> lib<name>.so + header + depfile, checked without a GPU."""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import aotk
+from aotk.toolchain.locate import wheel_directories
+from aotk_cli.main import main
+from tests.conftest import cuda_available
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _project(tmp_path: Path, name="proj") -> Path:
+    """A copy of the example kernels and the root manifest."""
+    project = tmp_path / name
+    shutil.copytree(ROOT / "examples" / "kernels", project / "examples" / "kernels")
+    shutil.copy(ROOT / "aotk.toml", project / "aotk.toml")
+    return project
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    project = _project(tmp_path_factory.mktemp("built"))
+    result = aotk.build(project / "aotk.toml")
+    return project, result
+
+
+def _cuda_include():
+    candidates = [Path(d) / "include" for d in wheel_directories()] + [Path("/usr/local/cuda/include")]
+    for candidate in candidates:
+        if (candidate / "cuda.h").is_file():
+            return candidate
+    pytest.fail("cuda.h not found: the nvidia-cuda-nvcc wheel's dependencies should bring it")
+
+
+HEADER_USE = """
+#include "examples.h"
+int use(float *x, float *y, float *out, int32_t n, CUstream_type stream) {
+    if (examples_add_select(x, y, out, n) < 0) return -1;
+    return examples_add(stream, x, y, out, n) + (examples_last_error() != 0) +
+           (examples_info() != 0) + (examples_add_variant_name(0) != 0);
+}
+"""
+
+
+@pytest.mark.parametrize("compiler, standard", [("cc", "c99"), ("c++", "c++11")])
+@pytest.mark.parametrize("with_cuda_h", [False, True])
+def test_header_compiles_strictly(built, tmp_path, compiler, standard, with_cuda_h):
+    _, result = built
+    prelude = '#include <cuda.h>\n#define CUstream_type CUstream\n' if with_cuda_h else \
+        '#define CUstream_type struct CUstream_st *\n'
+    source = tmp_path / ("use.c" if compiler == "cc" else "use.cpp")
+    source.write_text(prelude + HEADER_USE)
+    command = [compiler, f"-std={standard}", "-Wall", "-Wextra", "-Werror", "-pedantic",
+               "-c", str(source), "-I", str(result.header.parent), "-o", str(tmp_path / "use.o")]
+    if with_cuda_h:
+        command += ["-isystem", str(_cuda_include())]   # cuda.h itself is not -pedantic clean
+    subprocess.run(command, check=True)
+
+
+SELECT_PROGRAM = r"""
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include "examples.h"
+#define PTR(address) ((float *)(uintptr_t)(address))
+static int failures;
+static void expect(const char *what, int got, int want) {
+    if (got != want) { printf("%s: got %d want %d\n", what, got, want); failures++; }
+}
+int main(void) {
+    /* add: 0 BLOCK=256 aligned, 1 BLOCK=256 generic (both when n < 65536),
+            2 BLOCK=1024 aligned, 3 BLOCK=1024 generic */
+    expect("small aligned divisible", examples_add_select(PTR(256), PTR(512), PTR(768), 4096), 0);
+    expect("small unaligned", examples_add_select(PTR(260), PTR(512), PTR(768), 4096), 1);
+    expect("small non-divisible", examples_add_select(PTR(256), PTR(512), PTR(768), 4095), 1);
+    expect("large aligned", examples_add_select(PTR(256), PTR(512), PTR(768), 1 << 20), 2);
+    expect("large non-divisible", examples_add_select(PTR(256), PTR(512), PTR(768), (1 << 20) + 1), 3);
+    expect("copy2d aligned", examples_copy2d_select(PTR(16), PTR(32), 64, 64, 64, 64), 0);
+    expect("copy2d odd stride", examples_copy2d_select(PTR(16), PTR(32), 64, 64, 65, 64), 1);
+    if (strcmp(examples_add_variant_name(2), "add[BLOCK=1024] aligned") != 0) failures++;
+    if (examples_add_variant_name(4) != NULL || examples_add_variant_name(-1) != NULL) failures++;
+    int status = examples_add(NULL, PTR(256), PTR(512), PTR(768), 4096);
+    printf("status %d: %s\n", status, examples_last_error());
+    if (status == 0) failures++;
+    /* An empty grid is a success and launches nothing, GPU or not. */
+    expect("empty grid", examples_add(NULL, PTR(256), PTR(512), PTR(768), 0), 0);
+    return failures;
+}
+"""
+
+
+def test_c_program_checks_dispatch(built, tmp_path):
+    _, result = built
+    program = tmp_path / "select.c"
+    program.write_text(SELECT_PROGRAM)
+    out_dir = result.library.parent
+    subprocess.run(["cc", "-std=c99", "-Wall", "-Werror", str(program), "-I", str(out_dir),
+                    "-L", str(out_dir), "-lexamples", f"-Wl,-rpath,{out_dir}",
+                    "-o", str(tmp_path / "select")], check=True)
+    run = subprocess.run([str(tmp_path / "select")], capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout
+    if not cuda_available():
+        assert "status 1002: add: no CUDA driver" in run.stdout
+
+
+def test_library_has_no_link_time_cuda_dependency(built):
+    _, result = built
+    undefined = subprocess.run(["nm", "-D", "--undefined-only", str(result.library)],
+                               capture_output=True, text=True, check=True).stdout
+    assert not re.search(r"\bcu[A-Z]\w*", undefined)
+    exported = subprocess.run(["nm", "-D", "--defined-only", str(result.library)],
+                              capture_output=True, text=True, check=True).stdout
+    names = set(re.findall(r"\b(examples_\w+)", exported))
+    assert names == {"examples_add", "examples_add_select", "examples_add_variant_name",
+                     "examples_copy", "examples_copy_select", "examples_copy_variant_name",
+                     "examples_copy2d", "examples_copy2d_select", "examples_copy2d_variant_name",
+                     "examples_last_error", "examples_info"}
+    assert "libcuda" not in subprocess.run(["ldd", str(result.library)], capture_output=True,
+                                           text=True).stdout
+
+
+def test_python_load_select_and_errors(built):
+    _, result = built
+    lib = aotk.load(result.library)
+    assert set(lib.kernels) == {"add", "copy", "copy2d"}
+    assert lib.kernels["add"]["params"][3] == {"name": "n", "type": "i32"}
+    assert lib.add.select(256, 512, 768, 4096) == "add[BLOCK=256] aligned"
+    assert lib.add.select(260, 512, 768, 1 << 20) == "add[BLOCK=1024] generic"
+    with pytest.raises(TypeError, match="takes 4 arguments"):
+        lib.add.select(1, 2, 3)
+    with pytest.raises(TypeError, match="'n' must be an integer"):
+        lib.add.select(256, 512, 768, "ten")
+    with pytest.raises(TypeError, match="'x_ptr' must be a CUDA array"):
+        lib.add.select(object(), 512, 768, 16)
+    if not cuda_available():
+        with pytest.raises(aotk.AotkError, match="no CUDA driver.*status 1002"):
+            lib.add(256, 512, 768, 4096)
+
+
+def test_depfile_lists_manifest_sources_and_local_imports(tmp_path):
+    project = _project(tmp_path)
+    kernels = project / "examples" / "kernels"
+    (kernels / "scale_helpers.py").write_text(
+        "import aotk\n\n@aotk.jit\ndef twice(x):\n    return x * 2\n")
+    (kernels / "copy.py").write_text((kernels / "copy.py").read_text().replace(
+        "import aotk.language as tl\n", "import aotk.language as tl\nfrom scale_helpers import twice\n"
+    ).replace("tl.load(src + offs, mask=mask)", "twice(tl.load(src + offs, mask=mask))"))
+    result = aotk.build(project / "aotk.toml")
+    text = result.depfile.read_text()
+    head = text.split("\n\n")[0]
+    assert head.startswith(f"{result.library} {result.header}:")
+    for path in ["aotk.toml", "examples/kernels/add.py", "examples/kernels/copy.py",
+                 "examples/kernels/copy2d.py", "examples/kernels/scale_helpers.py"]:
+        assert str((project / path).resolve()) in head
+
+
+def test_noop_rebuild_is_fast_and_identical(tmp_path):
+    project = _project(tmp_path)
+    first = aotk.build(project / "aotk.toml")
+    library_bytes, header_bytes = first.library.read_bytes(), first.header.read_bytes()
+    start = time.perf_counter()
+    second = aotk.build(project / "aotk.toml")
+    elapsed = time.perf_counter() - start
+    assert (second.compiled, second.linked) == (0, False)
+    assert elapsed < 2.0
+    assert second.library.read_bytes() == library_bytes
+    assert second.header.read_bytes() == header_bytes
+
+
+def test_editing_one_kernel_recompiles_only_its_variants(tmp_path):
+    project = _project(tmp_path)
+    aotk.build(project / "aotk.toml")
+    copy_py = project / "examples" / "kernels" / "copy.py"
+    copy_py.write_text(copy_py.read_text().replace("tl.load(src + offs, mask=mask)",
+                                                   "tl.load(src + offs, mask=mask) * 2.0"))
+    result = aotk.build(project / "aotk.toml")
+    # copy has one variant, built aligned and generic: exactly those two recompile.
+    assert (result.compiled, result.linked) == (2, True)
+
+
+def test_builds_from_two_directories_are_byte_identical(tmp_path):
+    one = aotk.build(_project(tmp_path, "one") / "aotk.toml")
+    two = aotk.build(_project(tmp_path, "elsewhere") / "aotk.toml")
+    assert one.library.read_bytes() == two.library.read_bytes()
+    assert one.header.read_bytes() == two.header.read_bytes()
+
+
+def test_static_library_and_pkgconfig(tmp_path):
+    result = aotk.build(_project(tmp_path) / "aotk.toml", static=True)
+    assert result.static_library.read_bytes().startswith(b"!<arch>")
+    assert "-lexamples" in result.pkgconfig.read_text()
+
+
+BAD_MANIFESTS = [
+    ("kernel.add.sigature", lambda t: t.replace('signature = "*fp32, *fp32, *fp32, i32"',
+                                                'sigature = "*fp32, *fp32, *fp32, i32"'),
+     "did you mean 'signature'"),
+    ("kernel.add.source", lambda t: t.replace("examples/kernels/add.py", "examples/kernels/nope.py"),
+     "does not exist"),
+    ("kernel.add.signature", lambda t: t.replace("*fp32, *fp32, *fp32, i32", "*fp32, *fp32, *f32, i32"),
+     "unknown type 'f32'"),
+    ("kernel.add.grid[0]", lambda t: t.replace('grid = ["cdiv(n, BLOCK)"]', 'grid = ["cdiv(m, BLOCK)"]', 1),
+     "names 'm'"),
+    ("kernel.add.variant[0].when", lambda t: t.replace('when = "n < 65536"', 'when = "size < 65536"'),
+     "names 'size'"),
+    ("kernel[1].name", lambda t: t.replace('name = "copy"\n', 'name = "add"\n'), "duplicate kernel name"),
+    ("kernel.add.variant[1].constants", lambda t: t.replace("constants = { BLOCK = 1024 }\n\n[[kernel]]\nname = \"copy\"",
+                                                            "constants = { }\n\n[[kernel]]\nname = \"copy\""),
+     "no value for constexpr parameter(s) BLOCK"),
+    ("kernel.add.variant[0].num_warps", lambda t: t.replace("num_warps = 2", "num_warps = 3"),
+     "power of two"),
+    ("kernel.add.signature", lambda t: t.replace("*fp32, *fp32, *fp32, i32", "*fp32, *fp32, i32"),
+     "has 3 entries, the kernel has 4"),
+]
+
+
+@pytest.mark.parametrize("key, edit, message", BAD_MANIFESTS, ids=[b[0] + ":" + b[2] for b in BAD_MANIFESTS])
+def test_bad_manifest_is_one_line_naming_the_key(tmp_path, key, edit, message):
+    project = _project(tmp_path)
+    manifest = project / "aotk.toml"
+    manifest.write_text(edit(manifest.read_text()))
+    result = subprocess.run([sys.executable, "-m", "aotk", "build", str(manifest)], capture_output=True, text=True,
+                            cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert str(manifest) in lines[0] and key in lines[0] and message in lines[0]
+    assert "Traceback" not in result.stderr
+    assert not (project / "build").exists()
+
+
+def test_cli_build_prints_outputs(tmp_path):
+    project = _project(tmp_path)
+    result = CliRunner().invoke(main, ["build", str(project / "aotk.toml"), "-o",
+                                       str(tmp_path / "out"), "-j", "2"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "out" / "libexamples.so").exists()
+    assert "examples.h" in result.output

@@ -1,0 +1,117 @@
+"""Finding and running NVIDIA's tools (ptxas, libdevice) and the doctor, without a GPU."""
+import os
+import stat
+
+import pytest
+
+from aotk.toolchain import ToolchainError, doctor, find_libdevice, locate, ptxas
+
+# Stores 7 through the pointer parameter: the smallest kernel that exercises ld.param,
+# a global store and register allocation.
+TINY_PTX = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k(.param .u64 p)
+{
+  .reg .b64 %rd<2>;
+  .reg .b32 %r<2>;
+  ld.param.u64 %rd1, [p];
+  cvta.to.global.u64 %rd1, %rd1;
+  mov.u32 %r1, 7;
+  st.global.u32 [%rd1], %r1;
+  ret;
+}
+"""
+
+
+@pytest.fixture
+def fresh_tools():
+    """Lookups are cached per process; tests that change AOTK_* start and end clean."""
+    ptxas.reset_caches()
+    yield
+    ptxas.reset_caches()
+
+
+def _fake_tool(directory, name, script):
+    path = directory / name
+    path.write_text(script)
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return path
+
+
+def test_find_ptxas_default(fresh_tools):
+    info = ptxas.find_ptxas()
+    assert os.access(info.path, os.X_OK)
+    assert info.origin in ("nvidia-cuda-nvcc wheel", "PATH", "/usr/local/cuda")
+    assert len(ptxas.ptxas_version()) == 3
+
+
+def test_aotk_ptxas_override(tmp_path, monkeypatch, fresh_tools):
+    fake = _fake_tool(tmp_path, "ptxas",
+                      "#!/bin/sh\necho 'Cuda compilation tools, release 99.1, V99.1.7'\n")
+    monkeypatch.setenv("AOTK_PTXAS", str(fake))
+    info = ptxas.find_ptxas()
+    assert (info.path, info.origin, info.version) == (str(fake), "AOTK_PTXAS", "99.1.7")
+    assert ptxas.ptxas_version() == (99, 1, 7)
+
+
+def test_aotk_ptxas_missing_is_clear(monkeypatch, fresh_tools):
+    monkeypatch.setenv("AOTK_PTXAS", "/nonexistent/ptxas")
+    with pytest.raises(ToolchainError, match="AOTK_PTXAS=/nonexistent/ptxas"):
+        ptxas.find_ptxas()
+
+
+def test_wheel_comes_before_path(tmp_path, monkeypatch, fresh_tools):
+    if not locate.wheel_directories():
+        pytest.skip("the nvidia-cuda-nvcc wheel is not installed")
+    _fake_tool(tmp_path, "ptxas", "#!/bin/sh\nexit 1\n")
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    assert ptxas.find_ptxas().origin == "nvidia-cuda-nvcc wheel"
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_assemble_tiny_ptx(arch):
+    cubin, info = ptxas.assemble(TINY_PTX, arch)
+    assert cubin[:4] == b"\x7fELF"
+    assert isinstance(info["registers"], int) and info["registers"] > 0
+    assert info["spills"] == 0 and info["shared"] == 0 and info["stack"] == 0
+
+
+def test_rejected_ptx_carries_ptxas_message():
+    with pytest.raises(ToolchainError, match=r"sm_90[\s\S]*error") as caught:
+        ptxas.assemble(TINY_PTX.replace("st.global.u32", "st.global.bogus"), "sm_90")
+    assert "bogus" in str(caught.value)
+
+
+def test_parse_verbose_sums_spills():
+    text = ("ptxas info    : Used 40 registers, 384 bytes smem, 380 bytes cmem[0]\n"
+            "    16 bytes stack frame, 8 bytes spill stores, 12 bytes spill loads\n")
+    assert ptxas.parse_verbose(text) == {"registers": 40, "shared": 384, "stack": 16,
+                                         "spills": 20}
+
+
+def test_find_libdevice(fresh_tools):
+    path = find_libdevice()
+    assert path.endswith("libdevice.10.bc") and os.path.isfile(path)
+
+
+def test_aotk_libdevice_missing_is_clear(monkeypatch, fresh_tools):
+    monkeypatch.setenv("AOTK_LIBDEVICE", "/nonexistent/libdevice.10.bc")
+    with pytest.raises(ToolchainError, match="AOTK_LIBDEVICE"):
+        find_libdevice()
+
+
+def test_doctor_reports_every_row():
+    rows = dict(doctor.report())
+    assert list(rows) == ["python", "llvmlite", "nvptx target", "ptxas", "fatbinary",
+                          "libdevice", "cuda driver", "gpu"]
+    assert rows["nvptx target"].startswith("available")
+    assert all(isinstance(value, str) and value for value in rows.values())
+
+
+def test_doctor_survives_missing_tools(monkeypatch, fresh_tools):
+    monkeypatch.setenv("AOTK_PTXAS", "/nonexistent/ptxas")
+    monkeypatch.setenv("AOTK_FATBINARY", "/nonexistent/fatbinary")
+    rows = dict(doctor.report())
+    assert rows["ptxas"].startswith("not found") and "AOTK_PTXAS" in rows["ptxas"]
+    assert rows["fatbinary"].startswith("not found")
