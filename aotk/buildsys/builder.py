@@ -134,6 +134,10 @@ def build(manifest_path="aotk.toml", out_dir=None, jobs=None, verbose=False, sta
             os.replace(work / f"lib{name}.a.tmp", archive)
         os.replace(work / f"lib{name}.so.tmp", library)
         stamp.write_text(digest)
+    else:
+        # Nothing changed, but make asked because an input is newer: say the outputs are fresh.
+        for path in outputs:
+            os.utime(path)
     _write_atomic(depfile, _depfile([library, header], dependencies))
     _write_atomic(pkgconfig, template("pkgconfig.pc.in").substitute(
         libdir=str(out), includedir=str(out), name=name, manifest_name=manifest.path.name,

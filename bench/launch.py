@@ -1,0 +1,73 @@
+"""Launch overhead on the GPU: C dispatch vs raw cuLaunchKernel, Python lib.add vs Triton.
+
+    PYTHONPATH=. python3 bench/launch.py
+Builds the root aotk.toml, compiles bench/launch_overhead.c against it, and times host cost
+per call (the kernel is small, so calls queue faster than the GPU drains them only briefly;
+each figure is the best of several rounds).
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def python_call_us(fn, calls=20000) -> float:
+    import torch
+    best = float("inf")
+    for _ in range(5):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(calls // 5):
+            fn()
+        best = min(best, (time.perf_counter() - start) / (calls // 5))
+        torch.cuda.synchronize()
+    return best * 1e6
+
+
+def main():
+    import torch
+
+    import aotk
+    out = pathlib.Path(tempfile.mkdtemp(prefix="aotk-bench-"))
+    result = aotk.build(ROOT / "aotk.toml", out_dir=out)
+    lib = aotk.load(result.library)
+    n = 1 << 20
+    # The variant examples_add picks for aligned 2^20 elements: BLOCK=1024 aligned (index 2).
+    assert lib.add.select(16, 32, 48, n) == "add[BLOCK=1024] aligned"
+    fatbin = out / ".aotk" / "examples" / "examples_fatbin_2.fatbin"
+    binary = out / "launch_overhead"
+    cuda_home = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+    subprocess.run(["cc", "-O2", str(ROOT / "bench" / "launch_overhead.c"), "-I", str(out),
+                    "-I", f"{cuda_home}/include", "-L", str(out), "-lexamples",
+                    f"-Wl,-rpath,{out}", "-lcuda", "-o", str(binary)], check=True)
+    c_result = subprocess.run([str(binary), str(fatbin), "add_kernel", "500"],
+                              capture_output=True, text=True, check=True).stdout
+    figures = dict(line.split() for line in c_result.strip().splitlines())
+    x = torch.randn(n, device="cuda")
+    y = torch.randn(n, device="cuda")
+    o = torch.empty(n, device="cuda")
+    rows = {"c_raw_us": float(figures["raw_us"]), "c_aotk_us": float(figures["aotk_us"]),
+            "c_ratio": float(figures["ratio"]),
+            "python_lib_add_us": python_call_us(lambda: lib.add(x, y, o, n))}
+    if importlib.util.find_spec("triton"):
+        sys.path.insert(0, str(ROOT / "bench"))
+        from elementwise import KERNELS, load_module
+        add = load_module(KERNELS / "add.py", True).add_kernel
+        rows["python_triton_jit_us"] = python_call_us(
+            lambda: add[(n // 1024,)](x, y, o, n, BLOCK=1024))
+    torch.cuda.synchronize()
+    torch.testing.assert_close(o, x + y)
+    print(json.dumps(rows, indent=2))
+    return rows
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,128 @@
+"""The built library on the GPU: Python and C++ callers, streams, threads, contexts."""
+import ctypes
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+import aotk
+
+pytestmark = pytest.mark.gpu
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def lib(tmp_path_factory):
+    out = tmp_path_factory.mktemp("gpu-lib")
+    result = aotk.build(ROOT / "aotk.toml", out_dir=out)
+    return aotk.load(result.library)
+
+
+@pytest.mark.parametrize("n", [1, 15, 16, 1000, 65535, 65536, 1_000_003])
+@pytest.mark.parametrize("offset", [0, 1, 3])
+def test_add_from_python(lib, n, offset):
+    torch = pytest.importorskip("torch")
+    x = torch.randn(n + offset, device="cuda")[offset:]
+    y = torch.randn(n + offset, device="cuda")[offset:]
+    out = torch.full((n + offset,), -7.0, device="cuda")
+    lib.add(x, y, out[offset:], n)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out[offset:], x + y)
+    assert (out[:offset] == -7.0).all()
+
+
+def test_copy2d_from_python(lib):
+    torch = pytest.importorskip("torch")
+    src = torch.randn(300, 500, device="cuda")
+    dst = torch.zeros(300, 512, device="cuda")
+    lib.copy2d(src, dst, 300, 500, 500, 512)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(dst[:, :500], src)
+    assert (dst[:, 500:] == 0).all()
+
+
+def test_empty_grid_launches_nothing(lib):
+    torch = pytest.importorskip("torch")
+    x = torch.ones(16, device="cuda")
+    lib.add(x, x, x, 0)
+    torch.cuda.synchronize()
+    assert (x == 1).all()
+
+
+def test_eight_threads_on_eight_streams(lib):
+    torch = pytest.importorskip("torch")
+    n = 1 << 20
+    streams = [torch.cuda.Stream() for _ in range(8)]
+    inputs = [torch.full((n,), float(i), device="cuda") for i in range(8)]
+    outputs = [torch.empty(n, device="cuda") for _ in range(8)]
+    errors = []
+
+    def work(i):
+        try:
+            for _ in range(50):
+                lib.add(inputs[i], inputs[i], outputs[i], n, stream=streams[i])
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    torch.cuda.synchronize()
+    assert not errors
+    for i in range(8):
+        assert (outputs[i] == 2.0 * i).all()
+
+
+def test_two_contexts_each_get_a_module(lib):
+    from cuda.bindings import driver
+    assert driver.cuInit(0)[0] == 0
+    _, device = driver.cuDeviceGet(0)
+    n = 4096
+    for _ in range(2):
+        result = driver.cuCtxCreate(None, 0, device)
+        error, context = result[0], result[1]
+        assert error == 0
+        error, memory = driver.cuMemAlloc(3 * n * 4)
+        assert error == 0
+        base = int(memory)
+        host = (ctypes.c_float * n)(*[float(i) for i in range(n)])
+        assert driver.cuMemcpyHtoD(base, host, n * 4)[0] == 0
+        assert driver.cuMemcpyHtoD(base + n * 4, host, n * 4)[0] == 0
+        lib.add(base, base + n * 4, base + 2 * n * 4, n)
+        assert driver.cuCtxSynchronize()[0] == 0
+        result = (ctypes.c_float * n)()
+        assert driver.cuMemcpyDtoH(result, base + 2 * n * 4, n * 4)[0] == 0
+        assert list(result)[:5] == [0.0, 2.0, 4.0, 6.0, 8.0] and result[n - 1] == 2.0 * (n - 1)
+        driver.cuMemFree(memory)
+        driver.cuCtxDestroy(context)
+
+
+def test_python_example_runs(tmp_path):
+    subprocess.run([sys.executable, "-m", "aotk", "build", str(ROOT / "aotk.toml")], check=True,
+                   cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    run = subprocess.run([sys.executable, str(ROOT / "examples" / "python" / "demo.py")],
+                         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert run.returncode == 0, run.stderr
+    assert "OK" in run.stdout
+
+
+def test_cpp_example_builds_and_runs(tmp_path):
+    if shutil.which("make") is None:
+        pytest.fail("make is needed for the C++ example")
+    example = tmp_path / "cpp"
+    shutil.copytree(ROOT / "examples" / "cpp", example)
+    aotk_command = f"{sys.executable} -m aotk"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    make = ["make", "-C", str(example), f"ROOT={ROOT}", f"AOTK={aotk_command}"]
+    subprocess.run(make + ["run"], check=True, env=env)
+    # Touching a kernel makes make rebuild the library (through the depfile).
+    library = example / "build" / "libexamples.so"
+    before = library.stat().st_mtime_ns
+    os.utime(ROOT / "examples" / "kernels" / "copy.py")
+    subprocess.run(make, check=True, env=env)
+    assert library.stat().st_mtime_ns > before
