@@ -64,6 +64,7 @@ class Kernel:
         self._variant_name.argtypes = [ctypes.c_int]
         self._variant_name.restype = ctypes.c_char_p
         self._converters = [self._converter(n, t) for n, t in self._params]
+        self._fast_call = self._compile_fast_call()
 
     def _converter(self, name, type_):
         kernel = self.name
@@ -91,11 +92,41 @@ class Kernel:
                             f"got {len(args)}")
         return [convert(a) for convert, a in zip(self._converters, args)]
 
-    def __call__(self, *args, stream=None):
+    def _compile_fast_call(self):
+        """A caller specialized to this kernel's parameters, for the common case of tensors
+        with ``data_ptr()`` and plain numbers: no per-argument loop or converter calls.
+        Anything else (raw addresses, other CUDA arrays, bad types) takes the general path,
+        which converts or explains."""
+        names = [f"a{i}" for i in range(len(self._params))]
+        passed = [f"{n}.data_ptr()" if t.is_ptr() else n for n, (_, t) in zip(names, self._params)]
+        unpack = f"    {', '.join(names)}{',' if len(names) == 1 else ''} = args\n" if names else ""
+        source = (f"def call(*args, stream=None):\n"
+                  f"    if len(args) != {len(names)}:\n"
+                  f"        return general(args, stream)\n"
+                  f"{unpack}"
+                  f"    try:\n"
+                  f"        status = launch(stream if stream is None or stream.__class__ is int "
+                  f"else stream_value(stream), {', '.join(passed)})\n"
+                  f"    except (AttributeError, ArgumentError):\n"
+                  f"        return general(args, stream)\n"
+                  f"    if status:\n"
+                  f"        fail(status)\n")
+        scope = {"launch": self._launch, "stream_value": _stream_value, "general": self._call,
+                 "fail": self._fail, "ArgumentError": ctypes.ArgumentError}
+        exec(compile(source, f"<aotk launcher {self._library.name}_{self.name}>", "exec"), scope)
+        return scope["call"]
+
+    def _call(self, args, stream):
         status = self._launch(_stream_value(stream), *self._convert(args))
         if status != 0:
-            raise AotkError(f"{self._library.name}_{self.name}: "
-                            f"{self._library.last_error()} (status {status})")
+            self._fail(status)
+
+    def _fail(self, status):
+        raise AotkError(f"{self._library.name}_{self.name}: "
+                        f"{self._library.last_error()} (status {status})")
+
+    def __call__(self, *args, stream=None):
+        return self._fast_call(*args, stream=stream)
 
     def select(self, *args):
         """The variant that would run for these arguments, or None; needs no GPU."""
