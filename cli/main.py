@@ -121,6 +121,19 @@ def _progress_bar(done: int, total: int):
                err=True, nl=False)
 
 
+@main.command("inspect")
+@click.argument("target", type=click.Path(exists=True))
+def inspect_command(target):
+    """Table of each variant's registers, spills, shared memory and vector width.
+    TARGET is a lib<name>.so built by aotk or an aotk.toml manifest."""
+    from aotk.buildsys.inspect import inspect_rows, render
+    from aotk.buildsys.manifest import ManifestError
+    try:
+        click.echo(render(inspect_rows(target)))
+    except (ManifestError, aotk.CompilationError, ToolchainError, ValueError, OSError) as exc:
+        raise UserError(str(exc)) from None
+
+
 @main.command()
 def doctor():
     """Show the toolchain aotk uses and where each piece comes from."""

@@ -245,3 +245,15 @@ def test_cli_build_prints_outputs(tmp_path):
     assert result.exit_code == 0, result.output
     assert (tmp_path / "out" / "libexamples.so").exists()
     assert "examples.h" in result.output
+
+
+def test_inspect_lists_every_variant_and_target(built):
+    _, result = built
+    output = CliRunner().invoke(main, ["inspect", str(result.library)]).output
+    lines = output.strip().splitlines()
+    assert lines[0].split() == ["kernel", "variant", "target", "registers", "spills", "shared",
+                                "vector"]
+    # 3 kernels; add has 4 builds, copy and copy2d 2 each; 2 targets: 16 rows.
+    assert len(lines) == 1 + 16
+    aligned_add = [l for l in lines if "add[BLOCK=1024] aligned" in l and "sm_90" in l][0]
+    assert aligned_add.split()[-1] == "4"

@@ -127,7 +127,7 @@ def _kernel_source(plan, first: int, library_name: str, manifest_dir: Path) -> s
         format_arguments="".join(", " + a for a in fmt_args))
 
 
-def info_json(manifest, plans) -> str:
+def info_json(manifest, plans, compiled: dict) -> str:
     kernels = {}
     for plan in plans:
         kernels[plan.kernel.name] = {
@@ -135,6 +135,12 @@ def info_json(manifest, plans) -> str:
             "params": [{"name": p.name, "type": p.type.short} for p in plan.parameters],
             "grid": plan.kernel.grid,
             "variants": [b.description for b in plan.builds],
+            # What each build compiled to, per target: for `aotk inspect` and for reading.
+            "builds": [{"variant": b.description, "signature": b.signature,
+                        "num_warps": b.variant.num_warps,
+                        "shared": compiled[(plan.kernel.name, b.index)].metadata["shared"],
+                        "targets": compiled[(plan.kernel.name, b.index)].metadata["targets"]}
+                       for b in plan.builds],
         }
     return json.dumps({"library": manifest.name, "aotk": __version__, "kernels": kernels},
                       sort_keys=True, separators=(",", ":"))
@@ -178,6 +184,6 @@ def generate(manifest, plans, compiled: dict) -> dict:
     files[f"{name}_library.c"] = template("library.c.in").substitute(
         common, fatbin_declarations="\n".join(fatbin_declarations), variant_count=offset,
         variants="\n".join(variants), kernels="\n".join(kernels),
-        info=c_string(info_json(manifest, plans)))
+        info=c_string(info_json(manifest, plans, compiled)))
     files[f"{name}_fatbins.S"] = template("fatbins.S.in").substitute(common, blobs="\n".join(blobs))
     return files
