@@ -43,7 +43,7 @@ int main(int argc, char **argv)
     CUfunction function;
     if (cuModuleLoadData(&module, read_file(argv[1])) || cuModuleGetFunction(&function, module, argv[2]))
         return 3;
-    int n = 1 << 20;   /* 1024 blocks of 1024: small enough that the host is the bottleneck */
+    int n = 1 << 20;   /* 1024 programs; rounds of 500 calls stay under the launch queue depth */
     CUdeviceptr x, y, out;
     cuMemAlloc(&x, n * 4);
     cuMemAlloc(&y, n * 4);

@@ -1,10 +1,10 @@
 """Installed copies of the repository's ``templates/`` and ``runtime/`` (see pyproject).
 
-From a source tree the top-level folders are used directly; ``resource_dir`` hides which.
+From a source tree (or an editable install) the top-level folders are used directly; an
+installed wheel carries them as ``aotk/data/templates`` and ``aotk/data/runtime``.
 """
 from __future__ import annotations
 
-import importlib.resources
 from pathlib import Path
 
 
@@ -12,4 +12,4 @@ def resource_dir(name: str) -> Path:
     in_tree = Path(__file__).resolve().parents[2] / name
     if in_tree.is_dir():
         return in_tree
-    return Path(str(importlib.resources.files(f"aotk.data.{name}")))
+    return Path(__file__).resolve().parent / name
