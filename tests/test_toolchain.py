@@ -115,3 +115,13 @@ def test_doctor_survives_missing_tools(monkeypatch, fresh_tools):
     rows = dict(doctor.report())
     assert rows["ptxas"].startswith("not found") and "AOTK_PTXAS" in rows["ptxas"]
     assert rows["fatbinary"].startswith("not found")
+
+
+@pytest.mark.parametrize("ptxas_version, driver, verdict", [
+    ((13, 5, 37), (13, 0), "yes"),
+    ((13, 0, 88), (12, 8), "no: cubins from ptxas 13.0 need a CUDA 13 driver"),
+    ((12, 4, 0), (11, 8), "no: the driver (CUDA 11.8) predates PTX ISA 8.0"),
+    ((13, 5, 37), None, "no driver here"),
+])
+def test_doctor_judges_whether_tools_fit(ptxas_version, driver, verdict):
+    assert doctor.fit(ptxas_version, driver).startswith(verdict)

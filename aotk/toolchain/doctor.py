@@ -69,6 +69,43 @@ def _driver_and_gpu() -> tuple[str, str]:
     return driver, name.value.decode(errors="replace") + more
 
 
+def fit(ptxas_version: tuple, driver_version: tuple | None) -> str:
+    """Whether code from this ptxas (and aotk's PTX ISA 8.0) loads on this driver.
+
+    A driver loads cubins from a toolkit of its own major version or older (CUDA's minor
+    version compatibility) and JIT-compiles PTX of an ISA it knows; PTX ISA 8.0 needs 12.0.
+    """
+    if not ptxas_version:
+        return "unknown: ptxas version not recognized"
+    if driver_version is None:
+        return "no driver here: libraries build, and report 'no CUDA driver' when called"
+    if driver_version < (12, 0):
+        return (f"no: the driver (CUDA {driver_version[0]}.{driver_version[1]}) predates PTX ISA "
+                "8.0; update the driver")
+    if ptxas_version[0] > driver_version[0]:
+        return (f"no: cubins from ptxas {ptxas_version[0]}.{ptxas_version[1]} need a CUDA "
+                f"{ptxas_version[0]} driver; set AOTK_PTXAS to a ptxas of CUDA "
+                f"{driver_version[0]} or update the driver")
+    return (f"yes: ptxas {ptxas_version[0]}.{ptxas_version[1]} cubins load on the CUDA "
+            f"{driver_version[0]}.{driver_version[1]} driver")
+
+
+def _driver_version():
+    try:
+        libcuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+    version = ctypes.c_int(0)
+    if libcuda.cuDriverGetVersion(ctypes.byref(version)) != 0:
+        return None
+    return (version.value // 1000, version.value % 1000 // 10)
+
+
+def _fit() -> str:
+    from .ptxas import ptxas_version
+    return fit(ptxas_version(), _driver_version())
+
+
 def report() -> list[tuple[str, str]]:
     try:
         driver, gpu = _driver_and_gpu()
@@ -83,4 +120,5 @@ def report() -> list[tuple[str, str]]:
         ("libdevice", _try(_libdevice)),
         ("cuda driver", driver),
         ("gpu", gpu),
+        ("fit together", _try(_fit)),
     ]
