@@ -9,62 +9,12 @@ import argparse
 import importlib.util
 import json
 import pathlib
-import statistics
 import sys
-import types
 
 import torch
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-KERNELS = ROOT / "examples" / "kernels"
-
-
-def load_module(path: pathlib.Path, use_triton: bool):
-    """Loads an example kernel; with use_triton, the same source with its imports swapped."""
-    source = path.read_text()
-    if use_triton:
-        source = source.replace("import aotk.language as tl", "import triton.language as tl")
-        source = source.replace("import aotk\n", "import triton\n").replace("@aotk.jit", "@triton.jit")
-        # Triton reads the source from a real file.
-        target = pathlib.Path("/tmp") / f"triton_{path.name}"
-        target.write_text(source)
-        path = target
-    spec = importlib.util.spec_from_file_location(f"bench_{path.stem}_{use_triton}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def time_ms(fn, warmup=10, reps=30, back_to_back=10) -> float:
-    """Median over ``reps`` of the mean kernel time of ``back_to_back`` launches: queued
-    launches hide each implementation's host launch cost equally (launch cost is measured
-    on its own elsewhere)."""
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(back_to_back):
-            fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / back_to_back)
-    return statistics.median(times)
-
-
-def launch_us(fn, calls=2000) -> float:
-    """Host cost of one launch call (small grid), averaged over many calls."""
-    import time
-    fn()
-    torch.cuda.synchronize()
-    begin = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    elapsed = time.perf_counter() - begin
-    torch.cuda.synchronize()
-    return elapsed / calls * 1e6
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from timing import KERNELS, host_us, time_ms, triton_port  # noqa: E402
 
 
 def main():
@@ -87,9 +37,9 @@ def main():
         rows.append({"kernel": name, "ms": ms, "GB/s": bytes_moved / ms / 1e6})
 
     for impl in ["aotk"] + (["triton"] if have_triton else []):
-        add = load_module(KERNELS / "add.py", impl == "triton").add_kernel
-        copy = load_module(KERNELS / "copy.py", impl == "triton").copy_kernel
-        copy2d = load_module(KERNELS / "copy2d.py", impl == "triton").copy2d_kernel
+        add = triton_port(KERNELS / "add.py", impl == "triton").add_kernel
+        copy = triton_port(KERNELS / "copy.py", impl == "triton").copy_kernel
+        copy2d = triton_port(KERNELS / "copy2d.py", impl == "triton").copy2d_kernel
         block = 1024
         grid = ((n + block - 1) // block,)
         out.zero_()
@@ -118,8 +68,8 @@ def main():
     small_out = torch.empty_like(small)
     launch = {}
     for impl in ["aotk"] + (["triton"] if have_triton else []):
-        add = load_module(KERNELS / "add.py", impl == "triton").add_kernel
-        launch[impl] = launch_us(lambda: add[(1,)](small, small, small_out, 1024, BLOCK=1024))
+        add = triton_port(KERNELS / "add.py", impl == "triton").add_kernel
+        launch[impl] = host_us(lambda: add[(1,)](small, small, small_out, 1024, BLOCK=1024))
     print("python launch (us/call): " + ", ".join(f"{k} {v:.1f}" for k, v in launch.items()))
 
     by_name = {r["kernel"]: r for r in rows}

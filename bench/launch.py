@@ -14,33 +14,18 @@ import pathlib
 import subprocess
 import sys
 import tempfile
-import time
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-
-
-def python_call_us(fn, calls=500, rounds=20) -> float:
-    """Host cost per call: rounds of few calls of a one-block kernel, so the launch queue
-    never fills (a full queue would time the GPU instead); best round."""
-    import torch
-    best = float("inf")
-    for _ in range(rounds):
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        best = min(best, (time.perf_counter() - start) / calls)
-    torch.cuda.synchronize()
-    return best * 1e6
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from timing import KERNELS, ROOT, host_us, triton_port  # noqa: E402
 
 
-def main():
+def measure(library_path: pathlib.Path) -> dict:
+    """Launch cost figures for the library at ``library_path`` (built from the root manifest)."""
     import torch
 
     import aotk
-    out = pathlib.Path(tempfile.mkdtemp(prefix="aotk-bench-"))
-    result = aotk.build(ROOT / "aotk.toml", out_dir=out)
-    lib = aotk.load(result.library)
+    out = library_path.parent
+    lib = aotk.load(library_path)
     n = 1 << 20
     # The variant examples_add picks for aligned 2^20 elements: BLOCK=1024 aligned (index 2).
     assert lib.add.select(16, 32, 48, n) == "add[BLOCK=1024] aligned"
@@ -59,20 +44,23 @@ def main():
     o = torch.empty(small, device="cuda")
     rows = {"c_raw_us": float(figures["raw_us"]), "c_aotk_us": float(figures["aotk_us"]),
             "c_ratio": float(figures["ratio"]),
-            "python_lib_add_us": python_call_us(lambda: lib.add(x, y, o, small))}
+            "python_lib_add_us": host_us(lambda: lib.add(x, y, o, small))}
     torch.cuda.synchronize()
     torch.testing.assert_close(o, x + y)
     if importlib.util.find_spec("triton"):
-        sys.path.insert(0, str(ROOT / "bench"))
-        from elementwise import KERNELS, load_module
-        add = load_module(KERNELS / "add.py", True).add_kernel
+        add = triton_port(KERNELS / "add.py").add_kernel
         o.zero_()
-        rows["python_triton_jit_us"] = python_call_us(
+        rows["python_triton_jit_us"] = host_us(
             lambda: add[(1,)](x, y, o, small, BLOCK=1024))
         torch.cuda.synchronize()
         torch.testing.assert_close(o, x + y)
-    print(json.dumps(rows, indent=2))
     return rows
+
+
+def main():
+    import aotk
+    out = pathlib.Path(tempfile.mkdtemp(prefix="aotk-bench-"))
+    print(json.dumps(measure(aotk.build(ROOT / "aotk.toml", out_dir=out).library), indent=2))
 
 
 if __name__ == "__main__":

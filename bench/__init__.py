@@ -1,0 +1,1 @@
+"""Benchmarks: `python3 bench/run.py` (see README)."""

@@ -1,0 +1,60 @@
+"""GPU timing helpers shared by the benchmarks (torch needed, imported lazily)."""
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+import statistics
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+KERNELS = ROOT / "examples" / "kernels"
+
+
+def triton_port(path: pathlib.Path, use_triton: bool = True):
+    """Loads an example kernel module; with use_triton, the same source with its imports
+    swapped to Triton (ported back, not rewritten)."""
+    source = path.read_text()
+    if use_triton:
+        source = source.replace("import aotk.language as tl", "import triton.language as tl")
+        source = source.replace("import aotk\n", "import triton\n").replace("@aotk.jit", "@triton.jit")
+        target = pathlib.Path("/tmp") / f"triton_{path.name}"   # Triton reads real files
+        target.write_text(source)
+        path = target
+    spec = importlib.util.spec_from_file_location(f"bench_{path.stem}_{use_triton}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def time_ms(fn, warmup=10, reps=30, back_to_back=10) -> float:
+    """Median over ``reps`` of the mean kernel time of ``back_to_back`` queued launches
+    (CUDA events): queued launches hide each implementation's host cost equally."""
+    import torch
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(back_to_back):
+            fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / back_to_back)
+    return statistics.median(times)
+
+
+def host_us(fn, calls=500, rounds=20) -> float:
+    """Host cost per call: rounds of few calls of a one-program kernel so the launch queue
+    never fills (a full queue would time the GPU instead); best round."""
+    import torch
+    best = float("inf")
+    for _ in range(rounds):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        best = min(best, (time.perf_counter() - start) / calls)
+    torch.cuda.synchronize()
+    return best * 1e6

@@ -1,0 +1,72 @@
+"""The benchmark harness's own logic on a recorded H200 run, and a smoke run of its
+build-time part (the part that needs no GPU)."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+import harness  # noqa: E402
+
+SAMPLE = json.loads((ROOT / "tests" / "data" / "bench_sample.json").read_text())
+
+
+def test_ratios_are_other_time_over_aotk_time():
+    ratios = harness.ratios(SAMPLE["kernels"])
+    assert ratios["add"]["vs_triton"] == pytest.approx(0.745 / 0.746)
+    assert ratios["add"]["vs_torch"] == pytest.approx(0.741 / 0.746)
+    assert ratios["copy"] == {"vs_triton": pytest.approx(0.508 / 0.517)}
+
+
+def test_kernel_row_computes_bandwidth():
+    row = harness.kernel_row("add", "aotk", 0.5, "GB/s", 12 * 2**28)
+    assert row["value"] == pytest.approx(12 * 2**28 / 0.5e-3 / 1e9)
+    with pytest.raises(ValueError):
+        harness.kernel_row("add", "cuda", 0.5, "GB/s", 1)
+    with pytest.raises(ValueError):
+        harness.kernel_row("add", "aotk", 0.0, "GB/s", 1)
+
+
+def test_markdown_table():
+    text = harness.markdown(SAMPLE)
+    assert "GPU: NVIDIA H200; driver: 580.159.04" in text
+    add = [l for l in text.splitlines() if l.startswith("| add |")][0]
+    cells = [c.strip() for c in add.strip("|").split("|")]
+    assert cells == ["add", "0.746", "0.745", "0.741", "GB/s", "4316.2", "0.999x", "0.993x"]
+    copy = [l for l in text.splitlines() if l.startswith("| copy |")][0]
+    assert copy.rstrip().endswith("| 0.983x |  |")
+    assert "| C dispatch / raw cuLaunchKernel | 1.006x |" in text
+    assert "| builds | 8 |" in text
+
+
+def test_validate_rejects_broken_documents():
+    broken = dict(SAMPLE)
+    del broken["launch"]
+    with pytest.raises(ValueError, match="launch"):
+        harness.validate(broken)
+    bad_row = dict(SAMPLE, kernels=[{"kernel": "add", "impl": "aotk"}])
+    with pytest.raises(ValueError, match="kernel row"):
+        harness.validate(bad_row)
+
+
+def test_result_file_name_carries_date_gpu_driver_versions():
+    assert harness.result_stem(SAMPLE) == "2026-11-22_nvidia-h200_drv580.159.04_aotk0.1.0_triton3.6.0"
+
+
+def test_build_time_part_runs_without_a_gpu(tmp_path):
+    result = subprocess.run([sys.executable, str(ROOT / "bench" / "run.py"), "--build-only",
+                             "--out", str(tmp_path)], capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert result.returncode == 0, result.stderr
+    (document_path,) = tmp_path.glob("*.json")
+    document = json.loads(document_path.read_text())
+    harness.validate(document)
+    assert document["build"]["builds"] == 8
+    assert document["build"]["noop_s"] < document["build"]["cold_one_job_s"]
+    assert any("kernel timings" in s for s in document["skipped"])
+    assert (tmp_path / (document_path.stem + ".md")).exists()
+    assert result.stdout.rstrip().endswith("launch overhead (--build-only)")
