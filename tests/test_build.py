@@ -141,9 +141,21 @@ def test_python_load_select_and_errors(built):
         lib.add.select(256, 512, 768, "ten")
     with pytest.raises(TypeError, match="'x_ptr' must be a CUDA array"):
         lib.add.select(object(), 512, 768, 16)
+    class FakeTensor:   # what the fast path reads from a torch tensor
+        def __init__(self, address):
+            self.address = address
+
+        def data_ptr(self):
+            return self.address
+    assert lib.add.select(FakeTensor(256), FakeTensor(512), FakeTensor(772), 4096) == \
+        "add[BLOCK=256] generic"
     if not cuda_available():
         with pytest.raises(aotk.AotkError, match="no CUDA driver.*status 1002"):
             lib.add(256, 512, 768, 4096)
+        with pytest.raises(aotk.AotkError, match="no CUDA driver.*status 1002"):
+            lib.add(FakeTensor(256), FakeTensor(512), FakeTensor(768), 4096, stream=0)
+    with pytest.raises(TypeError, match="stream= takes None"):
+        lib.add(256, 512, 768, 4096, stream="default")
 
 
 def test_depfile_lists_manifest_sources_and_local_imports(tmp_path):

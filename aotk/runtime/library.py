@@ -64,7 +64,9 @@ class Kernel:
         self._variant_name.argtypes = [ctypes.c_int]
         self._variant_name.restype = ctypes.c_char_p
         self._converters = [self._converter(n, t) for n, t in self._params]
-        self._fast_call = self._compile_fast_call()
+        # The specialized caller becomes this kernel's own __call__ (Python looks __call__
+        # up on the type): one Python frame per launch.
+        self.__class__ = type(f"Kernel_{name}", (Kernel,), {"__call__": self._compile_fast_call()})
 
     def _converter(self, name, type_):
         kernel = self.name
@@ -100,7 +102,7 @@ class Kernel:
         names = [f"a{i}" for i in range(len(self._params))]
         passed = [f"{n}.data_ptr()" if t.is_ptr() else n for n, (_, t) in zip(names, self._params)]
         unpack = f"    {', '.join(names)}{',' if len(names) == 1 else ''} = args\n" if names else ""
-        source = (f"def call(*args, stream=None):\n"
+        source = (f"def call(self, *args, stream=None):\n"
                   f"    if len(args) != {len(names)}:\n"
                   f"        return general(args, stream)\n"
                   f"{unpack}"
@@ -125,8 +127,8 @@ class Kernel:
         raise AotkError(f"{self._library.name}_{self.name}: "
                         f"{self._library.last_error()} (status {status})")
 
-    def __call__(self, *args, stream=None):
-        return self._fast_call(*args, stream=stream)
+    def __call__(self, *args, stream=None):   # replaced per kernel by _compile_fast_call
+        self._call(args, stream)
 
     def select(self, *args):
         """The variant that would run for these arguments, or None; needs no GPU."""
@@ -158,6 +160,10 @@ class Library:
         self.kernels = self.info["kernels"]
         self._entries = {name: Kernel(self, name, description)
                          for name, description in self.kernels.items()}
+        for name, entry in self._entries.items():
+            if not hasattr(type(self), name):
+                # Instance attributes: no __getattr__ on the launch path.
+                setattr(self, name, entry)
 
     def last_error(self) -> str:
         return self._last_error().decode()
