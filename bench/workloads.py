@@ -38,6 +38,33 @@ def _matrix(torch, log2n):
             "rows": rows, "cols": cols}
 
 
+def softmax_config(n_cols: int) -> tuple:
+    """(BLOCK, num_warps) as the manifest's softmax variants choose them."""
+    for limit, warps in ((1024, 4), (4096, 8), (8192, 16)):
+        if n_cols <= limit:
+            return limit, warps
+    raise ValueError(f"no softmax variant for {n_cols} columns")
+
+
+def _softmax_workload(rows: int, cols: int) -> Workload:
+    def make(torch, _log2n):
+        return {"x": torch.randn(rows, cols, device="cuda"),
+                "out": torch.empty(rows, cols, device="cuda"), "rows": rows, "cols": cols}
+
+    def triton_call(module, a):
+        block, warps = softmax_config(a["cols"])
+        module.softmax_kernel[(a["rows"],)](a["out"], a["x"], a["cols"], a["cols"], a["rows"],
+                                            a["cols"], BLOCK=block, num_warps=warps)
+    return Workload(
+        f"softmax-{rows}x{cols}", make,
+        aotk=lambda lib, a: lib.softmax(a["out"], a["x"], a["cols"], a["cols"], a["rows"], a["cols"]),
+        triton=triton_call,
+        torch=lambda a: __import__("torch").softmax(a["x"], dim=1, out=a["out"]),
+        expected=lambda a: __import__("torch").softmax(a["x"], dim=1),
+        bytes_moved=lambda a: 8 * a["rows"] * a["cols"],
+        triton_file="softmax.py", triton_function="softmax_kernel")
+
+
 WORKLOADS = [
     Workload("add", _vector,
              aotk=lambda lib, a: lib.add(a["x"], a["y"], a["out"], a["n"]),
@@ -63,3 +90,5 @@ WORKLOADS = [
              expected=lambda a: a["src"], bytes_moved=lambda a: 8 * a["rows"] * a["cols"],
              triton_file="copy2d.py", triton_function="copy2d_kernel"),
 ]
+WORKLOADS += [_softmax_workload(16384, 1024), _softmax_workload(8192, 4096),
+              _softmax_workload(4096, 8000)]

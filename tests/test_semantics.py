@@ -2,7 +2,10 @@
 import numpy as np
 import pytest
 
-from tests.kernels.elementwise import CASES, run_interpreter
+from tests.kernels import reductions
+from tests.kernels.elementwise import CASES as ELEMENTWISE_CASES, run_interpreter
+
+CASES = ELEMENTWISE_CASES + reductions.CASES
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)

@@ -16,6 +16,7 @@ import llvmlite.ir as ir
 from ..passes.layouts import SCALAR, Layout, LayoutPlan
 from .llvm_types import I1, I8, I32, I64, llvm_type
 from .memory import emit_load, emit_store
+from .reduce import lower_reduce, shared_bytes_needed
 
 class Distribution:
     """Which logical indices a thread holds for a shape in a layout."""
@@ -77,6 +78,7 @@ class KernelLowering:
         self._bases: dict = {}
         self._distributions: dict = {}
         self._shared = None
+        self._shared_used = False
         self.shared_bytes = 0
         b = self.builder
         self.tid = self._sreg("tid.x", "tid")
@@ -139,11 +141,18 @@ class KernelLowering:
             if op.result is None or op.result not in self.plan.demands:
                 continue
             layouts = self.plan.demands[op.result]
-            if op.opcode == "load":
-                home = layouts[0]
-                self.registers[(op.result, home)] = self._lower_load(op, home)
-                for other in layouts[1:]:
-                    self.registers[(op.result, other)] = self._convert(op.result, home, other)
+            if op.result in self.plan.homes:
+                home = self.plan.homes[op.result]
+                if op.opcode == "load":
+                    self.registers[(op.result, home)] = self._lower_load(op, home)
+                else:
+                    operand = op.operands[0]
+                    source = Layout(self.plan.blocked_by_rank[len(operand.type.shape)])
+                    registers, _ = lower_reduce(self, op, source)
+                    self.registers[(op.result, home)] = registers
+                for other in layouts:
+                    if other != home:
+                        self.registers[(op.result, other)] = self._convert(op.result, home, other)
                 continue
             for layout in layouts:
                 self.registers[(op.result, layout)] = self._lower_op(op, layout)
@@ -255,10 +264,16 @@ class KernelLowering:
 
     # -- layout conversion through shared memory ---------------------------------------
     def _allocate_shared(self):
+        """One scratch buffer, sized for the largest user: every user starts with a barrier."""
         needed = 0
         for value, layouts in self.plan.demands.items():
-            if len(layouts) > 1 and value.owner is not None and value.owner.opcode == "load":
+            home = self.plan.homes.get(value)
+            if home is not None and any(layout != home for layout in layouts):
                 needed = max(needed, value.type.numel * max(1, value.element.itemsize))
+        for op in self.function.body:
+            if op.opcode in ("reduce", "argreduce") and op.result in self.plan.demands:
+                blocked = self.plan.blocked_by_rank[len(op.operands[0].type.shape)]
+                needed = max(needed, shared_bytes_needed(op, blocked))
         if needed:
             array = ir.ArrayType(I8, needed)
             self._shared = ir.GlobalVariable(self.module, array, "shared_scratch", addrspace=3)
@@ -267,9 +282,21 @@ class KernelLowering:
             self._shared.initializer = ir.Constant(array, None)
             self.shared_bytes = needed
 
-    def _barrier(self):
+    def barrier(self):
         asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), []), "bar.sync 0;", "", side_effect=True)
         self.builder.call(asm, [])
+
+    def begin_shared_use(self):
+        """Every user of the scratch buffer starts here: a barrier so that readers of the
+        previous use are done, except for the first use, which has no predecessor."""
+        if self._shared_used:
+            self.barrier()
+        self._shared_used = True
+
+    def shared_pointer(self, byte_offset, element_type):
+        """A typed pointer ``byte_offset`` bytes into the scratch buffer."""
+        address = self.builder.gep(self._shared, [ir.Constant(I32, 0), byte_offset])
+        return self.builder.bitcast(address, element_type.as_pointer(3))
 
     def _shared_address(self, value, layout, slot_indices, dist):
         b = self.builder
@@ -283,8 +310,7 @@ class KernelLowering:
             linear = b.add(linear, b.mul(slot_indices[axis], ir.Constant(I32, stride)))
         memory_type = I8 if value.element.is_bool() else llvm_type(value.element)
         byte = b.mul(linear, ir.Constant(I32, max(1, value.element.itemsize)))
-        address = b.gep(self._shared, [ir.Constant(I32, 0), byte])
-        return b.bitcast(address, memory_type.as_pointer(3)), memory_type
+        return self.shared_pointer(byte, memory_type), memory_type
 
     def _convert(self, value, source, target):
         b = self.builder
@@ -293,13 +319,13 @@ class KernelLowering:
         src_regs = self.regs(value, source)
         src_axes = [src_dist.axis_indices(a) for a in range(len(src_dist.embedded))]
         dst_axes = [dst_dist.axis_indices(a) for a in range(len(dst_dist.embedded))]
-        self._barrier()
+        self.begin_shared_use()
         for reg, slot in zip(src_regs, src_dist.slots()):
             indices = [src_axes[a][k] for a, k in enumerate(slot)]
             address, memory_type = self._shared_address(value, source, indices, src_dist)
             stored = b.zext(reg, I8) if value.element.is_bool() else reg
             b.store(stored, address)
-        self._barrier()
+        self.barrier()
         out = []
         for slot in dst_dist.slots():
             indices = [dst_axes[a][k] for a, k in enumerate(slot)]

@@ -137,6 +137,26 @@ def _addptr(ctx, op, pointer, offset):
     return pointer + offset.astype(np.int64).astype(np.uint64) * size
 
 
+def _reduce(ctx, op, x):
+    axis, combine = op.attrs["axis"], op.attrs["combine"]
+    if combine == "add":
+        return np.add.reduce(x, axis=axis, dtype=x.dtype)
+    if combine == "xor":
+        return np.bitwise_xor.reduce(x, axis=axis)
+    if x.dtype.kind == "f":   # NaN-ignoring, as tl.maximum / tl.minimum
+        return (np.fmax if combine == "max" else np.fmin).reduce(x, axis=axis)
+    return (np.max if combine == "max" else np.min)(x, axis=axis)
+
+
+def _argreduce(ctx, op, x):
+    # argmax/argmin return the first (smallest) index among ties, as tie_break_left asks.
+    if x.dtype.kind == "f":
+        filler = -np.inf if op.attrs["combine"] == "max" else np.inf
+        x = np.where(np.isnan(x), filler, x)
+    pick = np.argmax if op.attrs["combine"] == "max" else np.argmin
+    return pick(x, axis=op.attrs["axis"]).astype(np.int32)
+
+
 RULES = {
     "program_id": lambda ctx, op: np.int32(ctx.pid[op.attrs["axis"]]),
     "num_programs": lambda ctx, op: np.int32(ctx.grid[op.attrs["axis"]]),
@@ -174,6 +194,8 @@ RULES = {
     "hint": lambda ctx, op, x: x,
     "load": _load,
     "store": _store,
+    "reduce": _reduce,
+    "argreduce": _argreduce,
 }
 
 

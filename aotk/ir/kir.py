@@ -29,6 +29,10 @@ The op set, with operands and attributes:
   store                       (ptr, value, [mask])    cache, eviction, has_mask   -> no result
   hint                        (x)                     multiple_of | max_contiguous | max_constancy
                                                       (each a tuple per dim or None) -> x unchanged
+  reduce                      (x)                     axis, combine   -> x's shape without axis
+      combine in add max min xor; max/min on floats ignore NaN like minimum/maximum
+  argreduce                   (x)                     axis, combine   -> i32 index along axis
+      combine in max min; ties go to the smallest index
 """
 from __future__ import annotations
 
@@ -43,6 +47,7 @@ COMPARE_PREDICATES = ("eq", "ne", "lt", "le", "gt", "ge")
 PURE_OPS = BINARY_OPS | UNARY_OPS | frozenset(
     "program_id num_programs constant arange splat broadcast expand_dims cmp addptr fma "
     "select cast hint".split())
+REDUCTIONS = frozenset(("reduce", "argreduce"))
 
 
 class Value:

@@ -2,7 +2,7 @@
 from ..ir.types import (DType as dtype, PointerType as pointer_type, bfloat16, float16, float32,
                         float64, int1, int8, int16, int32, int64, uint8, uint16, uint32, uint64)
 from .core import constexpr, tensor
-from .functions import (abs, arange, broadcast, broadcast_to, cast, cdiv, ceil, clamp, cos, exp,
+from .functions import (abs, arange, argmax, argmin, max, min, sum, xor_sum, broadcast, broadcast_to, cast, cdiv, ceil, clamp, cos, exp,
                         exp2, expand_dims, floor, fma, full, load, log, log2, max_constancy,
                         max_contiguous, maximum, minimum, multiple_of, num_programs, program_id,
                         rsqrt, sigmoid, sin, sqrt, static_assert, static_print, static_range,
@@ -17,5 +17,5 @@ __all__ = [
     "exp2", "expand_dims", "floor", "fma", "full", "load", "log", "log2", "max_constancy",
     "max_contiguous", "maximum", "minimum", "multiple_of", "num_programs", "program_id", "rsqrt",
     "sigmoid", "sin", "sqrt", "static_assert", "static_print", "static_range", "store", "where",
-    "zeros", "zeros_like",
+    "zeros", "zeros_like", "sum", "max", "min", "argmax", "argmin", "xor_sum",
 ]

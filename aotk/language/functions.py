@@ -171,3 +171,44 @@ class static_range:
         start, end = (0, arg1) if arg2 is None else (arg1, arg2)
         self.range = range(int(_value(start)), int(_value(end)),
                            1 if step is None else int(_value(step)))
+
+
+@builtin
+def sum(input, axis=None, keep_dims=False, dtype=None):
+    dtype = _value(dtype)
+    if dtype is None:
+        dtype = semantic.sum_dtype(input.dtype)
+    return semantic.reduce(input, axis, "add", keep_dims, dtype)
+
+
+@builtin
+def max(input, axis=None, return_indices=False, return_indices_tie_break_left=True,
+        keep_dims=False):
+    if _value(return_indices):
+        return (semantic.reduce(input, axis, "max", keep_dims),
+                semantic.argreduce(input, axis, "max", keep_dims))
+    return semantic.reduce(input, axis, "max", keep_dims)
+
+
+@builtin
+def min(input, axis=None, return_indices=False, return_indices_tie_break_left=True,
+        keep_dims=False):
+    if _value(return_indices):
+        return (semantic.reduce(input, axis, "min", keep_dims),
+                semantic.argreduce(input, axis, "min", keep_dims))
+    return semantic.reduce(input, axis, "min", keep_dims)
+
+
+@builtin
+def argmax(input, axis, tie_break_left=True, keep_dims=False):
+    return semantic.argreduce(input, axis, "max", keep_dims)
+
+
+@builtin
+def argmin(input, axis, tie_break_left=True, keep_dims=False):
+    return semantic.argreduce(input, axis, "min", keep_dims)
+
+
+@builtin
+def xor_sum(input, axis=None, keep_dims=False):
+    return semantic.reduce(input, axis, "xor", keep_dims)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..ir.kir import Function
+from ..ir.kir import REDUCTIONS, Function
 
 THREADS_PER_WARP = 32
 MAX_VECTOR_BYTES = 16
@@ -72,6 +72,9 @@ class LayoutPlan:
     blocked_by_rank: dict
     vector_width: dict = field(default_factory=dict)   # memory op -> elements per access
     demands: dict = field(default_factory=dict)        # value -> [layouts], home first
+    # Values computed once in a layout of their own (loads, reductions); any other layout
+    # they are demanded in is a conversion through shared memory.
+    homes: dict = field(default_factory=dict)
 
     def describe(self) -> str:
         return "\n".join(f"rank {r}: {b}" for r, b in sorted(self.blocked_by_rank.items()))
@@ -142,6 +145,7 @@ def assign_layouts(function: Function, infos: dict, num_warps: int) -> LayoutPla
                        for rank, shape in largest.items()}
 
     demands: dict = {}
+    homes: dict = {}
 
     def demand(value, layout):
         layouts = demands.setdefault(value, [])
@@ -160,10 +164,22 @@ def assign_layouts(function: Function, infos: dict, num_warps: int) -> LayoutPla
         if op.result is None or op.result not in demands:
             continue
         wanted = demands[op.result]
+        if op.opcode in REDUCTIONS:
+            # Reduced from the operand's own layout; the result comes out in its slice.
+            operand = op.operands[0]
+            demand(operand, natural(operand))
+            home = SCALAR if not op.result.type.shape else \
+                Layout(natural(operand).blocked, (op.attrs["axis"],))
+            homes[op.result] = home
+            if home in wanted:
+                wanted.remove(home)
+            wanted.insert(0, home)
+            continue
         if op.opcode == "load":
             # Loaded once, in a full (unsliced) layout when one is wanted: that is where
             # the vector width was proven.
             wanted.sort(key=lambda lay: lay is SCALAR or bool(lay.sliced))
+            homes[op.result] = wanted[0]
             wanted = wanted[:1]
         for layout in wanted:
             for value in op.operands:
@@ -171,7 +187,9 @@ def assign_layouts(function: Function, infos: dict, num_warps: int) -> LayoutPla
     for value in list(demands):
         if value.type.shape == ():
             demands[value] = [SCALAR]
-    return LayoutPlan(num_warps, blocked_by_rank, vector_width, demands)
+            if value in homes:
+                homes[value] = SCALAR
+    return LayoutPlan(num_warps, blocked_by_rank, vector_width, demands, homes)
 
 
 def _operand_layout(op, layout):
