@@ -96,7 +96,7 @@ def build_times(work: pathlib.Path, have_gpu: bool) -> tuple[dict, pathlib.Path]
     return figures, out / f"lib{manifest.name}.so"
 
 
-def kernel_rows(library: pathlib.Path, log2n: int, rotations: int = 3) -> list:
+def kernel_rows(library: pathlib.Path, log2n: int, rotations: int = 3, only=None) -> list:
     import torch
 
     import aotk
@@ -106,6 +106,8 @@ def kernel_rows(library: pathlib.Path, log2n: int, rotations: int = 3) -> list:
     have_triton = importlib.util.find_spec("triton") is not None
     rows = []
     for workload in WORKLOADS:
+        if only and not any(workload.kernel.startswith(prefix) for prefix in only):
+            continue
         sets = [workload.make(torch, log2n) for _ in range(rotations)]
         module = triton_port(KERNELS / workload.triton_file) if have_triton else None
         ways = {"aotk": lambda a: workload.aotk(lib, a), "torch": workload.torch}
@@ -138,6 +140,7 @@ def main(argv=None):
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
     parser.add_argument("--log2n", type=int, default=28)
     parser.add_argument("--build-only", action="store_true")
+    parser.add_argument("--kernels", nargs="*", help="only workloads whose name starts so")
     options = parser.parse_args(argv)
     have_gpu = gpu_present() and not options.build_only
     document = {"schema": harness.SCHEMA_VERSION, "date": datetime.date.today().isoformat(),
@@ -146,7 +149,7 @@ def main(argv=None):
     with tempfile.TemporaryDirectory(prefix="aotk-bench-") as work:
         document["build"], library = build_times(pathlib.Path(work), have_gpu)
         if have_gpu:
-            document["kernels"] = kernel_rows(library, options.log2n)
+            document["kernels"] = kernel_rows(library, options.log2n, only=options.kernels)
             from launch import measure
             document["launch"] = measure(library)
         else:

@@ -176,6 +176,16 @@ def _addptr(lowering, op, args):
     return b.add(address, b.mul(wide, ir.Constant(address.type, size)) if size > 1 else wide)
 
 
+def _fdiv(lowering, op, args):
+    """fp32 ``/`` is ``div.full.f32`` (at most 2 ulp), as in Triton; other widths are IEEE."""
+    b = lowering.builder
+    if op.result.element.is_fp32():
+        asm = ir.InlineAsm(ir.FunctionType(ir.FloatType(), [ir.FloatType(), ir.FloatType()]),
+                           "div.full.f32 $0, $1, $2;", "=f,f,f")
+        return b.call(asm, args)
+    return b.fdiv(*args)
+
+
 def _select(lowering, op, args):
     return lowering.builder.select(*args)
 
@@ -184,7 +194,7 @@ RULES = {
     "add": _float_or_int("fadd", "add"),
     "sub": _float_or_int("fsub", "sub"),
     "mul": _float_or_int("fmul", "mul"),
-    "fdiv": lambda lw, op, a: lw.builder.fdiv(*a),
+    "fdiv": _fdiv,
     "idiv": _divide, "irem": _divide,
     "frem": _float_call,
     "and": _int_binary("and_"), "or": _int_binary("or_"), "xor": _int_binary("xor"),
