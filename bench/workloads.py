@@ -92,3 +92,41 @@ WORKLOADS = [
 ]
 WORKLOADS += [_softmax_workload(16384, 1024), _softmax_workload(8192, 4096),
               _softmax_workload(4096, 8000)]
+
+
+def _layer_norm_workload(rows: int, cols: int) -> Workload:
+    eps = 1e-5
+
+    def make(torch, _log2n):
+        x = torch.randn(rows, cols, device="cuda", dtype=torch.float16)
+        return {"x": x, "out": torch.empty_like(x), "rows": rows, "cols": cols,
+                "w": torch.rand(cols, device="cuda", dtype=torch.float16),
+                "b": torch.rand(cols, device="cuda", dtype=torch.float16),
+                "mean": torch.empty(rows, device="cuda"), "rstd": torch.empty(rows, device="cuda")}
+
+    def args(a):
+        return (a["x"], a["out"], a["w"], a["b"], a["mean"], a["rstd"], a["cols"], a["rows"],
+                a["cols"], eps)
+
+    def triton_call(module, a):
+        # The tutorial's choice: next power of two of N, num_warps = min(max(BLOCK // 256, 1), 8).
+        block = 1 << (a["cols"] - 1).bit_length()
+        module.layer_norm_fwd_kernel[(a["rows"],)](*args(a), BLOCK_SIZE=block,
+                                                   num_warps=min(max(block // 256, 1), 8))
+
+    def torch_call(a):
+        # torch has no out= for layer_norm: its time includes allocating the result.
+        a["out"] = __import__("torch").nn.functional.layer_norm(a["x"], (a["cols"],), a["w"],
+                                                                a["b"], eps)
+
+    return Workload(
+        f"layer_norm-{rows}x{cols}", make,
+        aotk=lambda lib, a: lib.layer_norm(*args(a)),
+        triton=triton_call, torch=torch_call,
+        expected=lambda a: __import__("torch").nn.functional.layer_norm(
+            a["x"], (a["cols"],), a["w"], a["b"], eps),
+        bytes_moved=lambda a: 4 * a["rows"] * a["cols"] + 4 * a["cols"],
+        triton_file="layer_norm.py", triton_function="layer_norm_fwd_kernel")
+
+
+WORKLOADS += [_layer_norm_workload(4096, 8192)]

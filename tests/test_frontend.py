@@ -34,10 +34,15 @@ def test_constexpr_folds_in_python():
     (cases.not_power_of_two, {"x_ptr": T.PointerType(T.int32)}, {}, 24, "powers of two"),
     (cases.mixed_signedness, {"a_ptr": T.PointerType(T.int32), "b_ptr": T.PointerType(T.uint32)},
      {"BLOCK": 16}, 33, "different signedness"),
-    (cases.runtime_if, {"x_ptr": FP32_PTR, "n": T.int32}, {}, 38, "runtime value"),
+    (cases.block_condition_if, {"x_ptr": FP32_PTR, "n": T.int32}, {}, 38, "must be a scalar"),
     (cases.unknown_name, {"x_ptr": FP32_PTR}, {}, 44, "'undefined_thing' is not defined"),
     (cases.exp_of_int, {"x_ptr": FP32_PTR}, {"BLOCK": 16}, 50, "floating-point operand"),
     (cases.calls_helper, {"x_ptr": FP32_PTR}, {"BLOCK": 8}, 62, "BLOCK too small"),
+    (cases.loop_changes_type, {"x_ptr": FP32_PTR, "n": T.int32}, {}, 71,
+     "'acc' has initial type i32 but is re-assigned to fp32"),
+    (cases.return_in_loop, {"x_ptr": FP32_PTR, "n": T.int32}, {}, 80, "inside a loop"),
+    (cases.branches_disagree, {"x_ptr": FP32_PTR, "n": T.int32}, {}, 86,
+     "'value' has type fp32 in the `if` branch but i32"),
 ])
 def test_errors_name_file_line_and_caret(kernel, types, constants, line, fragment):
     with pytest.raises(aotk.CompilationError) as info:
@@ -67,3 +72,12 @@ def test_missing_constexpr_is_a_clear_error():
 def test_calling_a_kernel_directly_is_an_error():
     with pytest.raises(RuntimeError, match=r"add_kernel\[grid\]"):
         cases.add_kernel(1, 2, 3)
+
+
+def test_runtime_loop_is_a_for_region_with_carried_values():
+    from tests.kernels.control_flow import strided_sum_kernel
+    text = _kir(strided_sum_kernel, {"x_ptr": FP32_PTR, "out_ptr": FP32_PTR, "n": T.int32}, {}, {"BLOCK": 16})
+    # acc (block), count (i32) and big (i64) are carried; the if yields the new acc.
+    assert "= for [direction=up]" in text and ": fp32[16], i32, i64 {" in text
+    assert "= if %" in text and "yield" in text
+    assert "= while %" in text and "condition %" in text

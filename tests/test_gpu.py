@@ -2,10 +2,10 @@
 import numpy as np
 import pytest
 
-from tests.kernels import reductions
+from tests.kernels import control_flow, reductions
 from tests.kernels.elementwise import CASES as ELEMENTWISE_CASES, run_interpreter
 
-CASES = ELEMENTWISE_CASES + reductions.CASES
+CASES = ELEMENTWISE_CASES + reductions.CASES + control_flow.CASES
 
 pytestmark = pytest.mark.gpu
 

@@ -45,6 +45,46 @@ def test_copy2d_from_python(lib):
     assert (dst[:, 500:] == 0).all()
 
 
+@pytest.mark.parametrize("rows, cols", [(5, 1), (64, 1000), (33, 1024), (8, 3000), (4, 8000)])
+def test_softmax_variants_against_torch(lib, rows, cols):
+    torch = pytest.importorskip("torch")
+    x = torch.randn(rows, cols, device="cuda") * 4
+    out = torch.full_like(x, float("nan"))
+    lib.softmax(out, x, cols, cols, rows, cols)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out, torch.softmax(x, dim=1))
+
+
+@pytest.mark.parametrize("rows, cols", [(3, 100), (64, 1024), (17, 3000), (8, 8192),
+                                        (5, 20000), (2, 33)])
+def test_layer_norm_variants_against_torch(lib, rows, cols):
+    """fp16 in and out, fp32 statistics; 20000 columns loop three times over BLOCK 8192."""
+    torch = pytest.importorskip("torch")
+    x = (torch.randn(rows, cols, device="cuda") * 3 + 1).half()
+    w, b = torch.rand(cols, device="cuda").half(), torch.randn(cols, device="cuda").half()
+    y = torch.empty_like(x)
+    mean, rstd = torch.empty(rows, device="cuda"), torch.empty(rows, device="cuda")
+    lib.layer_norm(x, y, w, b, mean, rstd, cols, rows, cols, 1e-5)
+    torch.cuda.synchronize()
+    reference = torch.nn.functional.layer_norm(x.float(), (cols,), w.float(), b.float(), 1e-5)
+    torch.testing.assert_close(y.float(), reference, atol=1e-2, rtol=1e-2)
+    torch.testing.assert_close(mean, x.float().mean(1), atol=1e-4, rtol=1e-4)
+    variance = x.float().var(1, unbiased=False)
+    torch.testing.assert_close(rstd, torch.rsqrt(variance + 1e-5), atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("rows, cols", [(7, 1), (100, 200), (9, 5000), (3, 20000)])
+def test_row_argmax_against_torch(lib, rows, cols):
+    torch = pytest.importorskip("torch")
+    x = torch.randint(-50, 50, (rows, cols), device="cuda").float()   # many ties: first wins
+    out = torch.full((rows,), -1, device="cuda", dtype=torch.int32)
+    lib.row_argmax(out, x, cols, rows, cols)
+    torch.cuda.synchronize()
+    values = x.max(dim=1).values
+    first = (x == values[:, None]).int().argmax(dim=1)
+    assert torch.equal(out.long(), first)
+
+
 def test_empty_grid_launches_nothing(lib):
     torch = pytest.importorskip("torch")
     x = torch.ones(16, device="cuda")

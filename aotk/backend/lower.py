@@ -5,7 +5,10 @@ with one ``ptx_kernel`` function. For a value in a layout, each thread holds a l
 registers; register k stands for the element at a logical index computed from the thread
 id (``Distribution``). Elementwise ops map register lists; ``broadcast``/``expand_dims`` only
 re-index them; loads and stores go through ``memory`` in vectors; a load needed in two
-layouts is converted through shared memory.
+layouts is converted through shared memory. ``for`` / ``if`` / ``while`` become basic blocks
+with one phi per register of each carried value (carried values have one layout, see
+``passes.layouts``). Thread geometry is computed once, in the entry block, so that it
+dominates every use.
 """
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import itertools
 
 import llvmlite.ir as ir
 
+from ..ir.kir import TERMINATORS, walk
 from ..passes.layouts import SCALAR, Layout, LayoutPlan
 from .llvm_types import I1, I8, I32, I64, llvm_type
 from .memory import emit_load, emit_store
@@ -73,7 +77,8 @@ class KernelLowering:
         self.kernel = ir.Function(self.module, ir.FunctionType(ir.VoidType(), arg_types),
                                   name=function.name)
         self.kernel.calling_convention = "ptx_kernel"
-        self.builder = ir.IRBuilder(self.kernel.append_basic_block("entry"))
+        entry = self.kernel.append_basic_block("entry")
+        self.builder = ir.IRBuilder(entry)
         self.registers: dict = {}
         self._bases: dict = {}
         self._distributions: dict = {}
@@ -89,6 +94,12 @@ class KernelLowering:
             value = b.ptrtoint(arg, I64, name=param.name + "_addr") if param.value.element.is_ptr() \
                 else arg
             self.registers[(param.value, SCALAR)] = [value]
+        # The entry block keeps thread geometry; the kernel body starts in the next block.
+        body = self.kernel.append_basic_block("body")
+        b.branch(body)
+        self.prologue = ir.IRBuilder(entry)
+        self.prologue.position_before(entry.terminator)
+        b.position_at_end(body)
 
     # -- thread geometry ---------------------------------------------------------------
     def _sreg(self, register: str, name: str):
@@ -102,7 +113,7 @@ class KernelLowering:
         """First index along ``axis`` of this thread's elements, before wrapping."""
         key = (blocked, axis)
         if key not in self._bases:
-            b = self.builder
+            b = self.prologue
             lane_stride = warp_stride = 1
             for dim in blocked.order:
                 if dim == axis:
@@ -133,10 +144,18 @@ class KernelLowering:
     # -- driver ------------------------------------------------------------------------
     def lower(self) -> ir.Module:
         self._allocate_shared()
-        for op in self.function.body:
+        self._lower_ops(self.function.body)
+        self.builder.ret_void()
+        return self.module
+
+    def _lower_ops(self, ops):
+        for op in ops:
             self.builder.comment = None
             if op.opcode == "store":
                 self._lower_store(op)
+                continue
+            if op.regions:
+                getattr(self, "_lower_" + op.opcode)(op)
                 continue
             if op.result is None or op.result not in self.plan.demands:
                 continue
@@ -144,20 +163,138 @@ class KernelLowering:
             if op.result in self.plan.homes:
                 home = self.plan.homes[op.result]
                 if op.opcode == "load":
-                    self.registers[(op.result, home)] = self._lower_load(op, home)
+                    registers = self._lower_load(op, home)
                 else:
                     operand = op.operands[0]
                     source = Layout(self.plan.blocked_by_rank[len(operand.type.shape)])
                     registers, _ = lower_reduce(self, op, source)
-                    self.registers[(op.result, home)] = registers
-                for other in layouts:
-                    if other != home:
-                        self.registers[(op.result, other)] = self._convert(op.result, home, other)
+                self._define(op.result, registers)
                 continue
             for layout in layouts:
                 self.registers[(op.result, layout)] = self._lower_op(op, layout)
-        self.builder.ret_void()
-        return self.module
+
+    def _define(self, value, registers):
+        """Binds a value computed in its home layout, then converts it to every other layout
+        it is demanded in."""
+        home = self.plan.homes[value]
+        self.registers[(value, home)] = registers
+        for other in self.plan.demands.get(value, [home]):
+            if other != home:
+                self.registers[(value, other)] = self._convert(value, home, other)
+
+    # -- structured control flow -------------------------------------------------------
+    def _natural_registers(self, value):
+        """Registers of ``value`` in its rank's natural layout: the one values crossing a
+        region boundary use."""
+        shape = value.type.shape
+        return self.regs(value, Layout(self.plan.blocked_by_rank[len(shape)]) if shape else SCALAR)
+
+    def _lower_region(self, region, arg_registers) -> list:
+        """Lowers a region at the current block; returns its terminator's operands."""
+        for value, registers in zip(region.args, arg_registers):
+            self._define(value, registers)
+        self._lower_ops(region.body[:-1])
+        assert region.terminator.opcode in TERMINATORS
+        return [self._natural_registers(v) for v in region.terminator.operands]
+
+    def _phis(self, incoming, block):
+        phis = [[self.builder.phi(r.type) for r in registers] for registers in incoming]
+        self._add_incoming(phis, incoming, block)
+        return phis
+
+    @staticmethod
+    def _add_incoming(phis, incoming, block):
+        for phi_list, registers in zip(phis, incoming):
+            for phi, register in zip(phi_list, registers):
+                phi.add_incoming(register, block)
+
+    def _enter_loop(self, kind: str, op, incoming):
+        """Branches to a new header block holding one phi per incoming register; returns the
+        phis and the (not yet entered) body and exit blocks."""
+        b = self.builder
+        header, body, exit_block = (self.kernel.append_basic_block(f"{kind}.{part}")
+                                    for part in ("header", "body", "exit"))
+        preheader = b.block
+        b.branch(header)
+        b.position_at_end(header)
+        phis = self._phis(incoming, preheader)
+        # The body's first shared-memory use follows the previous trip's last one.
+        self._shared_used = self._shared_used or self._uses_shared(op)
+        return phis, body, exit_block
+
+    def _lower_for(self, op):
+        b = self.builder
+        start, end, step = (self.regs(v, SCALAR)[0] for v in op.operands[:3])
+        inits = [self._natural_registers(v) for v in op.operands[3:]]
+        ((induction,), *carried), body, exit_block = self._enter_loop("for", op, [[start]] + inits)
+        direction = op.attrs["direction"]
+        going_up = b.icmp_signed("<", induction, end)
+        going_down = b.icmp_signed(">", induction, end)
+        if direction == "up":
+            keep_going = going_up
+        elif direction == "down":
+            keep_going = going_down
+        else:
+            positive = b.icmp_signed(">", step, ir.Constant(step.type, 0))
+            keep_going = b.select(positive, going_up, going_down)
+        b.cbranch(keep_going, body, exit_block)
+        b.position_at_end(body)
+        yielded = self._lower_region(op.regions[0], [[induction]] + carried)
+        latch = b.block
+        next_induction = b.add(induction, step)
+        self._add_incoming([[induction]] + carried, [[next_induction]] + yielded, latch)
+        b.branch(induction.parent)
+        b.position_at_end(exit_block)
+        for value, registers in zip(op.results, carried):
+            self._define(value, registers)
+
+    def _lower_if(self, op):
+        b = self.builder
+        (condition,) = self.regs(op.operands[0], SCALAR)
+        blocks = [self.kernel.append_basic_block(name) for name in ("if.then", "if.else")]
+        merge = self.kernel.append_basic_block("if.end")
+        b.cbranch(condition, *blocks)
+        shared_before, shared_after, incoming = self._shared_used, False, []
+        for region, block in zip(op.regions, blocks):
+            b.position_at_end(block)
+            self._shared_used = shared_before
+            yielded = self._lower_region(region, [])
+            shared_after = shared_after or self._shared_used
+            incoming.append((yielded, b.block))
+            b.branch(merge)
+        self._shared_used = shared_after
+        b.position_at_end(merge)
+        (then_values, then_block), (else_values, else_block) = incoming
+        phis = self._phis(then_values, then_block)
+        self._add_incoming(phis, else_values, else_block)
+        for value, registers in zip(op.results, phis):
+            self._define(value, registers)
+
+    def _lower_while(self, op):
+        b = self.builder
+        inits = [self._natural_registers(v) for v in op.operands]
+        carried, body, exit_block = self._enter_loop("while", op, inits)
+        before = b.block
+        (condition,), *forwarded = self._lower_region(op.regions[0], carried)
+        b.cbranch(condition, body, exit_block)
+        b.position_at_end(body)
+        yielded = self._lower_region(op.regions[1], forwarded)
+        self._add_incoming(carried, yielded, b.block)
+        b.branch(before)
+        b.position_at_end(exit_block)
+        for value, registers in zip(op.results, forwarded):
+            self._define(value, registers)
+
+    def _uses_shared(self, op) -> bool:
+        """Whether lowering ``op`` may touch the scratch buffer (conversions, reductions)."""
+        for inner in walk([op]):
+            if inner.opcode in ("reduce", "argreduce"):
+                return True
+            for value in inner.results + [a for r in inner.regions for a in r.args]:
+                home = self.plan.homes.get(value)
+                if home is not None and any(lay != home for lay in self.plan.demands.get(value, ())):
+                    return True
+        return False
 
     def regs(self, value, layout):
         return self.registers[(value, layout)]
@@ -270,7 +407,7 @@ class KernelLowering:
             home = self.plan.homes.get(value)
             if home is not None and any(layout != home for layout in layouts):
                 needed = max(needed, value.type.numel * max(1, value.element.itemsize))
-        for op in self.function.body:
+        for op in walk(self.function.body):
             if op.opcode in ("reduce", "argreduce") and op.result in self.plan.demands:
                 blocked = self.plan.blocked_by_rank[len(op.operands[0].type.shape)]
                 needed = max(needed, shared_bytes_needed(op, blocked))

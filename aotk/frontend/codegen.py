@@ -16,7 +16,10 @@ from ..errors import CompilationError
 from ..ir import kir
 from ..ir.types import BlockType
 from ..language.core import constexpr, is_builtin, tensor
+from ..language.functions import range as tl_range
 from ..language.functions import static_range
+
+RETURN_SLOT = "$return"   # the scope entry an executed `return` binds
 
 _BINARY_OPERATORS = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
@@ -58,8 +61,9 @@ class CodeGenerator(ast.NodeVisitor):
         self.scope = dict(scope)
         self.source = source
         self.globals = jit_function.fn.__globals__
-        self.return_value = None
         self.returned = False
+        self.loop_depth = 0
+        self.rest_after_if: dict = {}   # early-return `if` -> the statements after it
 
     # -- error plumbing ----------------------------------------------------------------
     def error(self, node, message) -> CompilationError:
@@ -88,14 +92,24 @@ class CodeGenerator(ast.NodeVisitor):
 
     # -- statements --------------------------------------------------------------------
     def visit_Module(self, node):
-        for statement in node.body:
-            self.visit(statement)
+        self._visit_statements(node.body)
 
     def visit_FunctionDef(self, node):
-        for statement in node.body:
-            if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant) \
-                    and isinstance(statement.value.value, str):
-                continue  # docstring
+        body = node.body
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                and isinstance(body[0].value.value, str):
+            body = body[1:]   # docstring
+        self._visit_statements(body)
+
+    def _visit_statements(self, statements):
+        """Visits a statement list. An ``if`` that returns takes the statements after it into
+        its branches that fall through, so early returns become structured control flow."""
+        statements = list(statements)
+        for index, statement in enumerate(statements):
+            if isinstance(statement, ast.If) and _contains_return(statement):
+                self.rest_after_if[statement] = statements[index + 1:]
+                self.visit(statement)
+                return
             self.visit(statement)
 
     def visit_Pass(self, node):
@@ -140,33 +154,182 @@ class CodeGenerator(ast.NodeVisitor):
             raise self.error(target, "only names and tuples of names can be assigned")
 
     def visit_Return(self, node):
-        self.return_value = self.visit(node.value)
+        if self.loop_depth:
+            raise self.error(node, "`return` inside a loop is not supported; carry a flag "
+                                   "or restructure the loop")
+        self.scope[RETURN_SLOT] = self.visit(node.value) if node.value is not None else None
         self.returned = True
 
+    @property
+    def return_value(self):
+        return self.scope.get(RETURN_SLOT)
+
     def visit_If(self, node):
+        rest = self.rest_after_if.pop(node, [])
         condition = self.visit(node.test)
-        if isinstance(condition, tensor):
-            raise self.error(node.test, "`if` on a runtime value is not supported yet; "
-                                        "use tl.where, or make the condition a tl.constexpr")
-        for statement in (node.body if _unwrap(condition) else node.orelse):
-            self.visit(statement)
+        if not isinstance(condition, tensor):
+            self._visit_statements(node.body if _unwrap(condition) else node.orelse)
+            if not self.returned:
+                self._visit_statements(rest)
+            return
+        condition = semantic.condition(condition, "`if`")
+        before = dict(self.scope)
+        regions, branches = [kir.Region([]), kir.Region([])], []
+        for region, statements in zip(regions, (node.body, node.orelse)):
+            self.scope, self.returned = dict(before), False
+            with self.builder.insertion(region.body):
+                self._visit_statements(statements)
+                if not self.returned:
+                    self._visit_statements(rest)
+            branches.append((self.scope, self.returned))
+        returned = any(r for _, r in branches)
+        if returned:
+            for scope, _ in branches:
+                scope.setdefault(RETURN_SLOT, None)
+        results = self._merge_regions(node, "if", [condition.handle], regions,
+                                      [scope for scope, _ in branches], before)
+        self.scope = results
+        self.returned = returned
+
+    def _merge_regions(self, node, opcode, operands, regions, scopes, before):
+        """Ends each region with a yield of the names whose values differ between them and
+        emits the region op; returns the scope after it. Tuples cross element by element."""
+        names = [n for n in scopes[0] if all(n in s for s in scopes[1:])]
+        merged = {n: scopes[0][n] for n in names}
+        differing = [n for n in names if not all(_same_value(scopes[0][n], s[n]) for s in scopes[1:])]
+        shapes = {n: _tuple_shape(scopes[0][n]) for n in differing}
+        for name in differing:
+            if any(_tuple_shape(s[name]) != shapes[name] for s in scopes[1:]):
+                raise self.error(node, f"{self._describe(name)} is a tuple of a different "
+                                       "length on each path")
+        yielded = []
+        for region, scope in zip(regions, scopes):
+            with self.builder.insertion(region.body):
+                values = [self._crossing(n, leaf, node) for n in differing
+                          for leaf in _leaves(scope[n])]
+                self.builder.create("yield", [v.handle for v in values], None)
+            yielded.append(values)
+        leaf_names = [n for n in differing for _ in _leaves(scopes[0][n])]
+        for index, name in enumerate(leaf_names):
+            types = [values[index].type for values in yielded]
+            if any(t != types[0] for t in types):
+                raise self.error(node, f"{self._describe(name)} has type {types[0]} in the `if` "
+                                       f"branch but {types[1]} in the `else` branch; both must agree")
+        op = self.builder.create_region_op(opcode, operands, regions,
+                                           [v.type for v in yielded[0]])
+        results = iter(op.results)
+        for name in differing:
+            merged[name] = _rebuild(scopes[0][name], results, None if name == RETURN_SLOT else name)
+        return merged
+
+    @staticmethod
+    def _describe(name) -> str:
+        return "the return value" if name == RETURN_SLOT else repr(name)
+
+    def _crossing(self, name, value, node):
+        if name == RETURN_SLOT and value is None:
+            raise self.error(node, "every path must return a value when one of them does")
+        return semantic.crossing_value(name, value)
 
     def visit_For(self, node):
-        iterator = self.visit(node.iter)
-        iterator = _unwrap(iterator)
-        if isinstance(iterator, static_range):
-            iterations = iterator.range
-        elif isinstance(iterator, range):
-            iterations = iterator
-        else:
-            raise self.error(node.iter, "only `for ... in tl.static_range(...)` or range() over "
-                                        "constexpr bounds is supported")
+        iterator = _unwrap(self.visit(node.iter))
         if node.orelse:
             raise self.error(node, "for/else is not supported")
-        for i in iterations:
-            self._assign(node.target, constexpr(i), node)
-            for statement in node.body:
-                self.visit(statement)
+        if isinstance(iterator, (static_range, range)):
+            iterations = iterator.range if isinstance(iterator, static_range) else iterator
+            for i in iterations:
+                self._assign(node.target, constexpr(i), node)
+                self._visit_statements(node.body)
+            return
+        if not isinstance(iterator, tl_range):
+            raise self.error(node.iter, "a kernel loops over range(...), tl.range(...) or "
+                                        "tl.static_range(...)")
+        if not isinstance(node.target, ast.Name):
+            raise self.error(node.target, "the loop variable must be a plain name")
+        start, end, step = semantic.loop_bounds(iterator.start, iterator.end, iterator.step)
+        target = node.target.id
+        names = self._find_carried({target: start.type}, lambda: self._visit_statements(node.body))
+        inits = [self._crossing(n, self.scope[n], node) for n in names]
+        induction = kir.Value(start.type, hint_name=target)
+        region = kir.Region([induction] + [kir.Value(v.type, hint_name=n) for n, v in zip(names, inits)])
+        before = dict(self.scope)
+        self.scope[target] = tensor(induction)
+        self._fill_loop_region(region, region.args[1:], names, inits, node,
+                               lambda: self._visit_statements(node.body), "yield")
+        op = self.builder.create_region_op(
+            "for", [start.handle, end.handle, step.handle] + [v.handle for v in inits], [region],
+            [v.type for v in inits], direction=semantic.step_direction(iterator.step),
+            num_stages=iterator.num_stages)
+        self._bind_results(before, names, op)
+
+    def visit_While(self, node):
+        if node.orelse:
+            raise self.error(node, "while/else is not supported")
+
+        def body():
+            self.visit(node.test)
+            self._visit_statements(node.body)
+        names = self._find_carried({}, body)
+        inits = [self._crossing(n, self.scope[n], node) for n in names]
+        before = dict(self.scope)
+        condition_region = kir.Region([kir.Value(v.type, hint_name=n) for n, v in zip(names, inits)])
+        body_region = kir.Region([kir.Value(v.type, hint_name=n) for n, v in zip(names, inits)])
+
+        def test():
+            condition = semantic.condition(self.visit(node.test), "`while`")
+            return [condition.handle]
+        self._fill_loop_region(condition_region, condition_region.args, names, inits, node, test,
+                               "condition", forward_args=True)
+        self.scope = dict(before)
+        self._fill_loop_region(body_region, body_region.args, names, inits, node,
+                               lambda: self._visit_statements(node.body), "yield")
+        op = self.builder.create_region_op("while", [v.handle for v in inits],
+                                           [condition_region, body_region], [v.type for v in inits])
+        self._bind_results(before, names, op)
+
+    def _find_carried(self, fresh: dict, visit_body) -> list:
+        """Names a loop body re-binds, found by generating the body once into a scratch block
+        (as Triton does): those become loop-carried values."""
+        before = dict(self.scope)
+        self.loop_depth += 1
+        try:
+            with self.builder.insertion([]):
+                for name, value_type in fresh.items():
+                    self.scope[name] = tensor(kir.Value(value_type, hint_name=name))
+                visit_body()
+        finally:
+            self.loop_depth -= 1
+        after, self.scope = self.scope, before
+        return [n for n in before if n in after and n not in fresh
+                and not _same_value(before[n], after[n])]
+
+    def _fill_loop_region(self, region, args, names, inits, node, visit, terminator,
+                          forward_args=False):
+        for name, arg in zip(names, args):
+            self.scope[name] = tensor(arg)
+        self.loop_depth += 1
+        try:
+            with self.builder.insertion(region.body):
+                leading = visit() or []
+                if forward_args:
+                    values = list(args)
+                else:
+                    updated = [self._crossing(n, self.scope[n], node) for n in names]
+                    for name, init, new in zip(names, inits, updated):
+                        try:
+                            semantic.check_carried_type(name, init.type, new.type, "loop-carried")
+                        except TypeError as exc:
+                            raise self.error(node, str(exc)) from None
+                    values = [v.handle for v in updated]
+                self.builder.create(terminator, leading + values, None)
+        finally:
+            self.loop_depth -= 1
+
+    def _bind_results(self, before, names, op):
+        self.scope = before
+        for name, result in zip(names, op.results):
+            result.hint_name = name
+            self.scope[name] = tensor(result)
 
     def visit_Assert(self, node):
         condition = self.visit(node.test)
@@ -256,8 +419,15 @@ class CodeGenerator(ast.NodeVisitor):
     def visit_BoolOp(self, node):
         values = [self.visit(v) for v in node.values]
         if any(isinstance(v, tensor) for v in values):
-            raise self.error(node, "`and`/`or` on tensors are not supported; use & and | "
-                                   "(with parentheses around comparisons)")
+            if any(isinstance(v, tensor) and v.type.shape for v in values):
+                raise self.error(node, "`and`/`or` on blocks are ambiguous; use & and | "
+                                       "(with parentheses around comparisons)")
+            # On runtime scalars: both sides are evaluated, then combined as booleans.
+            result = semantic.condition(values[0], "`and`/`or`")
+            for v in values[1:]:
+                v = semantic.condition(v, "`and`/`or`")
+                result = result & v if isinstance(node.op, ast.And) else result | v
+            return result
         result = _unwrap(values[0])
         for v in values[1:]:
             result = (result and _unwrap(v)) if isinstance(node.op, ast.And) else (result or _unwrap(v))
@@ -265,10 +435,21 @@ class CodeGenerator(ast.NodeVisitor):
 
     def visit_IfExp(self, node):
         condition = self.visit(node.test)
-        if isinstance(condition, tensor):
-            raise self.error(node.test, "a conditional expression needs a compile-time "
-                                        "condition; use tl.where for runtime values")
-        return self.visit(node.body if _unwrap(condition) else node.orelse)
+        if not isinstance(condition, tensor):
+            return self.visit(node.body if _unwrap(condition) else node.orelse)
+        condition = semantic.condition(condition, "a conditional expression (use tl.where "
+                                                  "for elementwise choices)")
+        regions, values = [kir.Region([]), kir.Region([])], []
+        for region, expression in zip(regions, (node.body, node.orelse)):
+            with self.builder.insertion(region.body):
+                value = semantic.crossing_value("the conditional expression", self.visit(expression))
+                self.builder.create("yield", [value.handle], None)
+            values.append(value)
+        if values[0].type != values[1].type:
+            raise self.error(node, f"the two sides of the conditional expression have types "
+                                   f"{values[0].type} and {values[1].type}; both must agree")
+        op = self.builder.create_region_op("if", [condition.handle], regions, [values[0].type])
+        return tensor(op.results[0])
 
     def visit_Subscript(self, node):
         base = self.visit(node.value)
@@ -297,7 +478,9 @@ class CodeGenerator(ast.NodeVisitor):
         from ..jit import JITFunction
         if isinstance(fn, JITFunction):
             return self._inline_call(fn, args, kwargs, node)
-        if is_builtin(fn) or fn is static_range or isinstance(getattr(fn, "__self__", None), tensor):
+        if fn is builtins.range:
+            fn = tl_range   # range() in a kernel is a runtime loop, as in Triton
+        if is_builtin(fn) or fn in (static_range, tl_range) or isinstance(getattr(fn, "__self__", None), tensor):
             return fn(*args, **kwargs)
         if fn in _STATIC_BUILTINS or getattr(fn, "__module__", "") in ("math",):
             if any(isinstance(a, tensor) for a in list(args) + list(kwargs.values())):
@@ -315,6 +498,47 @@ class CodeGenerator(ast.NodeVisitor):
         generator.builder.loc = None
         generator.visit(tree.body[0])
         return generator.return_value
+
+
+def _contains_return(node) -> bool:
+    return any(isinstance(n, ast.Return) for n in ast.walk(node))
+
+
+def _tuple_shape(value):
+    value = _unwrap(value)
+    return tuple(_tuple_shape(v) for v in value) if isinstance(value, tuple) else None
+
+
+def _leaves(value) -> list:
+    unwrapped = _unwrap(value)
+    if isinstance(unwrapped, tuple):
+        return [leaf for v in unwrapped for leaf in _leaves(v)]
+    return [value]
+
+
+def _rebuild(template, results, hint_name):
+    """The structure of ``template`` with its leaves taken from the region op's results."""
+    unwrapped = _unwrap(template)
+    if isinstance(unwrapped, tuple):
+        return tuple(_rebuild(v, results, hint_name) for v in unwrapped)
+    result = next(results)
+    result.hint_name = hint_name
+    return tensor(result)
+
+
+def _same_value(a, b) -> bool:
+    """Whether a name is bound to the same thing on two paths (never calls tensor ==)."""
+    if a is b:
+        return True
+    if isinstance(a, tensor) or isinstance(b, tensor):
+        return False
+    a, b = _unwrap(a), _unwrap(b)
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(_same_value(x, y) for x, y in zip(a, b))
+    try:
+        return type(a) is type(b) and bool(a == b)
+    except Exception:  # noqa: BLE001 - incomparable objects are different
+        return False
 
 
 class SourceInfo:

@@ -199,8 +199,39 @@ RULES = {
 }
 
 
+def _run_region(ctx, region, env: dict, args) -> list:
+    """Binds the block arguments, runs the body, returns the terminator's operands."""
+    for arg, value in zip(region.args, args):
+        env[arg] = value
+    execute_block(ctx, region.body[:-1], env)
+    return [env[v] for v in region.terminator.operands]
+
+
+def _control_flow(ctx, op, env: dict) -> list:
+    operands = [env[v] for v in op.operands]
+    if op.opcode == "for":
+        start, end, step = (int(x) for x in operands[:3])
+        induction_type = numpy_dtype(op.operands[0].element)
+        carried = operands[3:]
+        for index in range(start, end, step):
+            carried = _run_region(ctx, op.regions[0], env, [induction_type(index)] + carried)
+        return carried
+    if op.opcode == "if":
+        return _run_region(ctx, op.regions[0 if bool(operands[0]) else 1], env, [])
+    carried = operands   # while
+    while True:
+        condition, *forwarded = _run_region(ctx, op.regions[0], env, carried)
+        if not bool(condition):
+            return forwarded
+        carried = _run_region(ctx, op.regions[1], env, forwarded)
+
+
 def execute_block(ctx, ops, env: dict):
     for op in ops:
+        if op.regions:
+            for result, value in zip(op.results, _control_flow(ctx, op, env)):
+                env[result] = value
+            continue
         rule = RULES.get(op.opcode)
         if rule is None:
             raise NotImplementedError(f"interpreter: no rule for op {op.opcode}")

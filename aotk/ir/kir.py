@@ -1,9 +1,11 @@
 """kir: typed SSA of block operations, the frontend's output.
 
-A ``Function`` holds its parameters and a flat list of ``Op``s (tier 1 has no regions).
-Every value carries a ``BlockType`` (element type + static shape, no layout). Typing is
-done before an op is created (``aotk.semantic``): passes, the interpreter and the GPU
-backend read types, they never infer them.
+A ``Function`` holds its parameters and a list of ``Op``s. Structured control flow ops
+(``for``, ``if``, ``while``) own ``Region``s: a list of block arguments and a body of ops that
+ends in a terminator (``yield`` / ``condition``); they may have several ``results``. Every
+value carries a ``BlockType`` (element type + static shape, no layout). Typing is done
+before an op is created (``aotk.semantic``): passes, the interpreter and the GPU backend read
+types, they never infer them.
 
 The op set, with operands and attributes:
 
@@ -33,9 +35,23 @@ The op set, with operands and attributes:
       combine in add max min xor; max/min on floats ignore NaN like minimum/maximum
   argreduce                   (x)                     axis, combine   -> i32 index along axis
       combine in max min; ties go to the smallest index
+
+Structured control flow (regions; every carried value keeps one type throughout):
+
+  for                         (lb, ub, step, *init)   region body(iv, *carried) ends in yield
+                              -> results: the carried values after the last iteration.
+                              Iterates iv = lb, lb+step, ... while iv < ub (step > 0) or
+                              iv > ub (step < 0); lb/ub/step are integer scalars of one type.
+  if                          (cond:int1 scalar)      regions then, else; each ends in yield
+                              -> results: the yielded values of the branch taken
+  while                       (*init)                 regions before(*carried) ending in
+                              condition(cond, *carried) and after(*carried) ending in yield
+                              -> results: the carried values when cond became false
+  yield / condition           terminators, no result
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 
 from .types import BlockType
@@ -48,6 +64,8 @@ PURE_OPS = BINARY_OPS | UNARY_OPS | frozenset(
     "program_id num_programs constant arange splat broadcast expand_dims cmp addptr fma "
     "select cast hint".split())
 REDUCTIONS = frozenset(("reduce", "argreduce"))
+CONTROL_FLOW = frozenset(("for", "if", "while"))
+TERMINATORS = frozenset(("yield", "condition"))
 
 
 class Value:
@@ -71,12 +89,36 @@ class Value:
 
 
 @dataclass(eq=False)
+class Region:
+    args: list                                   # block arguments (Values)
+    body: list = field(default_factory=list)     # ops; the last one is the terminator
+
+    @property
+    def terminator(self) -> "Op":
+        return self.body[-1]
+
+
+@dataclass(eq=False)
 class Op:
     opcode: str
     operands: list
     result: Value | None
     attrs: dict = field(default_factory=dict)
     loc: tuple | None = None   # (filename, line, column) of the source construct
+    regions: list = field(default_factory=list)
+    results: list = field(default_factory=list)   # every result; [result] for one-result ops
+
+    def __post_init__(self):
+        if self.result is not None and not self.results:
+            self.results = [self.result]
+
+
+def walk(ops):
+    """Every op of ``ops`` and of their regions, each before the ops nested in it."""
+    for op in ops:
+        yield op
+        for region in op.regions:
+            yield from walk(region.body)
 
 
 @dataclass(eq=False)
@@ -101,19 +143,39 @@ class Function:
 
 
 class Builder:
-    """Appends ops to a function; ``loc`` is set by the frontend before each statement."""
+    """Appends ops at the insertion point (a list of ops: the function body or a region's).
+
+    ``loc`` is set by the frontend before each statement."""
 
     def __init__(self, function: Function):
         self.function = function
+        self.block = function.body
         self.loc = None
+
+    @contextlib.contextmanager
+    def insertion(self, block: list):
+        previous, self.block = self.block, block
+        try:
+            yield block
+        finally:
+            self.block = previous
 
     def create(self, opcode: str, operands, result_type: BlockType | None, **attrs) -> Value | None:
         result = Value(result_type) if result_type is not None else None
         op = Op(opcode, list(operands), result, attrs, self.loc)
         if result is not None:
             result.owner = op
-        self.function.body.append(op)
+        self.block.append(op)
         return result
+
+    def create_region_op(self, opcode: str, operands, regions, result_types, **attrs) -> Op:
+        """An op owning ``regions`` (already filled) with one result per type."""
+        results = [Value(t) for t in result_types]
+        op = Op(opcode, list(operands), None, attrs, self.loc, list(regions), results)
+        for value in results:
+            value.owner = op
+        self.block.append(op)
+        return op
 
 
 def _format_attr(value) -> str:
@@ -142,7 +204,13 @@ def print_function(function: Function) -> str:
     if function.constants:
         consts = ", ".join(f"{k}={v!r}" for k, v in function.constants.items())
         lines.append(f"  // constexprs: {consts}")
-    for op in function.body:
+    _print_ops(function.body, name_of, lines, "  ")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _print_ops(ops, name_of, lines, indent):
+    for op in ops:
         args = ", ".join(name_of(v) for v in op.operands)
         attrs = " ".join(f"{k}={_format_attr(v)}" for k, v in op.attrs.items()
                          if v is not None and v is not False and v != "")
@@ -151,10 +219,20 @@ def print_function(function: Function) -> str:
             text += f" [{attrs}]"
         if args:
             text += " " + args
-        if op.result is not None:
-            text = f"{name_of(op.result)} = {text} : {op.result.type}"
+        if op.results:
+            names = ", ".join(name_of(r) for r in op.results)
+            types = ", ".join(str(r.type) for r in op.results)
+            text = f"{names} = {text} : {types}"
+        if op.regions:
+            text += " {"
         if op.loc is not None:
             text += f"    // line {op.loc[1]}"
-        lines.append("  " + text)
-    lines.append("}")
-    return "\n".join(lines) + "\n"
+        lines.append(indent + text)
+        for index, region in enumerate(op.regions):
+            if index:
+                lines.append(indent + "} {")
+            block_args = ", ".join(f"{name_of(a)}: {a.type}" for a in region.args)
+            lines.append(indent + f"^({block_args}):")
+            _print_ops(region.body, name_of, lines, indent + "  ")
+        if op.regions:
+            lines.append(indent + "}")

@@ -5,7 +5,7 @@ from .core import constexpr, tensor
 from .functions import (abs, arange, argmax, argmin, max, min, sum, xor_sum, broadcast, broadcast_to, cast, cdiv, ceil, clamp, cos, exp,
                         exp2, expand_dims, floor, fma, full, load, log, log2, max_constancy,
                         max_contiguous, maximum, minimum, multiple_of, num_programs, program_id,
-                        rsqrt, sigmoid, sin, sqrt, static_assert, static_print, static_range,
+                        range, rsqrt, sigmoid, sin, sqrt, static_assert, static_print, static_range,
                         store, where, zeros, zeros_like)
 
 
@@ -15,7 +15,7 @@ __all__ = [
     "float16", "bfloat16", "float32", "float64",
     "abs", "arange", "broadcast", "broadcast_to", "cast", "cdiv", "ceil", "clamp", "cos", "exp",
     "exp2", "expand_dims", "floor", "fma", "full", "load", "log", "log2", "max_constancy",
-    "max_contiguous", "maximum", "minimum", "multiple_of", "num_programs", "program_id", "rsqrt",
+    "max_contiguous", "maximum", "minimum", "multiple_of", "num_programs", "program_id", "range", "rsqrt",
     "sigmoid", "sin", "sqrt", "static_assert", "static_print", "static_range", "store", "where",
     "zeros", "zeros_like", "sum", "max", "min", "argmax", "argmin", "xor_sum",
 ]

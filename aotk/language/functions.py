@@ -1,6 +1,8 @@
 """The ``tl.*`` builtins. Each one only unpacks its arguments and calls ``aotk.semantic``."""
 from __future__ import annotations
 
+import builtins
+
 from .. import semantic
 from .core import builtin, constexpr, tensor
 
@@ -169,8 +171,23 @@ class static_range:
 
     def __init__(self, arg1, arg2=None, step=None):
         start, end = (0, arg1) if arg2 is None else (arg1, arg2)
-        self.range = range(int(_value(start)), int(_value(end)),
-                           1 if step is None else int(_value(step)))
+        self.range = builtins.range(int(_value(start)), int(_value(end)),
+                                    1 if step is None else int(_value(step)))
+
+
+class range:
+    """``for i in tl.range(...)`` (and plain ``range``): a loop with runtime bounds.
+
+    ``num_stages`` asks loads feeding a ``tl.dot`` to be software-pipelined; the other
+    tuning knobs are accepted for source compatibility with Triton."""
+
+    def __init__(self, arg1, arg2=None, step=None, num_stages=None, loop_unroll_factor=None,
+                 disallow_acc_multi_buffer=False, flatten=False, warp_specialize=False,
+                 disable_licm=False):
+        self.start, self.end = (constexpr(0), arg1) if arg2 is None else (arg1, arg2)
+        self.step = constexpr(1) if step is None else step
+        self.num_stages = _value(num_stages)
+        self.loop_unroll_factor = _value(loop_unroll_factor)
 
 
 @builtin

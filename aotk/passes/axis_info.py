@@ -18,6 +18,10 @@ from math import gcd
 
 from ..ir.kir import Function
 
+# Each fixpoint round can only lower a power-of-two fact, so this bounds the rounds far above
+# what any real loop needs; past it a carried value is assumed to know nothing.
+MAX_FIXPOINT_ROUNDS = 64
+
 MAX_DIVISIBILITY = 1 << 30
 
 
@@ -110,12 +114,70 @@ def _compare(a: AxisInfo, b: AxisInfo, predicate, shape) -> AxisInfo:
     return AxisInfo((1,) * rank, (1,) * rank, tuple(constancy))
 
 
+def _join(a: AxisInfo, b: AxisInfo) -> AxisInfo:
+    """What holds on both paths (values are powers of two, so gcd is the minimum)."""
+    return AxisInfo(tuple(map(gcd, a.contiguity, b.contiguity)),
+                    tuple(map(gcd, a.divisibility, b.divisibility)),
+                    tuple(map(gcd, a.constancy, b.constancy)),
+                    a.constant if a.constant == b.constant else None)
+
+
 def analyze(function: Function) -> dict:
     infos: dict = {}
     for param in function.params:
         hint = param.hint
         infos[param.value] = _scalar(16 if hint == 16 else 1, 1 if hint == 1 else None)
-    for op in function.body:
+    _analyze_ops(function.body, infos)
+    return infos
+
+
+def _analyze_region(region, infos, args) -> list:
+    for value, info in zip(region.args, args):
+        infos[value] = info
+    _analyze_ops(region.body[:-1], infos)
+    return [infos[v] for v in region.terminator.operands]
+
+
+def _carried_fixpoint(initial: list, one_trip) -> list:
+    """Loop-carried facts: start from the initial values, join what each trip yields."""
+    carried = initial
+    for _ in range(MAX_FIXPOINT_ROUNDS):
+        joined = [_join(c, y) for c, y in zip(carried, one_trip(carried))]
+        if joined == carried:
+            return carried
+        carried = joined
+    return [AxisInfo((1,) * c.rank, (1,) * c.rank, (1,) * c.rank) for c in carried]
+
+
+def _analyze_control_flow(op, infos):
+    ins = [infos[v] for v in op.operands]
+    if op.opcode == "for":
+        start, _, step = ins[:3]
+        # The induction variable is start + k*step: it keeps what both divide by.
+        induction = _scalar(gcd(start.divisibility[0], step.divisibility[0]))
+        carried = _carried_fixpoint(
+            ins[3:], lambda c: _analyze_region(op.regions[0], infos, [induction] + c))
+        _analyze_region(op.regions[0], infos, [induction] + carried)
+        results = carried
+    elif op.opcode == "if":
+        then, other = (_analyze_region(r, infos, []) for r in op.regions)
+        results = [_join(a, b) for a, b in zip(then, other)]
+    else:   # while: the condition region sees the initial values and every trip's yield
+        def one_trip(c):
+            forwarded = _analyze_region(op.regions[0], infos, c)[1:]
+            return _analyze_region(op.regions[1], infos, forwarded)
+        carried = _carried_fixpoint(ins, one_trip)
+        results = _analyze_region(op.regions[0], infos, carried)[1:]
+        _analyze_region(op.regions[1], infos, results)
+    for value, info in zip(op.results, results):
+        infos[value] = info
+
+
+def _analyze_ops(ops, infos):
+    for op in ops:
+        if op.regions:
+            _analyze_control_flow(op, infos)
+            continue
         result = op.result
         if result is None:
             continue
@@ -197,4 +259,3 @@ def analyze(function: Function) -> dict:
         else:
             info = _elementwise_default(shape, ins) if ins else _uniform(shape)
         infos[result] = info
-    return infos

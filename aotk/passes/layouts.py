@@ -10,6 +10,9 @@ In: a kir ``Function``, its axis info, ``num_warps``. Out: a ``LayoutPlan`` givi
   elementwise ops take their result's layout, ``expand_dims`` asks for a slice of it,
   ``splat`` a scalar. Pure values are recomputed per layout (cheap: index math); a load
   demanded in several layouts is loaded once and converted through shared memory.
+- Values that cross a region boundary (loop-carried values, block arguments, results of
+  ``for`` / ``if`` / ``while``, whatever a terminator yields) live in the natural layout of
+  their rank, so that every path agrees on which thread holds which element.
 
 A layout is ``Layout(blocked, sliced)``: the value is laid out as the parent blocked
 layout of a shape with size-1 dimensions at the ``sliced`` parent axes. Blocked layouts are
@@ -19,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..ir.kir import REDUCTIONS, Function
+from ..ir.kir import REDUCTIONS, TERMINATORS, Function, walk
 
 THREADS_PER_WARP = 32
 MAX_VECTOR_BYTES = 16
@@ -125,14 +128,15 @@ def _blocked_for(shape: tuple, vector: int, num_warps: int) -> Blocked:
 
 
 def assign_layouts(function: Function, infos: dict, num_warps: int) -> LayoutPlan:
-    memory_ops = [op for op in function.body if op.opcode in ("load", "store")]
+    memory_ops = [op for op in walk(function.body) if op.opcode in ("load", "store")]
     vector_width = {op: memory_vector_width(op, infos) for op in memory_ops}
 
     # One blocked layout per rank, shaped by the largest block of that rank.
     largest: dict = {}
     widths: dict = {}
-    for op in function.body:
-        for value in list(op.operands) + ([op.result] if op.result is not None else []):
+    for op in walk(function.body):
+        block_args = [a for region in op.regions for a in region.args]
+        for value in list(op.operands) + op.results + block_args:
             shape = value.type.shape
             if shape and (len(shape) not in largest or
                           value.type.numel > _numel(largest[len(shape)])):
@@ -156,34 +160,57 @@ def assign_layouts(function: Function, infos: dict, num_warps: int) -> LayoutPla
         rank = len(value.type.shape)
         return Layout(blocked_by_rank[rank]) if rank else SCALAR
 
-    for op in reversed(function.body):
-        if op.opcode == "store":
-            for value in op.operands:
-                demand(value, natural(op.operands[0]))
-            continue
-        if op.result is None or op.result not in demands:
-            continue
-        wanted = demands[op.result]
-        if op.opcode in REDUCTIONS:
-            # Reduced from the operand's own layout; the result comes out in its slice.
-            operand = op.operands[0]
-            demand(operand, natural(operand))
-            home = SCALAR if not op.result.type.shape else \
-                Layout(natural(operand).blocked, (op.attrs["axis"],))
-            homes[op.result] = home
-            if home in wanted:
-                wanted.remove(home)
-            wanted.insert(0, home)
-            continue
-        if op.opcode == "load":
-            # Loaded once, in a full (unsliced) layout when one is wanted: that is where
-            # the vector width was proven.
-            wanted.sort(key=lambda lay: lay is SCALAR or bool(lay.sliced))
-            homes[op.result] = wanted[0]
-            wanted = wanted[:1]
-        for layout in wanted:
-            for value in op.operands:
-                demand(value, _operand_layout(op, layout))
+    def demand_home(value):
+        """A value with one layout, its natural one: region boundaries and their results."""
+        home = natural(value)
+        homes[value] = home
+        layouts = demands.setdefault(value, [])
+        if home in layouts:
+            layouts.remove(home)
+        layouts.insert(0, home)
+
+    def demand_ops(ops):
+        for op in reversed(ops):
+            if op.opcode == "store" or op.opcode in TERMINATORS:
+                for value in op.operands:
+                    demand(value, natural(op.operands[0]) if op.opcode == "store" else natural(value))
+                continue
+            if op.regions:
+                for value in op.results:
+                    demand_home(value)
+                for region in op.regions:
+                    for value in region.args:
+                        demand_home(value)
+                for region in reversed(op.regions):
+                    demand_ops(region.body)
+                for value in op.operands:
+                    demand(value, natural(value))
+                continue
+            if op.result is None or op.result not in demands:
+                continue
+            wanted = demands[op.result]
+            if op.opcode in REDUCTIONS:
+                # Reduced from the operand's own layout; the result comes out in its slice.
+                operand = op.operands[0]
+                demand(operand, natural(operand))
+                home = SCALAR if not op.result.type.shape else \
+                    Layout(natural(operand).blocked, (op.attrs["axis"],))
+                homes[op.result] = home
+                if home in wanted:
+                    wanted.remove(home)
+                wanted.insert(0, home)
+                continue
+            if op.opcode == "load":
+                # Loaded once, in a full (unsliced) layout when one is wanted: that is where
+                # the vector width was proven.
+                wanted.sort(key=lambda lay: lay is SCALAR or bool(lay.sliced))
+                homes[op.result] = wanted[0]
+                wanted = wanted[:1]
+            for layout in wanted:
+                for value in op.operands:
+                    demand(value, _operand_layout(op, layout))
+
+    demand_ops(function.body)
     for value in list(demands):
         if value.type.shape == ():
             demands[value] = [SCALAR]

@@ -34,8 +34,8 @@ def mixed_signedness(a_ptr, b_ptr, BLOCK: tl.constexpr):
 
 
 @aotk.jit
-def runtime_if(x_ptr, n):
-    if n > 0:  # line 38
+def block_condition_if(x_ptr, n):
+    if tl.arange(0, 4) > n:  # line 38
         tl.store(x_ptr, 1.0)
 
 
@@ -63,3 +63,28 @@ def calls_helper(x_ptr, BLOCK: tl.constexpr):
     for i in tl.static_range(2):
         doubled += i
     tl.store(x_ptr + offs, doubled + shifted)
+
+
+@aotk.jit
+def loop_changes_type(x_ptr, n):
+    acc = 0
+    for i in range(n):  # line 71
+        acc += tl.load(x_ptr + i)
+    tl.store(x_ptr, acc)
+
+
+@aotk.jit
+def return_in_loop(x_ptr, n):
+    for i in range(n):
+        if i > 3:
+            return  # line 80
+    tl.store(x_ptr, 1.0)
+
+
+@aotk.jit
+def branches_disagree(x_ptr, n):
+    if n > 0:  # line 86
+        value = 1.0
+    else:
+        value = 2
+    tl.store(x_ptr, value)

@@ -1,22 +1,18 @@
-"""Every typing rule of the kernel language, in one place.
+"""Typing rules shared by every construct: the active builder, literals and promotion,
+block shapes and broadcasting, binary and unary operators, casts.
 
-In: ``tensor`` / ``constexpr`` / Python values handed over by the frontend (operators and
-``tl`` builtins). Out: new ``tensor``s whose kir ops were appended through the active builder,
-already typed. The interpreter and the GPU backend trust these types; they never infer.
-
-Vocabulary: a *literal* is a Python number or a constexpr. It takes part in promotion only
-when its kind (bool < int < float) is higher than the other operand's. Runtime scalar
-arguments are 0-d tensors and promote like any tensor.
+In: ``tensor`` / ``constexpr`` / Python values. Out: typed ``tensor``s whose kir ops were
+appended through the active builder.
 """
 from __future__ import annotations
 
 import contextlib
 import threading
 
-from .ir import types as T
-from .ir.kir import Builder
-from .ir.types import BlockType, DType, PointerType
-from .language.core import constexpr, tensor
+from ..ir import types as T
+from ..ir.kir import Builder
+from ..ir.types import BlockType, DType, PointerType
+from ..language.core import constexpr, tensor
 
 MAX_BLOCK_NUMEL = 1 << 20
 
@@ -441,190 +437,3 @@ def cast(x, dtype, bitcast: bool = False) -> tensor:
     return _emit("cast", [x], x.type.with_element(dtype), bitcast=x.dtype.is_ptr())
 
 
-# ---------------------------------------------------------------------------------------
-# Creation
-# ---------------------------------------------------------------------------------------
-
-def program_id(axis) -> tensor:
-    axis = int(_value(axis))
-    if axis not in (0, 1, 2):
-        raise ValueError(f"program_id axis must be 0, 1 or 2, got {axis}")
-    return _emit("program_id", [], BlockType(T.int32), axis=axis)
-
-
-def num_programs(axis) -> tensor:
-    axis = int(_value(axis))
-    if axis not in (0, 1, 2):
-        raise ValueError(f"num_programs axis must be 0, 1 or 2, got {axis}")
-    return _emit("num_programs", [], BlockType(T.int32), axis=axis)
-
-
-def arange(start, end) -> tensor:
-    start, end = _value(start), _value(end)
-    if not isinstance(start, int) or not isinstance(end, int):
-        raise TypeError("tl.arange bounds must be constexpr integers")
-    if end <= start:
-        raise ValueError(f"tl.arange({start}, {end}) is empty")
-    (length,) = validate_block_shape([end - start])
-    if start < 0 or end > 2**31:
-        raise ValueError("tl.arange bounds must lie in [0, 2**31)")
-    return _emit("arange", [], BlockType(T.int32, (length,)), start=start, end=end)
-
-
-def full(shape, value, dtype) -> tensor:
-    shape = validate_block_shape(_value(shape) if not isinstance(shape, (list, tuple)) else shape)
-    dtype = _value(dtype)
-    if isinstance(value, tensor):
-        if value.type.shape:
-            raise TypeError("tl.full takes a scalar value")
-        return broadcast_to_shape(cast(value, dtype), shape)
-    return constant(value, dtype, shape)
-
-
-def broadcast_to(x, shape) -> tensor:
-    shape = validate_block_shape(shape)
-    return broadcast_to_shape(to_tensor(x), shape)
-
-
-# ---------------------------------------------------------------------------------------
-# Memory
-# ---------------------------------------------------------------------------------------
-
-LOAD_CACHE_MODIFIERS = ("", ".ca", ".cg", ".cs", ".lu", ".cv")
-STORE_CACHE_MODIFIERS = ("", ".wb", ".cg", ".cs", ".wt")
-EVICTION_POLICIES = ("", "evict_normal", "evict_first", "evict_last")
-
-
-def _memory_operands(pointer, mask):
-    if not _is_ptr(pointer):
-        raise TypeError(f"expected a pointer or block of pointers, got "
-                        f"{pointer.dtype if isinstance(pointer, tensor) else type(pointer).__name__}")
-    if mask is None:
-        return pointer, None
-    mask = to_tensor(mask)
-    if not mask.dtype.is_bool():
-        raise TypeError(f"a mask must be a boolean block (int1), got {mask.dtype}; "
-                        "compare against a bound, e.g. offs < n")
-    shape = broadcast_shapes(pointer.type.shape, mask.type.shape)
-    return broadcast_to_shape(pointer, shape), broadcast_to_shape(mask, shape)
-
-
-def _check_modifier(value, allowed, what):
-    value = _value(value) or ""
-    if value and not value.startswith(".") and what == "cache modifier":
-        value = "." + value
-    if value not in allowed:
-        raise ValueError(f"unknown {what} {value!r}; expected one of {', '.join(map(repr, allowed))}")
-    return value
-
-
-def load(pointer, mask=None, other=None, cache_modifier="", eviction_policy="",
-         volatile=False) -> tensor:
-    if other is not None and mask is None:
-        raise ValueError("`other` needs a `mask`: without one every lane is loaded and `other` "
-                         "is never used; pass mask=... or drop other=")
-    pointer, mask = _memory_operands(pointer, mask)
-    element = pointer.dtype.element_ty
-    operands = [pointer] + ([mask] if mask is not None else [])
-    if other is not None:
-        other = broadcast_to_shape(cast(to_tensor(other) if isinstance(other, tensor)
-                                        else constant(other, element), element), pointer.type.shape)
-        operands.append(other)
-    return _emit("load", operands, BlockType(element, pointer.type.shape),
-                 cache=_check_modifier(cache_modifier, LOAD_CACHE_MODIFIERS, "cache modifier"),
-                 eviction=_check_modifier(eviction_policy, EVICTION_POLICIES, "eviction policy"),
-                 volatile=bool(_value(volatile)), has_mask=mask is not None,
-                 has_other=other is not None)
-
-
-def store(pointer, value, mask=None, cache_modifier="", eviction_policy="") -> None:
-    pointer, mask = _memory_operands(pointer, mask)
-    element = pointer.dtype.element_ty
-    value = to_tensor(value) if isinstance(value, tensor) else constant(value, element)
-    shape = broadcast_shapes(pointer.type.shape, value.type.shape)
-    if shape != pointer.type.shape:
-        pointer = broadcast_to_shape(pointer, shape)
-        if mask is not None:
-            mask = broadcast_to_shape(mask, shape)
-    value = broadcast_to_shape(cast(value, element), shape)
-    operands = [pointer, value] + ([mask] if mask is not None else [])
-    _emit("store", operands, None,
-          cache=_check_modifier(cache_modifier, STORE_CACHE_MODIFIERS, "cache modifier"),
-          eviction=_check_modifier(eviction_policy, EVICTION_POLICIES, "eviction policy"),
-          has_mask=mask is not None)
-
-
-# ---------------------------------------------------------------------------------------
-# Reductions
-# ---------------------------------------------------------------------------------------
-
-def _normalize_axis(x: tensor, axis) -> int:
-    rank = len(x.type.shape)
-    axis = int(_value(axis))
-    if not -rank <= axis < rank:
-        raise ValueError(f"axis {axis} is out of range for a {rank}-d block")
-    return axis + rank if axis < 0 else axis
-
-
-def sum_dtype(dtype: DType) -> DType:
-    """tl.sum's accumulator: narrow signed ints -> int32, narrow unsigned/bool -> uint32."""
-    if dtype.is_bool() or (dtype.is_int_unsigned() and dtype.bits < 32):
-        return T.uint32
-    if dtype.is_int_signed() and dtype.bits < 32:
-        return T.int32
-    return dtype
-
-
-def reduce(x, axis, combine: str, keep_dims=False, dtype=None) -> tensor:
-    """Reduces ``x`` along ``axis`` (None: every axis) with add/max/min/xor."""
-    x = to_tensor(x)
-    if not x.type.shape:
-        raise ValueError("cannot reduce a scalar")
-    if dtype is not None:
-        x = cast(x, _value(dtype))
-    if combine == "xor" and not x.dtype.is_int():
-        raise TypeError(f"xor_sum needs integers, got {x.dtype}")
-    if x.dtype.is_ptr():
-        raise TypeError("cannot reduce pointers")
-    axis = _value(axis)
-    if axis is None:
-        rank = len(x.type.shape)
-        for a in reversed(range(rank)):
-            x = _emit("reduce", [x], x.type.with_shape(x.type.shape[:a] + x.type.shape[a + 1:]),
-                      axis=a, combine=combine)
-        return _keep(x, list(range(rank)), keep_dims)
-    axis = _normalize_axis(x, axis)
-    shape = x.type.shape[:axis] + x.type.shape[axis + 1:]
-    result = _emit("reduce", [x], x.type.with_shape(shape), axis=axis, combine=combine)
-    return _keep(result, [axis], keep_dims)
-
-
-def argreduce(x, axis, combine: str, keep_dims=False) -> tensor:
-    x = to_tensor(x)
-    if not x.type.shape:
-        raise ValueError("cannot reduce a scalar")
-    if _value(axis) is None:
-        if len(x.type.shape) != 1:
-            raise ValueError("argmax/argmin with axis=None need a 1-d block; pass an axis")
-        axis = 0
-    axis = _normalize_axis(x, axis)
-    shape = x.type.shape[:axis] + x.type.shape[axis + 1:]
-    result = _emit("argreduce", [x], BlockType(T.int32, shape), axis=axis, combine=combine)
-    return _keep(result, [axis], keep_dims)
-
-
-def _keep(x: tensor, axes: list, keep_dims) -> tensor:
-    if not _value(keep_dims):
-        return x
-    for axis in sorted(axes):
-        x = expand_dims(x, axis)
-    return x
-
-
-def hint(x, kind, values) -> tensor:
-    x = to_tensor(x)
-    values = _value(values)
-    values = tuple(int(_value(v)) for v in (values if isinstance(values, (list, tuple)) else [values]))
-    if len(values) != max(1, len(x.type.shape)):
-        raise ValueError(f"{kind} takes one value per dimension of the {len(x.type.shape)}-d block")
-    return _emit("hint", [x], x.type, kind=kind, values=values)
