@@ -16,11 +16,13 @@ import itertools
 
 import llvmlite.ir as ir
 
-from ..ir.kir import TERMINATORS, walk
+from ..ir.kir import SHUFFLES, TERMINATORS, walk
 from ..passes.layouts import SCALAR, Layout, LayoutPlan
 from .llvm_types import I1, I8, I32, I64, llvm_type
 from .memory import emit_load, emit_store
 from .reduce import lower_reduce, shared_bytes_needed
+from .views import lower_shuffle
+from .views import shared_bytes_needed as shuffle_bytes_needed
 
 class Distribution:
     """Which logical indices a thread holds for a shape in a layout."""
@@ -164,6 +166,8 @@ class KernelLowering:
                 home = self.plan.homes[op.result]
                 if op.opcode == "load":
                     registers = self._lower_load(op, home)
+                elif op.opcode in SHUFFLES:
+                    registers = lower_shuffle(self, op)
                 else:
                     operand = op.operands[0]
                     source = Layout(self.plan.blocked_by_rank[len(operand.type.shape)])
@@ -218,8 +222,9 @@ class KernelLowering:
         b.branch(header)
         b.position_at_end(header)
         phis = self._phis(incoming, preheader)
-        # The body's first shared-memory use follows the previous trip's last one.
-        self._shared_used = self._shared_used or self._uses_shared(op)
+        # The body's first shared-memory use may follow the previous trip's last one: it
+        # needs a barrier (a body without shared memory pays nothing for this).
+        self._shared_used = self._shared_used or self._shared is not None
         return phis, body, exit_block
 
     def _lower_for(self, op):
@@ -284,17 +289,6 @@ class KernelLowering:
         b.position_at_end(exit_block)
         for value, registers in zip(op.results, forwarded):
             self._define(value, registers)
-
-    def _uses_shared(self, op) -> bool:
-        """Whether lowering ``op`` may touch the scratch buffer (conversions, reductions)."""
-        for inner in walk([op]):
-            if inner.opcode in ("reduce", "argreduce"):
-                return True
-            for value in inner.results + [a for r in inner.regions for a in r.args]:
-                home = self.plan.homes.get(value)
-                if home is not None and any(lay != home for lay in self.plan.demands.get(value, ())):
-                    return True
-        return False
 
     def regs(self, value, layout):
         return self.registers[(value, layout)]
@@ -411,6 +405,8 @@ class KernelLowering:
             if op.opcode in ("reduce", "argreduce") and op.result in self.plan.demands:
                 blocked = self.plan.blocked_by_rank[len(op.operands[0].type.shape)]
                 needed = max(needed, shared_bytes_needed(op, blocked))
+            if op.opcode in SHUFFLES and op.result in self.plan.demands:
+                needed = max(needed, shuffle_bytes_needed(op))
         if needed:
             array = ir.ArrayType(I8, needed)
             self._shared = ir.GlobalVariable(self.module, array, "shared_scratch", addrspace=3)

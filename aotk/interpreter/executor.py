@@ -195,6 +195,10 @@ RULES = {
     "load": _load,
     "store": _store,
     "reduce": _reduce,
+    "permute": lambda ctx, op, x: np.transpose(x, op.attrs["order"]).copy(),
+    "reshape": lambda ctx, op, x: x.reshape(op.result.type.shape),
+    "join": lambda ctx, op, a, b: np.stack([a, b], axis=-1),
+    "split": lambda ctx, op, x: x[..., op.attrs["index"]].copy(),
     "argreduce": _argreduce,
 }
 

@@ -35,6 +35,10 @@ The op set, with operands and attributes:
       combine in add max min xor; max/min on floats ignore NaN like minimum/maximum
   argreduce                   (x)                     axis, combine   -> i32 index along axis
       combine in max min; ties go to the smallest index
+  permute                     (x)                     order           -> x's dims taken in order
+  reshape                     (x)                                     -> same elements, row-major
+  join                        (a, b)  same type       -> shape + (2,): a at [..., 0], b at [..., 1]
+  split                       (x)  last dim 2         index           -> x[..., index]
 
 Structured control flow (regions; every carried value keeps one type throughout):
 
@@ -62,8 +66,10 @@ COMPARE_PREDICATES = ("eq", "ne", "lt", "le", "gt", "ge")
 # Ops whose result depends only on their operands: safe to recompute or remove when unused.
 PURE_OPS = BINARY_OPS | UNARY_OPS | frozenset(
     "program_id num_programs constant arange splat broadcast expand_dims cmp addptr fma "
-    "select cast hint".split())
+    "select cast hint permute reshape join split".split())
 REDUCTIONS = frozenset(("reduce", "argreduce"))
+# Ops that move elements between positions: the result is built in its own layout.
+SHUFFLES = frozenset(("permute", "reshape", "join", "split"))
 CONTROL_FLOW = frozenset(("for", "if", "while"))
 TERMINATORS = frozenset(("yield", "condition"))
 

@@ -114,6 +114,17 @@ class tensor:
     def to(self, dtype, bitcast=False, fp_downcast_rounding=None):
         return _semantic().cast(self, _unwrap(dtype), bitcast=bool(_unwrap(bitcast)))
 
+    # Tensor methods that Triton also offers (x.T, x.reshape(...), ...).
+    @property
+    def T(self):
+        return _semantic().trans(self)
+
+    def trans(self, *dims): return _semantic().trans(self, *dims)
+    def permute(self, *dims): return _semantic().permute(self, *dims)
+    def reshape(self, *shape, can_reorder=False): return _semantic().reshape(self, *shape)
+    def ravel(self, can_reorder=False): return _semantic().ravel(self)
+    def split(self): return _semantic().split(self)
+
     def __getitem__(self, index):
         return _semantic().subscript(self, index)
 

@@ -229,3 +229,39 @@ def argmin(input, axis, tie_break_left=True, keep_dims=False):
 @builtin
 def xor_sum(input, axis=None, keep_dims=False):
     return semantic.reduce(input, axis, "xor", keep_dims)
+
+
+@builtin
+def permute(input, *dims):
+    return semantic.permute(input, *dims)
+
+
+@builtin
+def trans(input, *dims):
+    return semantic.trans(input, *dims)
+
+
+@builtin
+def reshape(input, *shape, can_reorder=False):
+    return semantic.reshape(input, *shape, can_reorder=_value(can_reorder))
+
+
+@builtin
+def view(input, *shape):
+    """Deprecated in Triton (may reorder); here the same as ``reshape``."""
+    return semantic.reshape(input, *shape, can_reorder=True)
+
+
+@builtin
+def ravel(x, can_reorder=False):
+    return semantic.ravel(x)
+
+
+@builtin
+def join(a, b):
+    return semantic.join(a, b)
+
+
+@builtin
+def split(a):
+    return semantic.split(a)

@@ -233,6 +233,13 @@ def _analyze_ops(ops, infos):
         elif kind == "and" and op.result.element.is_bool():
             info = AxisInfo((1,) * rank, (1,) * rank,
                             tuple(gcd(ins[0].constancy[d], ins[1].constancy[d]) for d in range(rank)))
+        elif kind == "permute":
+            (src,) = ins
+            order = op.attrs["order"]
+            info = AxisInfo(*(tuple(part[d] for d in order) for part in
+                              (src.contiguity, src.divisibility, src.constancy)), src.constant)
+        elif kind in ("reshape", "join", "split"):
+            info = _uniform(shape)   # elements move across dimensions: claim nothing
         elif kind == "hint":
             (src,) = ins
             values = op.attrs["values"]

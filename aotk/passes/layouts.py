@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..ir.kir import REDUCTIONS, TERMINATORS, Function, walk
+from ..ir.kir import REDUCTIONS, SHUFFLES, TERMINATORS, Function, walk
 
 THREADS_PER_WARP = 32
 MAX_VECTOR_BYTES = 16
@@ -199,6 +199,13 @@ def assign_layouts(function: Function, infos: dict, num_warps: int) -> LayoutPla
                 if home in wanted:
                     wanted.remove(home)
                 wanted.insert(0, home)
+                continue
+            if op.opcode in SHUFFLES:
+                # Elements change places through shared memory: read from the operands'
+                # natural layouts, written out in the result's.
+                for value in op.operands:
+                    demand(value, natural(value))
+                demand_home(op.result)
                 continue
             if op.opcode == "load":
                 # Loaded once, in a full (unsliced) layout when one is wanted: that is where

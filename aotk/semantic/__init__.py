@@ -15,3 +15,4 @@ from .base import _literal_dtype_against  # noqa: F401  (promotion tests read it
 from .memory import *        # noqa: F401,F403
 from .reductions import *    # noqa: F401,F403
 from .control import *       # noqa: F401,F403
+from .views import *         # noqa: F401,F403

@@ -1,0 +1,84 @@
+"""Typing rules of ops that move elements between positions: ``permute`` / ``trans``,
+``reshape`` / ``ravel``, ``join`` and ``split``.
+
+In: blocks and shapes or axis orders. Out: typed ``tensor``s. Each op keeps the element type;
+only the shape and the element order change.
+"""
+from __future__ import annotations
+
+from ..ir.types import BlockType
+from ..language.core import tensor
+from .base import _emit, _value, broadcast_shapes, broadcast_to_shape, to_tensor, validate_block_shape
+
+
+def _dims(dims) -> tuple:
+    """Axis lists arrive as `permute(x, 1, 0)` or `permute(x, (1, 0))`."""
+    dims = tuple(_value(d) for d in dims)
+    if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
+        dims = tuple(_value(d) for d in dims[0])
+    return tuple(int(d) for d in dims)
+
+
+def permute(x, *dims) -> tensor:
+    x = to_tensor(x)
+    order = _dims(dims)
+    rank = len(x.type.shape)
+    if sorted(order) != list(range(rank)):
+        raise ValueError(f"permute of a {rank}-d block needs a permutation of "
+                         f"{list(range(rank))}, got {list(order)}")
+    if order == tuple(range(rank)):
+        return x
+    shape = tuple(x.type.shape[d] for d in order)
+    return _emit("permute", [x], x.type.with_shape(shape), order=order)
+
+
+def trans(x, *dims) -> tensor:
+    """Swaps the two axes of a 2-d block; with ``dims``, the same as ``permute``."""
+    x = to_tensor(x)
+    if not _dims(dims):
+        if len(x.type.shape) != 2:
+            raise ValueError(f"trans without dims needs a 2-d block, got {len(x.type.shape)}-d; "
+                             "pass the new axis order, e.g. tl.trans(x, 2, 0, 1)")
+        dims = ((1, 0),)
+    return permute(x, *dims)
+
+
+def reshape(x, *shape, can_reorder=False) -> tensor:
+    """Row-major reshape (``can_reorder`` is accepted; the order is always kept)."""
+    x = to_tensor(x)
+    shape = validate_block_shape(_dims(shape))
+    numel = 1
+    for s in shape:
+        numel *= s
+    if numel != x.type.numel:
+        raise ValueError(f"cannot reshape a block of {x.type.numel} elements "
+                         f"{list(x.type.shape)} into {list(shape)} ({numel} elements)")
+    if shape == x.type.shape:
+        return x
+    return _emit("reshape", [x], x.type.with_shape(shape))
+
+
+def ravel(x, can_reorder=False) -> tensor:
+    x = to_tensor(x)
+    return reshape(x, (x.type.numel,))
+
+
+def join(a, b) -> tensor:
+    """Stacks two blocks of one type along a new minor axis of size 2."""
+    a, b = to_tensor(a), to_tensor(b)
+    if a.dtype != b.dtype:
+        raise TypeError(f"join needs two blocks of one element type, got {a.dtype} and "
+                        f"{b.dtype}; cast one with .to()")
+    shape = broadcast_shapes(a.type.shape, b.type.shape)
+    a, b = broadcast_to_shape(a, shape), broadcast_to_shape(b, shape)
+    return _emit("join", [a, b], BlockType(a.dtype, shape + (2,)))
+
+
+def split(x) -> tuple:
+    """The two halves of a block whose last axis has size 2 (the inverse of ``join``)."""
+    x = to_tensor(x)
+    if not x.type.shape or x.type.shape[-1] != 2:
+        raise ValueError(f"split needs a block whose last axis has size 2, got shape "
+                         f"{list(x.type.shape)}")
+    result = x.type.with_shape(x.type.shape[:-1])
+    return tuple(_emit("split", [x], result, index=index) for index in (0, 1))
