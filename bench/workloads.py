@@ -130,3 +130,22 @@ def _layer_norm_workload(rows: int, cols: int) -> Workload:
 
 
 WORKLOADS += [_layer_norm_workload(4096, 8192)]
+
+
+def _transpose_workload(rows: int, cols: int) -> Workload:
+    def make(torch, _log2n):
+        return {"x": torch.randn(rows, cols, device="cuda"),
+                "out": torch.empty(cols, rows, device="cuda"), "rows": rows, "cols": cols}
+
+    return Workload(
+        f"transpose-{rows}x{cols}", make,
+        aotk=lambda lib, a: lib.transpose(a["x"], a["out"], a["rows"], a["cols"]),
+        triton=lambda m, a: m.transpose_kernel[(_cdiv(a["rows"], 64), _cdiv(a["cols"], 64))](
+            a["x"], a["out"], a["rows"], a["cols"], BLOCK_M=64, BLOCK_N=64, num_warps=4),
+        torch=lambda a: a["out"].copy_(a["x"].t()),
+        expected=lambda a: a["x"].t(),
+        bytes_moved=lambda a: 8 * a["rows"] * a["cols"],
+        triton_file="transpose.py", triton_function="transpose_kernel")
+
+
+WORKLOADS += [_transpose_workload(8192, 8192)]

@@ -85,6 +85,16 @@ def test_row_argmax_against_torch(lib, rows, cols):
     assert torch.equal(out.long(), first)
 
 
+@pytest.mark.parametrize("rows, cols", [(1, 1), (64, 64), (100, 37), (513, 1030)])
+def test_transpose_against_torch(lib, rows, cols):
+    torch = pytest.importorskip("torch")
+    x = torch.randn(rows, cols, device="cuda")
+    out = torch.full((cols, rows), float("nan"), device="cuda")
+    lib.transpose(x, out, rows, cols)
+    torch.cuda.synchronize()
+    assert torch.equal(out, x.t())
+
+
 def test_empty_grid_launches_nothing(lib):
     torch = pytest.importorskip("torch")
     x = torch.ones(16, device="cuda")
