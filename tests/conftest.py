@@ -2,9 +2,11 @@
 
 The ``gpu`` marker itself is registered in pyproject.toml.
 """
+import atexit
 import ctypes
 import functools
 import os
+import shutil
 import tempfile
 
 import pytest
@@ -13,8 +15,10 @@ from aotk.cli_entry import import_cli
 
 import_cli()   # makes `aotk_cli` importable from a bare source tree too
 
-# Compiles in tests go to a fresh cache, never the user's ~/.cache/aotk.
-os.environ.setdefault("AOTK_CACHE_DIR", tempfile.mkdtemp(prefix="aotk-test-cache-"))
+# Compiles in tests go to a fresh cache, never the user's ~/.cache/aotk; it goes away after.
+if "AOTK_CACHE_DIR" not in os.environ:
+    os.environ["AOTK_CACHE_DIR"] = tempfile.mkdtemp(prefix="aotk-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["AOTK_CACHE_DIR"], ignore_errors=True)
 
 
 @functools.lru_cache(maxsize=1)

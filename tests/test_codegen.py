@@ -5,10 +5,10 @@ import pytest
 import aotk
 import aotk.language as tl
 from aotk.jit import scalar_type_of
-from tests.kernels import control_flow, reductions, views
+from tests.kernels import control_flow, dot, reductions, views
 from tests.kernels.elementwise import CASES as ELEMENTWISE_CASES, add_kernel, copy2d_kernel
 
-CASES = ELEMENTWISE_CASES + reductions.CASES + control_flow.CASES + views.CASES
+CASES = ELEMENTWISE_CASES + reductions.CASES + control_flow.CASES + views.CASES + dot.CASES
 from aotk.jit import _NUMPY_TO_DTYPE
 import numpy as np
 

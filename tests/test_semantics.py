@@ -2,10 +2,10 @@
 import numpy as np
 import pytest
 
-from tests.kernels import control_flow, reductions, views
+from tests.kernels import control_flow, dot, reductions, views
 from tests.kernels.elementwise import CASES as ELEMENTWISE_CASES, run_interpreter
 
-CASES = ELEMENTWISE_CASES + reductions.CASES + control_flow.CASES + views.CASES
+CASES = ELEMENTWISE_CASES + reductions.CASES + control_flow.CASES + views.CASES + dot.CASES
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)

@@ -21,7 +21,9 @@ from ..passes.layouts import SCALAR, Layout, LayoutPlan
 from .llvm_types import I1, I8, I32, I64, llvm_type
 from .memory import emit_load, emit_store
 from .reduce import lower_reduce, shared_bytes_needed
-from .views import lower_shuffle
+from .dot import lower_dot
+from .dot import shared_bytes_needed as dot_bytes_needed
+from .views import lower_shuffle, padded_bytes, row_major_index, row_padding
 from .views import shared_bytes_needed as shuffle_bytes_needed
 
 class Distribution:
@@ -168,6 +170,8 @@ class KernelLowering:
                     registers = self._lower_load(op, home)
                 elif op.opcode in SHUFFLES:
                     registers = lower_shuffle(self, op)
+                elif op.opcode == "dot":
+                    registers = lower_dot(self, op)
                 else:
                     operand = op.operands[0]
                     source = Layout(self.plan.blocked_by_rank[len(operand.type.shape)])
@@ -395,24 +399,32 @@ class KernelLowering:
 
     # -- layout conversion through shared memory ---------------------------------------
     def _allocate_shared(self):
-        """One scratch buffer, sized for the largest user: every user starts with a barrier."""
+        """One scratch buffer, sized for the largest user: every user starts with a barrier.
+
+        Each use (a layout conversion, a reduction's cross-warp step, a shuffle, a dot's
+        operands) is live only from its first store to its last load, and no two uses
+        overlap in time; so one buffer of the largest use's size is exactly what allocating
+        by liveness gives, and ``begin_shared_use`` orders consecutive uses."""
         needed = 0
         for value, layouts in self.plan.demands.items():
             home = self.plan.homes.get(value)
             if home is not None and any(layout != home for layout in layouts):
-                needed = max(needed, value.type.numel * max(1, value.element.itemsize))
+                needed = max(needed, padded_bytes(value.type.shape, value.element))
         for op in walk(self.function.body):
             if op.opcode in ("reduce", "argreduce") and op.result in self.plan.demands:
                 blocked = self.plan.blocked_by_rank[len(op.operands[0].type.shape)]
                 needed = max(needed, shared_bytes_needed(op, blocked))
             if op.opcode in SHUFFLES and op.result in self.plan.demands:
                 needed = max(needed, shuffle_bytes_needed(op))
+            if op.opcode == "dot" and op.result in self.plan.demands:
+                needed = max(needed, dot_bytes_needed(op))
         if needed:
-            array = ir.ArrayType(I8, needed)
+            # Dynamic shared memory (`extern .shared`): the launch passes its size, so a
+            # kernel may use more than the 48 KB a static allocation is limited to.
+            array = ir.ArrayType(I8, 0)
             self._shared = ir.GlobalVariable(self.module, array, "shared_scratch", addrspace=3)
-            self._shared.linkage = "internal"
+            self._shared.linkage = "external"
             self._shared.align = 16
-            self._shared.initializer = ir.Constant(array, None)
             self.shared_bytes = needed
 
     def barrier(self):
@@ -434,13 +446,10 @@ class KernelLowering:
     def _shared_address(self, value, layout, slot_indices, dist):
         b = self.builder
         shape = value.type.shape
-        linear = ir.Constant(I32, 0)
-        for dim in range(len(shape)):
-            axis = layout.parent_axis(dim)
-            stride = 1
-            for s in shape[dim + 1:]:
-                stride *= s
-            linear = b.add(linear, b.mul(slot_indices[axis], ir.Constant(I32, stride)))
+        indices = [slot_indices[layout.parent_axis(dim)] for dim in range(len(shape))]
+        # Padded rows, as for shuffles: a conversion that reads down columns stays
+        # free of bank conflicts.
+        linear = row_major_index(b, indices, shape, row_padding(shape, value.element))
         memory_type = I8 if value.element.is_bool() else llvm_type(value.element)
         byte = b.mul(linear, ir.Constant(I32, max(1, value.element.itemsize)))
         return self.shared_pointer(byte, memory_type), memory_type

@@ -30,24 +30,27 @@ def _buffer_shape(op) -> tuple:
     return op.operands[0].type.shape
 
 
-def _row_padding(shape, element) -> int:
+def row_padding(shape, element) -> int:
     """Elements added to each row so that consecutive rows start in different banks."""
     if len(shape) < 2 or shape[-1] < 2:
         return 0
     return max(1, 4 // max(1, element.itemsize))
 
 
-def shared_bytes_needed(op) -> int:
-    shape = _buffer_shape(op)
-    element = op.result.element
+def padded_bytes(shape, element) -> int:
+    """Bytes of a buffer of ``shape`` with padded rows."""
     rows = 1
     for s in shape[:-1]:
         rows *= s
-    pitch = (shape[-1] if shape else 1) + _row_padding(shape, element)
+    pitch = (shape[-1] if shape else 1) + row_padding(shape, element)
     return rows * pitch * max(1, element.itemsize)
 
 
-def _logical_indices(lowering, value, layout) -> list:
+def shared_bytes_needed(op) -> int:
+    return padded_bytes(_buffer_shape(op), op.result.element)
+
+
+def logical_indices(lowering, value, layout) -> list:
     """Per register of ``value`` in ``layout``: its element index, one i32 per dimension."""
     if layout is SCALAR or not value.type.shape:
         return [[]]
@@ -58,7 +61,7 @@ def _logical_indices(lowering, value, layout) -> list:
             for slot in dist.slots()]
 
 
-def _row_major(builder, indices, shape, padding=0):
+def row_major_index(builder, indices, shape, padding=0):
     linear = ir.Constant(I32, 0)
     stride = 1
     for dim in reversed(range(len(shape))):
@@ -77,19 +80,19 @@ def lower_shuffle(lowering, op) -> list:
     b = lowering.builder
     element = op.result.element
     shape = _buffer_shape(op)
-    padding = _row_padding(shape, element)
+    padding = row_padding(shape, element)
     memory_type = I8 if element.is_bool() else llvm_type(element)
     size = max(1, element.itemsize)
 
     def address(buffer_index):
         if op.opcode == "reshape":
             buffer_index = [buffer_index]
-        linear = _row_major(b, buffer_index, shape, padding)
+        linear = row_major_index(b, buffer_index, shape, padding)
         return lowering.shared_pointer(b.mul(linear, ir.Constant(I32, size)), memory_type)
 
     def to_buffer(operand_position, index):
         if op.opcode == "reshape":
-            return _row_major(b, index, op.operands[0].type.shape)
+            return row_major_index(b, index, op.operands[0].type.shape)
         if op.opcode == "join":
             return index + [ir.Constant(I32, operand_position)]
         return index
@@ -101,7 +104,7 @@ def lower_shuffle(lowering, op) -> list:
                 placed[axis] = index[position]
             return placed
         if op.opcode == "reshape":
-            return _row_major(b, index, op.result.type.shape)
+            return row_major_index(b, index, op.result.type.shape)
         if op.opcode == "split":
             return index + [ir.Constant(I32, op.attrs["index"])]
         return index
@@ -110,12 +113,12 @@ def lower_shuffle(lowering, op) -> list:
     for position, operand in enumerate(op.operands):
         layout = _natural(lowering, operand)
         registers = lowering.regs(operand, layout)
-        for register, index in zip(registers, _logical_indices(lowering, operand, layout)):
+        for register, index in zip(registers, logical_indices(lowering, operand, layout)):
             stored = b.zext(register, I8) if element.is_bool() else register
             b.store(stored, address(to_buffer(position, index)))
     lowering.barrier()
     out = []
-    for index in _logical_indices(lowering, op.result, _natural(lowering, op.result)):
+    for index in logical_indices(lowering, op.result, _natural(lowering, op.result)):
         loaded = b.load(address(from_result(index)), typ=memory_type)
         out.append(b.icmp_unsigned("!=", loaded, ir.Constant(I8, 0)) if element.is_bool()
                    else loaded)

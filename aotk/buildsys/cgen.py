@@ -175,7 +175,8 @@ def generate(manifest, plans, compiled: dict) -> dict:
                 f"    /* {describe(plan, build)} */\n"
                 f"    {{{c_string(plan.kernel.name)}, {c_string(build.description)}, "
                 f"{c_string(result.metadata['name'])}, {symbol}, "
-                f"{32 * build.variant.num_warps}u, 0u, {{{{0, 0}}}}, 0}},")
+                f"{32 * build.variant.num_warps}u, {int(result.metadata['shared'])}u, "
+                f"{{{{0, 0}}}}, 0}},")
         kernels.append(_kernel_source(plan, offset, name, manifest_dir))
         offset += len(plan.builds)
     common = {"name": name, "NAME": name.upper(), "version": __version__,

@@ -157,6 +157,29 @@ def _argreduce(ctx, op, x):
     return pick(x, axis=op.attrs["axis"]).astype(np.int32)
 
 
+def _tf32(x):
+    """fp32 as a tensor core reads it for tf32: the low 13 mantissa bits ignored."""
+    bits = np.asarray(x, np.float32).view(np.uint32) & np.uint32(0xFFFFE000)
+    return bits.view(np.float32)
+
+
+def _dot(ctx, op, a, b, acc):
+    precision = op.attrs.get("precision")
+    if precision == "tf32":
+        a, b = _tf32(a), _tf32(b)
+    elif precision == "tf32x3":
+        # big + small parts, the small*small product dropped, as the GPU computes it
+        a_big, b_big = _tf32(a), _tf32(b)
+        a_small, b_small = _tf32(a - a_big), _tf32(b - b_big)
+        wide = np.float64
+        product = (np.matmul(a_big.astype(wide), b_big.astype(wide)) +
+                   np.matmul(a_big.astype(wide), b_small.astype(wide)) +
+                   np.matmul(a_small.astype(wide), b_big.astype(wide)))
+        return acc.astype(wide) + product
+    wide = np.int64 if op.result.element.is_int() else np.float64
+    return acc.astype(wide) + np.matmul(a.astype(wide), b.astype(wide))
+
+
 RULES = {
     "program_id": lambda ctx, op: np.int32(ctx.pid[op.attrs["axis"]]),
     "num_programs": lambda ctx, op: np.int32(ctx.grid[op.attrs["axis"]]),
@@ -195,6 +218,7 @@ RULES = {
     "load": _load,
     "store": _store,
     "reduce": _reduce,
+    "dot": _dot,
     "permute": lambda ctx, op, x: np.transpose(x, op.attrs["order"]).copy(),
     "reshape": lambda ctx, op, x: x.reshape(op.result.type.shape),
     "join": lambda ctx, op, a, b: np.stack([a, b], axis=-1),

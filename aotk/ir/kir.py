@@ -35,6 +35,8 @@ The op set, with operands and attributes:
       combine in add max min xor; max/min on floats ignore NaN like minimum/maximum
   argreduce                   (x)                     axis, combine   -> i32 index along axis
       combine in max min; ties go to the smallest index
+  dot                         (a, b, acc)             precision       -> acc + a @ b  ([B,]M,N)
+      a [.., M, K], b [.., K, N]; precision tf32 / tf32x3 / ieee for fp32 inputs, else None
   permute                     (x)                     order           -> x's dims taken in order
   reshape                     (x)                                     -> same elements, row-major
   join                        (a, b)  same type       -> shape + (2,): a at [..., 0], b at [..., 1]

@@ -265,3 +265,11 @@ def join(a, b):
 @builtin
 def split(a):
     return semantic.split(a)
+
+
+@builtin
+def dot(input, other, acc=None, input_precision=None, allow_tf32=None,
+        max_num_imprecise_acc=None, out_dtype=None):
+    from ..ir.types import float32
+    return semantic.dot(input, other, acc, input_precision, allow_tf32,
+                        float32 if out_dtype is None else out_dtype)

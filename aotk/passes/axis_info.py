@@ -238,7 +238,7 @@ def _analyze_ops(ops, infos):
             order = op.attrs["order"]
             info = AxisInfo(*(tuple(part[d] for d in order) for part in
                               (src.contiguity, src.divisibility, src.constancy)), src.constant)
-        elif kind in ("reshape", "join", "split"):
+        elif kind in ("reshape", "join", "split", "dot"):
             info = _uniform(shape)   # elements move across dimensions: claim nothing
         elif kind == "hint":
             (src,) = ins

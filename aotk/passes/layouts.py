@@ -200,7 +200,7 @@ def assign_layouts(function: Function, infos: dict, num_warps: int) -> LayoutPla
                     wanted.remove(home)
                 wanted.insert(0, home)
                 continue
-            if op.opcode in SHUFFLES:
+            if op.opcode in SHUFFLES or op.opcode == "dot":
                 # Elements change places through shared memory: read from the operands'
                 # natural layouts, written out in the result's.
                 for value in op.operands:

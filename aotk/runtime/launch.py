@@ -148,8 +148,16 @@ def _load_function(kernel, context, types, hints, constants, num_warps, num_stag
             module = _check(driver.cuModuleLoadData(cubin), "cuModuleLoadData")
             function = _check(driver.cuModuleGetFunction(module, metadata["name"].encode()),
                               "cuModuleGetFunction")
+            if metadata.get("shared", 0) > STATIC_SHARED_LIMIT:
+                # Dynamic shared memory past 48 KB needs an opt-in per function.
+                attribute = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+                _check(driver.cuFuncSetAttribute(function, attribute, metadata["shared"]),
+                       "raising the shared-memory limit")
             _modules[module_key] = function
     return function, metadata
+
+
+STATIC_SHARED_LIMIT = 48 * 1024
 
 
 def launch_on_device(kernel, grid, runtime_args, constants, num_warps, num_stages, stream):

@@ -16,3 +16,4 @@ from .memory import *        # noqa: F401,F403
 from .reductions import *    # noqa: F401,F403
 from .control import *       # noqa: F401,F403
 from .views import *         # noqa: F401,F403
+from .dot import *           # noqa: F401,F403

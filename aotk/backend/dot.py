@@ -1,0 +1,146 @@
+"""Lowering of ``dot`` on CUDA cores: both operands through shared memory, then a loop over K
+in which every thread updates the accumulator elements it owns with FMAs.
+
+In: a, b in their natural layouts, the accumulator in the result's natural layout. Out: the
+result's registers in that layout. This is the portable path, exact for every dtype the
+language allows (fp16/bf16 inputs are widened, int8 products are summed in int32, tf32
+inputs drop their low 13 mantissa bits as a tensor core would); the tensor-core paths
+(mma.sync, wgmma) replace it where the shapes and the target allow.
+
+Shared memory holds A as [.., M, K] and B as [.., K, N], rows padded (``views.row_padding``).
+Inside the K loop each thread loads A[m, k] once per distinct row m it owns and B[k, n] once
+per distinct column n, so a thread with a 4x4 patch does 8 shared loads per 16 FMAs.
+"""
+from __future__ import annotations
+
+import llvmlite.ir as ir
+
+from ..passes.layouts import Layout
+from .llvm_types import I32, llvm_type
+from .views import logical_indices, padded_bytes, row_major_index, row_padding
+
+TF32_MASK = 0xFFFFE000
+
+
+def shared_bytes_needed(op) -> int:
+    a, b = op.operands[:2]
+    return _aligned(padded_bytes(a.type.shape, a.element)) + padded_bytes(b.type.shape, b.element)
+
+
+def _aligned(n: int) -> int:
+    return (n + 15) // 16 * 16
+
+
+def _natural(lowering, value):
+    return Layout(lowering.plan.blocked_by_rank[len(value.type.shape)])
+
+
+def _store_operand(lowering, value, byte_base):
+    """Writes ``value`` (natural layout) row-major with padded rows at ``byte_base``."""
+    b = lowering.builder
+    layout = _natural(lowering, value)
+    shape, element = value.type.shape, value.element
+    padding = row_padding(shape, element)
+    memory_type = llvm_type(element)
+    for register, index in zip(lowering.regs(value, layout),
+                               logical_indices(lowering, value, layout)):
+        linear = row_major_index(b, index, shape, padding)
+        offset = b.add(ir.Constant(I32, byte_base), b.mul(linear, ir.Constant(I32, element.itemsize)))
+        b.store(register, lowering.shared_pointer(offset, memory_type))
+
+
+def _load_operand(lowering, value, byte_base, index):
+    b = lowering.builder
+    shape, element = value.type.shape, value.element
+    linear = row_major_index(b, index, shape, row_padding(shape, element))
+    offset = b.add(ir.Constant(I32, byte_base), b.mul(linear, ir.Constant(I32, element.itemsize)))
+    return b.load(lowering.shared_pointer(offset, llvm_type(element)), typ=llvm_type(element))
+
+
+def _widen(lowering, x, element, precision):
+    """An operand element in the accumulation type (fp32 for 16-bit floats, i32 for int8)."""
+    b = lowering.builder
+    if element.is_int():
+        return b.sext(x, I32)
+    if element.bits == 16:
+        return b.fpext(x, ir.FloatType())
+    if element.is_fp32() and precision == "tf32":
+        bits = b.and_(b.bitcast(x, I32), ir.Constant(I32, TF32_MASK))
+        return b.bitcast(bits, ir.FloatType())
+    return x
+
+
+def lower_dot(lowering, op) -> list:
+    b = lowering.builder
+    a, b_value, acc = op.operands
+    result = op.result
+    precision = op.attrs.get("precision")
+    rank = len(result.type.shape)
+    k_size = a.type.shape[-1]
+    b_base = _aligned(padded_bytes(a.type.shape, a.element))
+
+    lowering.begin_shared_use()
+    _store_operand(lowering, a, 0)
+    _store_operand(lowering, b_value, b_base)
+    lowering.barrier()
+
+    layout = _natural(lowering, result)
+    dist = lowering.distribution(layout, result.type.shape)
+    per_axis = [dist.axis_indices(axis) for axis in range(rank)]
+    slots = dist.slots()
+    accumulate_type = I32 if result.element.is_int() else (
+        ir.DoubleType() if result.element.is_fp64() else ir.FloatType())
+    initial = [_to_accumulator(lowering, r, result.element, accumulate_type)
+               for r in lowering.regs(acc, layout)]
+
+    # for k in [0, K): phis carry k and every accumulator register.
+    preheader = b.block
+    header = lowering.kernel.append_basic_block("dot.k")
+    exit_block = lowering.kernel.append_basic_block("dot.done")
+    b.branch(header)
+    b.position_at_end(header)
+    k = b.phi(I32, name="k")
+    k.add_incoming(ir.Constant(I32, 0), preheader)
+    accumulators = [b.phi(accumulate_type) for _ in initial]
+    for phi, value in zip(accumulators, initial):
+        phi.add_incoming(value, preheader)
+    batch = lambda slot: [per_axis[0][slot[0]]] if rank == 3 else []   # noqa: E731
+    a_rows, b_cols, updated = {}, {}, []
+    for slot, accumulator in zip(slots, accumulators):
+        row_key, col_key = (slot[:-1]), (slot[:-2] + slot[-1:])
+        if row_key not in a_rows:
+            index = batch(slot) + [per_axis[rank - 2][slot[rank - 2]], k]
+            a_rows[row_key] = _widen(lowering, _load_operand(lowering, a, 0, index), a.element,
+                                     precision)
+        if col_key not in b_cols:
+            index = batch(slot) + [k, per_axis[rank - 1][slot[rank - 1]]]
+            b_cols[col_key] = _widen(lowering, _load_operand(lowering, b_value, b_base, index),
+                                     b_value.element, precision)
+        x, y = a_rows[row_key], b_cols[col_key]
+        if accumulate_type == I32:
+            updated.append(b.add(accumulator, b.mul(x, y)))
+        else:
+            fma = lowering.module.globals.get(f"llvm.fma.{accumulate_type.intrinsic_name}") or \
+                ir.Function(lowering.module, ir.FunctionType(accumulate_type, [accumulate_type] * 3),
+                            name=f"llvm.fma.{accumulate_type.intrinsic_name}")
+            updated.append(b.call(fma, [x, y, accumulator]))
+    next_k = b.add(k, ir.Constant(I32, 1))
+    latch = b.block
+    k.add_incoming(next_k, latch)
+    for phi, value in zip(accumulators, updated):
+        phi.add_incoming(value, latch)
+    b.cbranch(b.icmp_signed("<", next_k, ir.Constant(I32, k_size)), header, exit_block)
+    b.position_at_end(exit_block)
+    return [_from_accumulator(lowering, value, result.element) for value in updated]
+
+
+def _to_accumulator(lowering, register, element, accumulate_type):
+    if element.is_floating() and element.bits == 16:
+        return lowering.builder.fpext(register, accumulate_type)
+    return register
+
+
+def _from_accumulator(lowering, value, element):
+    if element.is_floating() and element.bits == 16:
+        return lowering.builder.fptrunc(value, llvm_type(element))
+    return value
