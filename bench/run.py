@@ -121,10 +121,11 @@ def kernel_rows(library: pathlib.Path, log2n: int, rotations: int = 3, only=None
                 ways[impl](inputs)
                 torch.cuda.synchronize()
                 torch.testing.assert_close(inputs["out"], workload.expected(inputs),
-                                           msg=lambda m: f"{workload.kernel}/{impl}: {m}")
+                                           msg=lambda m: f"{workload.kernel}/{impl}: {m}",
+                                           **(workload.tolerance or {}))
             turn = iter(range(1 << 62))
             ms = time_ms(lambda: ways[impl](sets[next(turn) % rotations]))
-            rows.append(harness.kernel_row(workload.kernel, impl, ms, "GB/s",
+            rows.append(harness.kernel_row(workload.kernel, impl, ms, workload.metric,
                                            workload.bytes_moved(sets[0])))
         del sets
         torch.cuda.empty_cache()

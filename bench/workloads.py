@@ -24,6 +24,8 @@ class Workload:
     bytes_moved: object   # (inputs) -> int
     triton_file: str
     triton_function: str
+    metric: str = "GB/s"   # or "TFLOP/s": then bytes_moved gives the flops per call
+    tolerance: dict = None  # torch.testing.assert_close overrides
 
 
 def _vector(torch, log2n):
@@ -149,3 +151,33 @@ def _transpose_workload(rows: int, cols: int) -> Workload:
 
 
 WORKLOADS += [_transpose_workload(8192, 8192)]
+
+
+def _matmul_workload(size: int) -> Workload:
+    def make(torch, _log2n):
+        a = torch.randn(size, size, device="cuda", dtype=torch.float16)
+        b = torch.randn(size, size, device="cuda", dtype=torch.float16)
+        return {"a": a, "b": b, "out": torch.empty_like(a), "size": size}
+
+    def args(a):
+        n = a["size"]
+        return (a["a"], a["b"], a["out"], n, n, n, n, 1, n, 1, n, 1)
+
+    def triton_call(module, a):
+        # The manifest's large-tile variant, and Triton's default software pipelining.
+        grid = (_cdiv(a["size"], 128) * _cdiv(a["size"], 128),)
+        module.matmul_kernel[grid](*args(a), BLOCK_SIZE_M=128, BLOCK_SIZE_N=128,
+                                   BLOCK_SIZE_K=32, GROUP_SIZE_M=8, ACTIVATION="", num_warps=8)
+
+    return Workload(
+        f"matmul-fp16-{size}", make,
+        aotk=lambda lib, a: lib.matmul(*args(a)),
+        triton=triton_call,
+        torch=lambda a: __import__("torch").matmul(a["a"], a["b"], out=a["out"]),
+        expected=lambda a: __import__("torch").matmul(a["a"], a["b"]),
+        bytes_moved=lambda a: 2 * a["size"] ** 3,
+        triton_file="matmul.py", triton_function="matmul_kernel",
+        metric="TFLOP/s", tolerance={"atol": 0.1, "rtol": 0.02})
+
+
+WORKLOADS += [_matmul_workload(4096), _matmul_workload(8192)]

@@ -127,3 +127,24 @@ def test_llir_is_a_ptx_kernel_reading_thread_ids():
     assert "ptx_kernel" in compiled.llir
     assert "llvm.nvvm.read.ptx.sreg.tid.x" in compiled.llir
     assert "llvm.nvvm.read.ptx.sreg.ctaid.x" in compiled.llir
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90"])
+def test_fp16_dot_runs_on_mma_sync(target):
+    """The tutorial matmul's dot is mma.sync m16n8k16 fed by ldmatrix, with no spills."""
+    import importlib.util
+    import pathlib
+    path = pathlib.Path(__file__).resolve().parent.parent / "examples" / "kernels" / "matmul.py"
+    spec = importlib.util.spec_from_file_location("matmul_example", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    kernel = aotk.compile(module.matmul_kernel,
+                          signature="*fp16:16, *fp16:16, *fp16:16, i32:16, i32:16, i32:16, "
+                                    "i32:16, i32:1, i32:16, i32:1, i32:16, i32:1",
+                          constants={"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 128,
+                                     "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8, "ACTIVATION": ""},
+                          num_warps=8, target=target)
+    assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in kernel.ptx
+    assert "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in kernel.ptx
+    assert "ld.global.v4.b32" in kernel.ptx
+    assert kernel.metadata["spills"] == 0

@@ -95,6 +95,42 @@ def test_transpose_against_torch(lib, rows, cols):
     assert torch.equal(out, x.t())
 
 
+@pytest.mark.parametrize("m, n, k", [(512, 512, 512), (1000, 1000, 1000), (64, 2048, 80),
+                                     (2048, 1024, 4096), (8192, 8192, 8192)])
+def test_matmul_against_torch(lib, m, n, k):
+    """Fresh random data each run; ||out - ref|| / ||ref|| below 1e-2 (issue 6)."""
+    torch = pytest.importorskip("torch")
+    a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+    b = torch.randn(k, n, device="cuda", dtype=torch.float16)
+    out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float16)
+    lib.matmul(a, b, out, m, n, k, k, 1, n, 1, n, 1)
+    torch.cuda.synchronize()
+    reference = a.float() @ b.float()
+    assert (torch.linalg.norm(out.float() - reference) / torch.linalg.norm(reference)) < 1e-2
+
+
+def test_matmul_any_strides_and_leaky_relu(lib):
+    """A transposed B (strides (1, K)) takes the last variant; the leaky-ReLU kernel fuses
+    its epilogue."""
+    torch = pytest.importorskip("torch")
+    m, n, k = 300, 200, 136
+    a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+    b_t = torch.randn(n, k, device="cuda", dtype=torch.float16)
+    out = torch.empty(m, n, device="cuda", dtype=torch.float16)
+    b = b_t.t()
+    assert lib.matmul.select(a, b, out, m, n, k, k, 1, b.stride(0), b.stride(1), n, 1).startswith(
+        "matmul[BLOCK_SIZE_M=64") and "generic" in lib.matmul.select(
+        a, b, out, m, n, k, k, 1, b.stride(0), b.stride(1), n, 1)
+    lib.matmul(a, b, out, m, n, k, k, 1, b.stride(0), b.stride(1), n, 1)
+    torch.cuda.synchronize()
+    reference = a.float() @ b.float()
+    assert (torch.linalg.norm(out.float() - reference) / torch.linalg.norm(reference)) < 1e-2
+    lib.matmul_leaky_relu(a, b_t.t().contiguous(), out, m, n, k, k, 1, n, 1, n, 1)
+    torch.cuda.synchronize()
+    leaky = torch.where(reference >= 0, reference, 0.01 * reference)
+    assert (torch.linalg.norm(out.float() - leaky) / torch.linalg.norm(leaky)) < 1e-2
+
+
 def test_empty_grid_launches_nothing(lib):
     torch = pytest.importorskip("torch")
     x = torch.ones(16, device="cuda")

@@ -22,6 +22,8 @@ from .llvm_types import I1, I8, I32, I64, llvm_type
 from .memory import emit_load, emit_store
 from .reduce import lower_reduce, shared_bytes_needed
 from .dot import lower_dot
+from .mma import lower_mma
+from .mma import shared_bytes_needed as mma_bytes_needed
 from .dot import shared_bytes_needed as dot_bytes_needed
 from .views import lower_shuffle, padded_bytes, row_major_index, row_padding
 from .views import shared_bytes_needed as shuffle_bytes_needed
@@ -30,15 +32,11 @@ class Distribution:
     """Which logical indices a thread holds for a shape in a layout."""
 
     def __init__(self, lowering: "KernelLowering", layout: Layout, shape: tuple):
-        blocked = layout.blocked
         self.layout = layout
         self.embedded = layout.embed(shape)
-        self.slot_offsets = []      # per parent axis: constant offset of each slot
-        for axis, size in enumerate(self.embedded):
-            per_thread = min(blocked.size_per_thread[axis], size)
-            repeats = max(1, size // blocked.tile(axis))
-            self.slot_offsets.append([r * blocked.tile(axis) + s for r in range(repeats)
-                                      for s in range(per_thread)])
+        # per parent axis: constant offset of each slot from the thread's base index
+        self.slot_offsets = [layout.blocked.slot_offsets(axis, size)
+                             for axis, size in enumerate(self.embedded)]
         self.counts = [len(o) for o in self.slot_offsets]
         self.lowering = lowering
 
@@ -113,25 +111,12 @@ class KernelLowering:
                              name=f"llvm.nvvm.read.ptx.sreg.{register}")
         return self.builder.call(fn, [], name=name)
 
-    def thread_base(self, blocked, axis: int):
-        """First index along ``axis`` of this thread's elements, before wrapping."""
-        key = (blocked, axis)
+    def thread_base(self, parent, axis: int):
+        """First index along ``axis`` of this thread's elements in a parent layout (blocked
+        or mma), computed once in the entry block so that it dominates every use."""
+        key = (parent, axis)
         if key not in self._bases:
-            b = self.prologue
-            lane_stride = warp_stride = 1
-            for dim in blocked.order:
-                if dim == axis:
-                    break
-                lane_stride *= blocked.threads_per_warp[dim]
-                warp_stride *= blocked.warps_per_cta[dim]
-            lane_coord = b.urem(b.udiv(self.lane, ir.Constant(I32, lane_stride)),
-                                ir.Constant(I32, blocked.threads_per_warp[axis]))
-            warp_coord = b.urem(b.udiv(self.warp, ir.Constant(I32, warp_stride)),
-                                ir.Constant(I32, blocked.warps_per_cta[axis]))
-            thread = b.add(b.mul(warp_coord, ir.Constant(I32, blocked.threads_per_warp[axis])),
-                           lane_coord)
-            self._bases[key] = b.mul(thread, ir.Constant(I32, blocked.size_per_thread[axis]),
-                                     name=f"base{axis}")
+            self._bases[key] = parent.thread_base(self.prologue, self.lane, self.warp, axis)
         return self._bases[key]
 
     def distribution(self, layout: Layout, shape: tuple) -> Distribution:
@@ -171,7 +156,8 @@ class KernelLowering:
                 elif op.opcode in SHUFFLES:
                     registers = lower_shuffle(self, op)
                 elif op.opcode == "dot":
-                    registers = lower_dot(self, op)
+                    registers = lower_mma(self, op) if self.plan.mma.get(op) else \
+                        lower_dot(self, op)
                 else:
                     operand = op.operands[0]
                     source = Layout(self.plan.blocked_by_rank[len(operand.type.shape)])
@@ -197,13 +183,17 @@ class KernelLowering:
         shape = value.type.shape
         return self.regs(value, Layout(self.plan.blocked_by_rank[len(shape)]) if shape else SCALAR)
 
-    def _lower_region(self, region, arg_registers) -> list:
-        """Lowers a region at the current block; returns its terminator's operands."""
+    def _lower_region(self, region, arg_registers, layouts=None) -> list:
+        """Lowers a region at the current block; returns its terminator's operands, in
+        ``layouts`` (default: their natural layouts)."""
         for value, registers in zip(region.args, arg_registers):
             self._define(value, registers)
         self._lower_ops(region.body[:-1])
         assert region.terminator.opcode in TERMINATORS
-        return [self._natural_registers(v) for v in region.terminator.operands]
+        operands = region.terminator.operands
+        if layouts is None:
+            return [self._natural_registers(v) for v in operands]
+        return [self.regs(v, layout) for v, layout in zip(operands, layouts)]
 
     def _phis(self, incoming, block):
         phis = [[self.builder.phi(r.type) for r in registers] for registers in incoming]
@@ -234,7 +224,9 @@ class KernelLowering:
     def _lower_for(self, op):
         b = self.builder
         start, end, step = (self.regs(v, SCALAR)[0] for v in op.operands[:3])
-        inits = [self._natural_registers(v) for v in op.operands[3:]]
+        # Carried values keep their block argument's layout (a dot accumulator: mma).
+        layouts = [self.plan.homes[a] for a in op.regions[0].args[1:]]
+        inits = [self.regs(v, layout) for v, layout in zip(op.operands[3:], layouts)]
         ((induction,), *carried), body, exit_block = self._enter_loop("for", op, [[start]] + inits)
         direction = op.attrs["direction"]
         going_up = b.icmp_signed("<", induction, end)
@@ -248,7 +240,7 @@ class KernelLowering:
             keep_going = b.select(positive, going_up, going_down)
         b.cbranch(keep_going, body, exit_block)
         b.position_at_end(body)
-        yielded = self._lower_region(op.regions[0], [[induction]] + carried)
+        yielded = self._lower_region(op.regions[0], [[induction]] + carried, layouts)
         latch = b.block
         next_induction = b.add(induction, step)
         self._add_incoming([[induction]] + carried, [[next_induction]] + yielded, latch)
@@ -417,7 +409,8 @@ class KernelLowering:
             if op.opcode in SHUFFLES and op.result in self.plan.demands:
                 needed = max(needed, shuffle_bytes_needed(op))
             if op.opcode == "dot" and op.result in self.plan.demands:
-                needed = max(needed, dot_bytes_needed(op))
+                needed = max(needed, mma_bytes_needed(op) if self.plan.mma.get(op)
+                             else dot_bytes_needed(op))
         if needed:
             # Dynamic shared memory (`extern .shared`): the launch passes its size, so a
             # kernel may use more than the 48 KB a static allocation is limited to.

@@ -48,7 +48,10 @@ def _with_block_size(text: str, kernel_name: str, threads: int) -> str:
     text, count = pattern.subn(r"\1 #0", text, count=1)
     if count != 1:
         raise AssertionError("kernel definition not found in the LLVM module")
-    return text + f'\nattributes #0 = {{ "nvvm.maxntid"="{threads}" }}\n'
+    # minctasm=1: with only maxntid, ptxas 13 budgets registers for a full SM of CTAs (32
+    # per thread at 128 threads) and spills register-hungry kernels such as matmuls.
+    return text + (f'\nattributes #0 = {{ "nvvm.maxntid"="{threads}" '
+                   f'"nvvm.minctasm"="1" }}\n')
 
 
 def optimize(module_text: str, arch: str, kernel_name: str, num_warps: int):

@@ -480,6 +480,14 @@ class CodeGenerator(ast.NodeVisitor):
             return self._inline_call(fn, args, kwargs, node)
         if fn is builtins.range:
             fn = tl_range   # range() in a kernel is a runtime loop, as in Triton
+        if fn in (builtins.min, builtins.max) and not kwargs and \
+                any(isinstance(a, tensor) for a in args):
+            # min()/max() over tensors are tl.minimum/tl.maximum, as in Triton.
+            combine = semantic.minimum if fn is builtins.min else semantic.maximum
+            result = args[0]
+            for other in args[1:]:
+                result = combine(result, other)
+            return result
         if is_builtin(fn) or fn in (static_range, tl_range) or isinstance(getattr(fn, "__self__", None), tensor):
             return fn(*args, **kwargs)
         if fn in _STATIC_BUILTINS or getattr(fn, "__module__", "") in ("math",):

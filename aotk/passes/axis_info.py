@@ -233,6 +233,14 @@ def _analyze_ops(ops, infos):
         elif kind == "and" and op.result.element.is_bool():
             info = AxisInfo((1,) * rank, (1,) * rank,
                             tuple(gcd(ins[0].constancy[d], ins[1].constancy[d]) for d in range(rank)))
+        elif kind == "irem" and op.operands[1].shape and all(
+                ins[1].constancy[d] == shape[d] for d in range(rank)):
+            # x % n for a scalar n: runs of x stay runs up to n's divisibility (Triton's rule),
+            # as in the tutorial matmul's (pid * BLOCK + arange) % N.
+            a, n = ins
+            info = AxisInfo(tuple(gcd(a.contiguity[d], n.divisibility[d]) for d in range(rank)),
+                            tuple(gcd(a.divisibility[d], n.divisibility[d]) for d in range(rank)),
+                            tuple(gcd(a.constancy[d], n.constancy[d]) for d in range(rank)))
         elif kind == "permute":
             (src,) = ins
             order = op.attrs["order"]

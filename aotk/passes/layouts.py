@@ -47,6 +47,87 @@ class Blocked:
         return (f"#blocked<spt={list(self.size_per_thread)} tpw={list(self.threads_per_warp)} "
                 f"wpc={list(self.warps_per_cta)} order={list(self.order)}>")
 
+    def slot_offsets(self, axis: int, size: int) -> list:
+        """Offsets from the thread's base index of the elements it holds along ``axis``."""
+        per_thread = min(self.size_per_thread[axis], size)
+        repeats = max(1, size // self.tile(axis))
+        return [r * self.tile(axis) + s for r in range(repeats) for s in range(per_thread)]
+
+    def thread_base(self, builder, lane, warp, axis: int):
+        """First index along ``axis`` of this thread's elements, before wrapping."""
+        lane_stride = warp_stride = 1
+        for dim in self.order:
+            if dim == axis:
+                break
+            lane_stride *= self.threads_per_warp[dim]
+            warp_stride *= self.warps_per_cta[dim]
+        lane_coord = builder.urem(builder.udiv(lane, _i32(lane_stride)),
+                                  _i32(self.threads_per_warp[axis]))
+        warp_coord = builder.urem(builder.udiv(warp, _i32(warp_stride)),
+                                  _i32(self.warps_per_cta[axis]))
+        thread = builder.add(builder.mul(warp_coord, _i32(self.threads_per_warp[axis])), lane_coord)
+        return builder.mul(thread, _i32(self.size_per_thread[axis]), name=f"base{axis}")
+
+
+MMA_TILE = (16, 8)   # rows x columns of one mma.sync m16n8kK accumulator tile
+
+
+@dataclass(frozen=True)
+class Mma:
+    """The accumulator fragments of ``mma.sync`` m16n8: in each 16x8 tile, lane l holds rows
+    l/4 and l/4 + 8 at columns 2*(l%4) and 2*(l%4) + 1. Warps tile [M, N] as
+    ``warps_per_cta`` (warp w sits at (w % wm, w / wm)); the CTA tile repeats over the block."""
+    warps_per_cta: tuple    # (along M, along N)
+    rank = 2
+
+    def tile(self, dim: int) -> int:
+        return MMA_TILE[dim] * self.warps_per_cta[dim]
+
+    def slot_offsets(self, axis: int, size: int) -> list:
+        if size == 1:
+            return [0]
+        pair = (0, 8) if axis == 0 else (0, 1)
+        return [r * self.tile(axis) + p for r in range(max(1, size // self.tile(axis)))
+                for p in pair]
+
+    def thread_base(self, builder, lane, warp, axis: int):
+        wm = self.warps_per_cta[0]
+        if axis == 0:
+            warp_coord, lane_coord = builder.urem(warp, _i32(wm)), builder.udiv(lane, _i32(4))
+        else:
+            warp_coord = builder.udiv(warp, _i32(wm))
+            lane_coord = builder.mul(builder.urem(lane, _i32(4)), _i32(2))
+        return builder.add(builder.mul(warp_coord, _i32(MMA_TILE[axis])), lane_coord,
+                           name=f"mma_base{axis}")
+
+    def __str__(self) -> str:
+        return f"#mma<m16n8 wpc={list(self.warps_per_cta)}>"
+
+
+def _i32(n: int):
+    import llvmlite.ir as ir
+    return ir.Constant(ir.IntType(32), n)
+
+
+def choose_mma(op, num_warps: int):
+    """The accumulator layout of a ``dot`` that mma.sync can compute, else None (the dot
+    then runs on CUDA cores). Warps split M and N as evenly as the tile counts allow
+    (Triton's rule)."""
+    a, b = op.operands[:2]
+    if len(op.result.type.shape) != 2 or a.element != b.element or \
+            not (a.element.is_fp16() or a.element.is_bf16()):
+        return None
+    m, n = op.result.type.shape
+    warps = [1, 1]
+    while warps[0] * warps[1] < num_warps:
+        if m // (MMA_TILE[0] * warps[0]) >= n // (MMA_TILE[1] * warps[1]):
+            warps[0] *= 2
+        else:
+            warps[1] *= 2
+    if m < MMA_TILE[0] * warps[0] or n < MMA_TILE[1] * warps[1]:
+        return None
+    return Mma(tuple(warps))
+
 
 @dataclass(frozen=True)
 class Layout:
@@ -78,6 +159,7 @@ class LayoutPlan:
     # Values computed once in a layout of their own (loads, reductions); any other layout
     # they are demanded in is a conversion through shared memory.
     homes: dict = field(default_factory=dict)
+    mma: dict = field(default_factory=dict)            # dot op -> Mma layout, or None
 
     def describe(self) -> str:
         return "\n".join(f"rank {r}: {b}" for r, b in sorted(self.blocked_by_rank.items()))
@@ -160,9 +242,30 @@ def assign_layouts(function: Function, infos: dict, num_warps: int) -> LayoutPla
         rank = len(value.type.shape)
         return Layout(blocked_by_rank[rank]) if rank else SCALAR
 
-    def demand_home(value):
-        """A value with one layout, its natural one: region boundaries and their results."""
-        home = natural(value)
+    mma = {op: choose_mma(op, num_warps) for op in walk(function.body) if op.opcode == "dot"}
+    yield_layouts: dict = {}   # a for body's yield -> the layout of each carried value
+
+    def carried_layout(region, value):
+        """A loop-carried accumulator of a dot keeps the dot's mma layout; anything else its
+        natural layout."""
+        inside = {id(op) for op in region.body}
+        pending, seen = [value], set()
+        while pending:
+            v = pending.pop()
+            owner = v.owner
+            if owner is None or id(owner) not in inside or id(v) in seen:
+                continue
+            seen.add(id(v))
+            if owner.opcode == "dot" and mma.get(owner) is not None:
+                return Layout(mma[owner])
+            if owner.result is not None and owner.result.type.shape == value.type.shape:
+                pending.extend(owner.operands)
+        return natural(value)
+
+    def demand_home(value, home=None):
+        """A value with one layout: region boundaries and their results (natural unless a
+        loop carries a dot's accumulator)."""
+        home = home or natural(value)
         homes[value] = home
         layouts = demands.setdefault(value, [])
         if home in layouts:
@@ -172,19 +275,33 @@ def assign_layouts(function: Function, infos: dict, num_warps: int) -> LayoutPla
     def demand_ops(ops):
         for op in reversed(ops):
             if op.opcode == "store" or op.opcode in TERMINATORS:
-                for value in op.operands:
-                    demand(value, natural(op.operands[0]) if op.opcode == "store" else natural(value))
+                layouts = yield_layouts.get(op) or [
+                    natural(op.operands[0]) if op.opcode == "store" else natural(v)
+                    for v in op.operands]
+                for value, layout in zip(op.operands, layouts):
+                    demand(value, layout)
                 continue
             if op.regions:
-                for value in op.results:
-                    demand_home(value)
-                for region in op.regions:
-                    for value in region.args:
+                operand_layouts = [natural(v) for v in op.operands]
+                if op.opcode == "for":
+                    body = op.regions[0]
+                    carried = [carried_layout(body, v) for v in body.terminator.operands]
+                    yield_layouts[body.terminator] = carried
+                    operand_layouts[3:] = carried
+                    for value, layout in zip(op.results, carried):
+                        demand_home(value, layout)
+                    for value, layout in zip(body.args, [SCALAR] + carried):
+                        demand_home(value, layout)
+                else:
+                    for value in op.results:
                         demand_home(value)
+                    for region in op.regions:
+                        for value in region.args:
+                            demand_home(value)
                 for region in reversed(op.regions):
                     demand_ops(region.body)
-                for value in op.operands:
-                    demand(value, natural(value))
+                for value, layout in zip(op.operands, operand_layouts):
+                    demand(value, layout)
                 continue
             if op.result is None or op.result not in demands:
                 continue
@@ -199,6 +316,14 @@ def assign_layouts(function: Function, infos: dict, num_warps: int) -> LayoutPla
                 if home in wanted:
                     wanted.remove(home)
                 wanted.insert(0, home)
+                continue
+            if op.opcode == "dot" and mma.get(op) is not None:
+                # a and b are staged through shared memory from their natural layouts; the
+                # accumulator lives in the mma fragments.
+                demand(op.operands[0], natural(op.operands[0]))
+                demand(op.operands[1], natural(op.operands[1]))
+                demand(op.operands[2], Layout(mma[op]))
+                demand_home(op.result, Layout(mma[op]))
                 continue
             if op.opcode in SHUFFLES or op.opcode == "dot":
                 # Elements change places through shared memory: read from the operands'
@@ -223,7 +348,7 @@ def assign_layouts(function: Function, infos: dict, num_warps: int) -> LayoutPla
             demands[value] = [SCALAR]
             if value in homes:
                 homes[value] = SCALAR
-    return LayoutPlan(num_warps, blocked_by_rank, vector_width, demands, homes)
+    return LayoutPlan(num_warps, blocked_by_rank, vector_width, demands, homes, mma)
 
 
 def _operand_layout(op, layout):

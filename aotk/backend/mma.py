@@ -1,0 +1,146 @@
+"""Lowering of ``dot`` on tensor cores with ``mma.sync`` (sm_80+): fp16/bf16 inputs, fp32
+accumulation.
+
+In: a [M, K] and b [K, N] in their natural blocked layouts, the accumulator in its ``Mma``
+layout (``passes.layouts.choose_mma``). Out: the result's registers in that ``Mma`` layout.
+
+1. a and b are written to shared memory row-major with 16 bytes of padding per row (so the
+   eight 16-byte rows one ``ldmatrix`` reads fall in eight different bank groups), in vector
+   stores of each thread's contiguous elements; one barrier.
+2. For each 16-deep slice of K, each warp loads its A fragments (one ``ldmatrix.x4`` per
+   16-row tile) and B fragments (``ldmatrix.x4.trans`` per pair of 8-column tiles: B is
+   stored K-major and mma wants it column-major), then issues one
+   ``mma.sync.aligned.m16n8k16.row.col.f32`` per (row tile, column tile).
+An fp16 accumulator (out_dtype=float16) is widened to fp32 around the products.
+"""
+from __future__ import annotations
+
+import llvmlite.ir as ir
+
+from ..passes.layouts import MMA_TILE, Layout
+from .llvm_types import I32, I64, llvm_type
+from .views import logical_indices
+
+F32 = ir.FloatType()
+ROW_PADDING_BYTES = 16
+MMA_K = 16
+
+
+def _pitch(columns: int, element) -> int:
+    """Row pitch in elements: the row plus 16 bytes."""
+    return columns + ROW_PADDING_BYTES // element.itemsize
+
+
+def _aligned(n: int) -> int:
+    return (n + 15) // 16 * 16
+
+
+def shared_bytes_needed(op) -> int:
+    a, b = op.operands[:2]
+    (m, k), (_, n) = a.type.shape, b.type.shape
+    size = a.element.itemsize
+    return _aligned(m * _pitch(k, a.element) * size) + k * _pitch(n, b.element) * size
+
+
+def _asm(lowering, text, constraints, return_type, args):
+    function_type = ir.FunctionType(return_type, [a.type for a in args])
+    return lowering.builder.call(ir.InlineAsm(function_type, text, constraints,
+                                              side_effect=False), args)
+
+
+def _store_tile(lowering, value, byte_base: int, pitch: int):
+    """Writes a 2-d block from its natural layout, each thread's contiguous run at once."""
+    b = lowering.builder
+    layout = Layout(lowering.plan.blocked_by_rank[2])
+    element = value.element
+    registers = lowering.regs(value, layout)
+    indices = logical_indices(lowering, value, layout)
+    run = min(layout.blocked.size_per_thread[1], value.type.shape[1])
+    for start in range(0, len(registers), run):
+        row, column = indices[start]
+        linear = b.add(b.mul(row, ir.Constant(I32, pitch)), column)
+        offset = b.add(ir.Constant(I32, byte_base), b.mul(linear, ir.Constant(I32, element.itemsize)))
+        if run == 1:
+            b.store(registers[start], lowering.shared_pointer(offset, llvm_type(element)))
+            continue
+        vector_type = ir.VectorType(llvm_type(element), run)
+        vector = ir.Constant(vector_type, None)
+        for lane in range(run):
+            vector = b.insert_element(vector, registers[start + lane], ir.Constant(I32, lane))
+        b.store(vector, lowering.shared_pointer(offset, vector_type), align=run * element.itemsize)
+
+
+def _ldmatrix(lowering, address, transpose: bool):
+    """Four 8x8 b16 matrices; lane l supplies the address of row l % 8 of matrix l / 8."""
+    text = ("ldmatrix.sync.aligned.m8n8.x4" + (".trans" if transpose else "") +
+            ".shared.b16 {$0, $1, $2, $3}, [$4];")
+    result = _asm(lowering, text, "=r,=r,=r,=r,l", ir.LiteralStructType([I32] * 4), [address])
+    return [lowering.builder.extract_value(result, i) for i in range(4)]
+
+
+def lower_mma(lowering, op) -> list:
+    b = lowering.builder
+    a, b_operand, acc = op.operands
+    layout = lowering.plan.mma[op]
+    wm, wn = layout.warps_per_cta
+    (m, k), (_, n) = a.type.shape, b_operand.type.shape
+    element = a.element
+    size = element.itemsize
+    pitch_a, pitch_b = _pitch(k, element), _pitch(n, element)
+    b_base = _aligned(m * pitch_a * size)
+
+    lowering.begin_shared_use()
+    _store_tile(lowering, a, 0, pitch_a)
+    _store_tile(lowering, b_operand, b_base, pitch_b)
+    lowering.barrier()
+
+    lane, warp = lowering.lane, lowering.warp
+    c = lambda v: ir.Constant(I32, v)   # noqa: E731
+    warp_row = b.mul(b.urem(warp, c(wm)), c(MMA_TILE[0]))
+    warp_col = b.mul(b.udiv(warp, c(wm)), c(MMA_TILE[1]))
+    row_in_tile = b.urem(lane, c(16))        # ldmatrix: row supplied by this lane
+    half = b.udiv(lane, c(16))               # which 8-wide half this lane's row starts at
+    tiles_m, tiles_n = m // layout.tile(0), n // layout.tile(1)
+    base = b.ptrtoint(lowering.shared_pointer(c(0), ir.IntType(8)), I64)
+
+    def shared_address(row, column, byte_base, pitch):
+        linear = b.add(b.mul(row, c(pitch)), column)
+        return b.add(base, b.zext(b.add(c(byte_base), b.mul(linear, c(size))), I64))
+
+    accumulator_regs = lowering.regs(acc, Layout(layout))
+    widen = acc.element.bits == 16
+    accumulators = [b.fpext(r, F32) if widen else r for r in accumulator_regs]
+    columns_per_thread_row = 2 * tiles_n     # acc registers per slot row in the Mma layout
+    kind = "bf16" if element.is_bf16() else "f16"
+    mma_text = (f"mma.sync.aligned.m16n8k16.row.col.f32.{kind}.{kind}.f32 "
+                "{$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};")
+    for kk in range(0, k, MMA_K):
+        a_fragments = []
+        for tm in range(tiles_m):
+            row = b.add(b.add(warp_row, c(tm * layout.tile(0))), row_in_tile)
+            column = b.add(c(kk), b.mul(half, c(8)))
+            a_fragments.append(_ldmatrix(lowering, shared_address(row, column, 0, pitch_a), False))
+        b_fragments = []
+        for tn in range(0, tiles_n, 2):
+            # Lanes 0-15 address the first column tile (k rows 0-15), lanes 16-31 the next.
+            second = min(tn + 1, tiles_n - 1)
+            tile_column = b.add(c(tn * layout.tile(1)),
+                                b.mul(half, c((second - tn) * layout.tile(1))))
+            row = b.add(c(kk), row_in_tile)
+            column = b.add(warp_col, tile_column)
+            regs = _ldmatrix(lowering, shared_address(row, column, b_base, pitch_b), True)
+            b_fragments.append(regs[0:2])
+            if second != tn:
+                b_fragments.append(regs[2:4])
+        for tm in range(tiles_m):
+            for tn in range(tiles_n):
+                slots = [(2 * tm + i) * columns_per_thread_row + 2 * tn + j
+                         for i in (0, 1) for j in (0, 1)]
+                result = _asm(lowering, mma_text, "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f",
+                              ir.LiteralStructType([F32] * 4),
+                              a_fragments[tm] + b_fragments[tn] + [accumulators[s] for s in slots])
+                for index, slot in enumerate(slots):
+                    accumulators[slot] = b.extract_value(result, index)
+    if widen:
+        return [b.fptrunc(r, llvm_type(acc.element)) for r in accumulators]
+    return accumulators
