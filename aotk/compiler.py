@@ -2,6 +2,7 @@
 
 The pipeline, one line per stage:
   kir     frontend: Python AST -> typed block SSA, specialized on types, hints, constexprs
+  (pipe)  passes.prefetch: with num_stages > 1, loads feeding a dot are issued a trip early
   axis    passes.axis_info: contiguity / divisibility / constancy of every value
   gir     passes.layouts: a distributed layout per value, vector width per memory op
   llir    backend.lower: registers per thread, predicated vector memory ops
@@ -11,6 +12,7 @@ Set ``AOTK_DUMP=DIR`` to write every stage of every compile to DIR.
 """
 from __future__ import annotations
 
+import copy
 import json
 import os
 from dataclasses import dataclass, field
@@ -18,6 +20,7 @@ from dataclasses import dataclass, field
 from .ir.types import parse_type
 from .passes import axis_info
 from .passes.layouts import assign_layouts
+from .passes.prefetch import prefetch_dot_operands
 
 SUPPORTED_TARGETS = ("sm_80", "sm_86", "sm_89", "sm_90")
 
@@ -92,6 +95,10 @@ def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target
         raise ValueError(f"num_warps must be a power of two from 1 to 32, got {num_warps}")
     types, hints = parse_signature(kernel, signature)
     function = kernel.kir(types, hints, constants or {})
+    if num_stages > 1:
+        # Passes below may rewrite the kir; the memoized function stays as generated.
+        function = copy.deepcopy(function)
+        prefetch_dot_operands(function, num_warps)
     infos = axis_info.analyze(function)
     plan = assign_layouts(function, infos, num_warps)
     module, shared_bytes = lower_to_llvm(function, plan, infos)

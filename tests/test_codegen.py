@@ -148,3 +148,22 @@ def test_fp16_dot_runs_on_mma_sync(target):
     assert "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in kernel.ptx
     assert "ld.global.v4.b32" in kernel.ptx
     assert kernel.metadata["spills"] == 0
+
+
+def test_dot_loads_are_prefetched_a_trip_early():
+    """With num_stages > 1 the loop carries the next trip's operand tiles; with 1 it does
+    not, and the memoized kir (what the interpreter runs) is never rewritten."""
+    from aotk.compiler import parse_signature
+    from tests.kernels.dot import matmul_loop_kernel
+    signature = "*fp16:16, *fp16:16, *fp16:16, i32:16, i32:16, i32:16"
+    constants = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32}
+
+    def carried_types(listing):
+        line = next(l for l in str(listing).splitlines() if "= for [" in l)
+        return line.split(" : ", 1)[1].split(" {")[0]
+    pipelined = aotk.compile(matmul_loop_kernel, signature, constants, num_stages=3)
+    plain = aotk.compile(matmul_loop_kernel, signature, constants, num_stages=1)
+    assert carried_types(pipelined.kir) == "fp32[64,64], fp16[64,32], fp16[32,64]"
+    assert carried_types(plain.kir) == "fp32[64,64]"
+    types, hints = parse_signature(matmul_loop_kernel, signature)
+    assert carried_types(matmul_loop_kernel.kir(types, hints, constants)) == "fp32[64,64]"
