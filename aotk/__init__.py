@@ -6,11 +6,13 @@ from .jit import JITFunction, jit
 __version__ = "0.1.0"
 
 
-def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target="sm_90"):
-    """Compiles ``kernel`` for one signature; see ``aotk.compiler.compile``."""
+def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target="sm_90",
+            debug=None):
+    """Compiles ``kernel`` for one signature; see ``aotk.compiler.compile``. ``debug``
+    (default: the kernel's own setting) compiles device asserts in."""
     from .compiler import compile as _compile
     return _compile(kernel, signature, constants=constants, num_warps=num_warps,
-                    num_stages=num_stages, target=target)
+                    num_stages=num_stages, target=target, debug=debug)
 
 
 def build(manifest="aotk.toml", out_dir=None, jobs=None, **options):

@@ -84,7 +84,8 @@ def parse_signature(kernel, signature) -> tuple[dict, dict]:
     return types, hints
 
 
-def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target="sm_90"):
+def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target="sm_90",
+            debug=None):
     from .backend.lower import lower_to_llvm
     from .backend.ptx import emit_ptx
     from .toolchain.ptxas import assemble
@@ -94,14 +95,14 @@ def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target
     if num_warps < 1 or num_warps & (num_warps - 1) or num_warps > 32:
         raise ValueError(f"num_warps must be a power of two from 1 to 32, got {num_warps}")
     types, hints = parse_signature(kernel, signature)
-    function = kernel.kir(types, hints, constants or {})
+    function = kernel.kir(types, hints, constants or {}, debug)
     if num_stages > 1:
         # Passes below may rewrite the kir; the memoized function stays as generated.
         function = copy.deepcopy(function)
         prefetch_dot_operands(function, num_warps)
     infos = axis_info.analyze(function)
     plan = assign_layouts(function, infos, num_warps)
-    module, shared_bytes = lower_to_llvm(function, plan, infos)
+    module, shared_bytes = lower_to_llvm(function, plan, infos, target)
     llir, ptx = emit_ptx(str(module), target, function.name, num_warps)
     cubin, ptxas_info = assemble(ptx, target)
     vector_widths = sorted({w for w in plan.vector_width.values()})

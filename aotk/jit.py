@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import inspect
 import linecache
+import os
 import textwrap
 
 import numpy as np
@@ -71,8 +72,10 @@ def cuda_array_dtype(obj) -> T.DType:
 
 
 class JITFunction:
-    def __init__(self, fn):
+    def __init__(self, fn, debug=None):
         self.fn = fn
+        # None: follow AOTK_DEBUG at each compile; True/False: fixed by the decorator.
+        self.debug_option = debug
         self.name = fn.__name__
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
@@ -122,8 +125,18 @@ class JITFunction:
                 bound[name] = constexpr(bound[name])
         return bound
 
-    def kir(self, param_types: dict, hints: dict | None = None, constants: dict | None = None):
-        """The kir specialized on runtime types, hints and constexpr values (memoized)."""
+    @property
+    def debug(self) -> bool:
+        """Whether device asserts are compiled in: ``@aotk.jit(debug=...)``, else AOTK_DEBUG."""
+        if self.debug_option is not None:
+            return bool(self.debug_option)
+        return os.environ.get("AOTK_DEBUG", "").lower() in ("1", "true", "yes", "on")
+
+    def kir(self, param_types: dict, hints: dict | None = None, constants: dict | None = None,
+            debug: bool | None = None):
+        """The kir specialized on runtime types, hints, constexpr values and the debug flag
+        (memoized)."""
+        debug = self.debug if debug is None else bool(debug)
         hints = hints or {}
         constants = dict(constants or {})
         for name in self.constexpr_names:
@@ -135,9 +148,10 @@ class JITFunction:
         if unknown:
             raise TypeError(f"{self.name}: {sorted(unknown)} are not tl.constexpr parameters")
         key = (tuple(sorted((k, str(v)) for k, v in param_types.items())),
-               tuple(sorted(hints.items())), tuple(sorted((k, repr(v)) for k, v in constants.items())))
+               tuple(sorted(hints.items())), tuple(sorted((k, repr(v)) for k, v in constants.items())),
+               debug)
         if key not in self._kir_cache:
-            self._kir_cache[key] = generate_kir(self, param_types, hints, constants)
+            self._kir_cache[key] = generate_kir(self, param_types, hints, constants, debug)
         return self._kir_cache[key]
 
     def __getitem__(self, grid):
@@ -234,8 +248,10 @@ def _read_source(fn):
     return info, "".join(kept)
 
 
-def jit(fn=None, **options):
-    """Decorator: ``@aotk.jit`` or ``@aotk.jit(...)`` (options are accepted for Triton parity)."""
+def jit(fn=None, *, debug=None, **options):
+    """Decorator: ``@aotk.jit`` or ``@aotk.jit(...)``. ``debug=True`` compiles device asserts
+    in (default: the AOTK_DEBUG environment variable); other options are accepted for Triton
+    parity."""
     if fn is None:
-        return lambda f: JITFunction(f)
-    return JITFunction(fn)
+        return lambda f: JITFunction(f, debug)
+    return JITFunction(fn, debug)

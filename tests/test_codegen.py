@@ -9,6 +9,8 @@ from tests.kernels import control_flow, dot, reductions, views
 from tests.kernels.elementwise import CASES as ELEMENTWISE_CASES, add_kernel, copy2d_kernel
 
 CASES = ELEMENTWISE_CASES + reductions.CASES + control_flow.CASES + views.CASES + dot.CASES
+from tests.kernels import atomics as atomic_kernels  # noqa: E402
+CASES = CASES + atomic_kernels.CASES
 from aotk.jit import _NUMPY_TO_DTYPE
 import numpy as np
 

@@ -16,10 +16,13 @@ import itertools
 
 import llvmlite.ir as ir
 
-from ..ir.kir import SHUFFLES, TERMINATORS, walk
+from ..ir.kir import ATOMICS, SHUFFLES, SIDE_EFFECT_OPS, TERMINATORS, walk
 from ..passes.layouts import SCALAR, Layout, LayoutPlan
 from .llvm_types import I1, I8, I32, I64, llvm_type
 from .memory import emit_load, emit_store
+from .atomics import lower_atomic
+from .atomics import shared_bytes_needed as atomic_bytes_needed
+from .debug import lower_debug_op
 from .reduce import lower_reduce, shared_bytes_needed
 from .dot import lower_dot
 from .mma import lower_mma
@@ -68,8 +71,9 @@ class Distribution:
 
 
 class KernelLowering:
-    def __init__(self, function, plan: LayoutPlan, infos: dict):
+    def __init__(self, function, plan: LayoutPlan, infos: dict, target: str = "sm_90"):
         self.function = function
+        self.target = target   # only where an instruction exists on some archs (bf16 atomics)
         self.plan = plan
         self.infos = infos
         self.module = ir.Module(name=function.name)
@@ -143,6 +147,13 @@ class KernelLowering:
             if op.opcode == "store":
                 self._lower_store(op)
                 continue
+            if op.opcode in SIDE_EFFECT_OPS:
+                # Lowered whether or not the result is used; old values come back in the
+                # natural layout, their home.
+                registers = (lower_atomic if op.opcode in ATOMICS else lower_debug_op)(self, op)
+                if op.result is not None and op.result in self.plan.demands:
+                    self._define(op.result, registers)
+                continue
             if op.regions:
                 getattr(self, "_lower_" + op.opcode)(op)
                 continue
@@ -177,6 +188,17 @@ class KernelLowering:
                 self.registers[(value, other)] = self._convert(value, home, other)
 
     # -- structured control flow -------------------------------------------------------
+    def natural_layout(self, value):
+        """The layout of ``value``'s rank that stores and region boundaries use."""
+        shape = value.type.shape
+        return Layout(self.plan.blocked_by_rank[len(shape)]) if shape else SCALAR
+
+    def owner(self, value, layout):
+        """True on the one thread that owns each element of ``value`` (None: every thread)."""
+        if layout is SCALAR:
+            return self.builder.icmp_unsigned("==", self.tid, ir.Constant(I32, 0))
+        return self.distribution(layout, value.type.shape).owner_predicate()
+
     def _natural_registers(self, value):
         """Registers of ``value`` in its rank's natural layout: the one values crossing a
         region boundary use."""
@@ -411,6 +433,8 @@ class KernelLowering:
             if op.opcode == "dot" and op.result in self.plan.demands:
                 needed = max(needed, mma_bytes_needed(op) if self.plan.mma.get(op)
                              else dot_bytes_needed(op))
+            if op.opcode in ATOMICS:
+                needed = max(needed, atomic_bytes_needed(op, self.plan))
         if needed:
             # Dynamic shared memory (`extern .shared`): the launch passes its size, so a
             # kernel may use more than the 48 KB a static allocation is limited to.
@@ -480,8 +504,8 @@ def _llvm_constant(element, value):
     return ir.Constant(ty, int(value) & ((1 << element.bits) - 1) if not element.is_ptr() else int(value))
 
 
-def lower_to_llvm(function, plan: LayoutPlan, infos: dict) -> tuple:
-    lowering = KernelLowering(function, plan, infos)
+def lower_to_llvm(function, plan: LayoutPlan, infos: dict, target: str = "sm_90") -> tuple:
+    lowering = KernelLowering(function, plan, infos, target)
     module = lowering.lower()
     return module, lowering.shared_bytes
 

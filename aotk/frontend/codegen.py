@@ -334,8 +334,10 @@ class CodeGenerator(ast.NodeVisitor):
     def visit_Assert(self, node):
         condition = self.visit(node.test)
         if isinstance(condition, tensor):
-            raise self.error(node, "runtime assert is not supported; use tl.static_assert "
-                                   "for compile-time checks")
+            # A runtime condition is a device assert (compiled in only with debug on).
+            message = _unwrap(self.visit(node.msg)) if node.msg else ast.unparse(node.test)
+            semantic.device_assert(condition, message)
+            return
         if not _unwrap(condition):
             message = _unwrap(self.visit(node.msg)) if node.msg else "assertion failed"
             raise self.error(node, f"static assertion failed: {message}")
@@ -571,10 +573,12 @@ class SourceInfo:
                                 (" " * self.indent + source_line) if source_line is not None else None)
 
 
-def generate_kir(jit_function, param_types: dict, hints: dict, constants: dict) -> kir.Function:
-    """Builds the kir of ``jit_function`` specialized on types, hints and constexpr values."""
+def generate_kir(jit_function, param_types: dict, hints: dict, constants: dict,
+                 debug: bool = False) -> kir.Function:
+    """Builds the kir of ``jit_function`` specialized on types, hints and constexpr values;
+    ``debug`` keeps device asserts."""
     function = kir.Function(jit_function.name, [], constants=dict(constants),
-                            filename=jit_function.source_info.filename)
+                            filename=jit_function.source_info.filename, debug=debug)
     builder = kir.Builder(function)
     scope = {}
     with semantic.building(builder):

@@ -226,6 +226,13 @@ RULES = {
     "argreduce": _argreduce,
 }
 
+# Side-effect ops live in their own modules, which build on the helpers above.
+from .atomics import RULES as _ATOMIC_RULES  # noqa: E402
+from .debug import RULES as _DEBUG_RULES  # noqa: E402
+
+RULES.update(_ATOMIC_RULES)
+RULES.update(_DEBUG_RULES)
+
 
 def _run_region(ctx, region, env: dict, args) -> list:
     """Binds the block arguments, runs the body, returns the terminator's operands."""

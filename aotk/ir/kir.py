@@ -42,6 +42,21 @@ The op set, with operands and attributes:
   join                        (a, b)  same type       -> shape + (2,): a at [..., 0], b at [..., 1]
   split                       (x)  last dim 2         index           -> x[..., index]
 
+Side effects (never removed or reordered; layout roots like stores, see ``SIDE_EFFECT_OPS``):
+
+  atomic_rmw                  (ptr, val, [mask])      kind, sem, scope, has_mask -> old values
+      kind in add max min and or xor xchg; max/min on integer elements only (signedness from
+      the element type: aotk.semantic builds float max/min from them); masked-off lanes
+      return 0; duplicate addresses within one block apply one after another, row-major
+  atomic_cas                  (ptr, cmp, val)         sem, scope      -> old values; val is
+                              stored where the old bits equal cmp's
+      sem in relaxed acquire release acq_rel; scope in cta gpu sys
+  debug_barrier               ()                                      -> no result
+  device_print                (*args)                 prefix, hex     -> no result; one line
+                              per element: "pid (x, y, z) idx (i, j)<prefix><value>"
+  device_assert               (cond:int1)             message, function -> no result; fails
+                              when any element is false (present only in debug builds)
+
 Structured control flow (regions; every carried value keeps one type throughout):
 
   for                         (lb, ub, step, *init)   region body(iv, *carried) ends in yield
@@ -73,6 +88,9 @@ REDUCTIONS = frozenset(("reduce", "argreduce"))
 # Ops that move elements between positions: the result is built in its own layout.
 SHUFFLES = frozenset(("permute", "reshape", "join", "split"))
 CONTROL_FLOW = frozenset(("for", "if", "while"))
+ATOMICS = frozenset(("atomic_rmw", "atomic_cas"))
+# Ops kept for their effect on memory or output, whether or not their result is used.
+SIDE_EFFECT_OPS = ATOMICS | frozenset(("debug_barrier", "device_print", "device_assert"))
 TERMINATORS = frozenset(("yield", "condition"))
 
 
@@ -145,6 +163,7 @@ class Function:
     body: list = field(default_factory=list)
     constants: dict = field(default_factory=dict)   # constexpr name -> Python value
     filename: str = "<unknown>"
+    debug: bool = False   # device_assert / runtime `assert` are compiled in only when set
 
     def __str__(self) -> str:
         return print_function(self)

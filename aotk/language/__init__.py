@@ -8,6 +8,8 @@ from .functions import (abs, arange, argmax, argmin, max, min, sum, xor_sum, bro
                         dot, permute, range, ravel, reshape, rsqrt, join, split, trans, view,
                          sigmoid, sin, sqrt, static_assert, static_print, static_range,
                         store, where, zeros, zeros_like)
+from .functions import (atomic_add, atomic_and, atomic_cas, atomic_max, atomic_min, atomic_or,
+                        atomic_xchg, atomic_xor, debug_barrier, device_assert, device_print)
 
 
 __all__ = [
@@ -21,3 +23,5 @@ __all__ = [
     "sigmoid", "sin", "sqrt", "static_assert", "static_print", "static_range", "store", "where",
     "zeros", "zeros_like", "sum", "max", "min", "argmax", "argmin", "xor_sum",
 ]
+__all__ += ["atomic_add", "atomic_and", "atomic_cas", "atomic_max", "atomic_min", "atomic_or",
+            "atomic_xchg", "atomic_xor", "debug_barrier", "device_assert", "device_print"]

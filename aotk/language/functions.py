@@ -273,3 +273,42 @@ def dot(input, other, acc=None, input_precision=None, allow_tf32=None,
     from ..ir.types import float32
     return semantic.dot(input, other, acc, input_precision, allow_tf32,
                         float32 if out_dtype is None else out_dtype)
+
+
+# -- atomics and debugging -------------------------------------------------------------
+
+def _atomic(kind):
+    def fn(pointer, val, mask=None, sem=None, scope=None):
+        return semantic.atomic_rmw(kind, pointer, _value(val), _value(mask), sem, scope)
+    fn.__name__ = f"atomic_{kind}"
+    fn.__doc__ = f"Atomic {kind} at ``pointer``; returns the values it held before."
+    return builtin(fn)
+
+
+atomic_add = _atomic("add")
+atomic_max = _atomic("max")
+atomic_min = _atomic("min")
+atomic_and = _atomic("and")
+atomic_or = _atomic("or")
+atomic_xor = _atomic("xor")
+atomic_xchg = _atomic("xchg")
+
+
+@builtin
+def atomic_cas(pointer, cmp, val, sem=None, scope=None):
+    return semantic.atomic_cas(pointer, _value(cmp), _value(val), sem, scope)
+
+
+@builtin
+def debug_barrier():
+    semantic.debug_barrier()
+
+
+@builtin
+def device_print(prefix, *args, hex=False):
+    semantic.device_print(prefix, args, hex)
+
+
+@builtin
+def device_assert(cond, msg="", mask=None):
+    semantic.device_assert(cond, msg, _value(mask))

@@ -246,8 +246,9 @@ def _analyze_ops(ops, infos):
             order = op.attrs["order"]
             info = AxisInfo(*(tuple(part[d] for d in order) for part in
                               (src.contiguity, src.divisibility, src.constancy)), src.constant)
-        elif kind in ("reshape", "join", "split", "dot"):
-            info = _uniform(shape)   # elements move across dimensions: claim nothing
+        elif kind in ("reshape", "join", "split", "dot", "atomic_rmw", "atomic_cas"):
+            # elements move across dimensions, or come from memory: claim nothing
+            info = _uniform(shape)
         elif kind == "hint":
             (src,) = ins
             values = op.attrs["values"]

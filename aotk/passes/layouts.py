@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..ir.kir import REDUCTIONS, SHUFFLES, TERMINATORS, Function, walk
+from ..ir.kir import REDUCTIONS, SHUFFLES, SIDE_EFFECT_OPS, TERMINATORS, Function, walk
 
 THREADS_PER_WARP = 32
 MAX_VECTOR_BYTES = 16
@@ -302,6 +302,14 @@ def assign_layouts(function: Function, infos: dict, num_warps: int) -> LayoutPla
                     demand_ops(region.body)
                 for value, layout in zip(op.operands, operand_layouts):
                     demand(value, layout)
+                continue
+            if op.opcode in SIDE_EFFECT_OPS:
+                # Roots like stores: operands in their natural layouts; an atomic's old
+                # values are computed there once (their home) and converted where wanted.
+                for value in op.operands:
+                    demand(value, natural(value))
+                if op.result is not None and op.result in demands:
+                    demand_home(op.result)
                 continue
             if op.result is None or op.result not in demands:
                 continue

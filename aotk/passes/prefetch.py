@@ -73,7 +73,7 @@ def _rewrite(parent: list, loop, budget: int) -> bool:
     region = loop.regions[0]
     ops = region.body
     terminator = region.terminator
-    if any(o.regions or o.opcode in ("store",) or o.opcode.startswith("atomic") for o in ops):
+    if any(o.regions or o.opcode == "store" or o.opcode in kir.SIDE_EFFECT_OPS for o in ops):
         return False
     dots = [o for o in ops if o.opcode == "dot"]
     if len(dots) != 1:

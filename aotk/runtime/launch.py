@@ -166,7 +166,8 @@ def launch_on_device(kernel, grid, runtime_args, constants, num_warps, num_stage
     types, hints, values = specialize(kernel, runtime_args)
     # The hot path: a launch seen before skips kir, hashing and the disk cache.
     fast_key = (kernel, int(context), tuple(types.values()), tuple(sorted(hints.items())),
-                tuple(sorted((k, repr(v)) for k, v in constants.items())), num_warps, num_stages)
+                tuple(sorted((k, repr(v)) for k, v in constants.items())), num_warps, num_stages,
+                kernel.debug)
     found = _launchable.get(fast_key)
     if found is None:
         found = _load_function(kernel, context, types, hints, constants, num_warps, num_stages)

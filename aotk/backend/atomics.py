@@ -1,0 +1,169 @@
+"""``atomic_rmw`` / ``atomic_cas`` -> predicated inline PTX ``atom`` instructions.
+
+In: the op, its operands' registers in the natural layout of the pointer's rank (atomics
+are layout roots, see ``passes.layouts``). Out: the old values, as registers in that layout.
+
+- Each element is applied once: the atom is predicated on the mask AND on the thread owning
+  the element (``Distribution.owner_predicate``; thread 0 for a scalar). Threads holding a
+  replica get the owner's old value through the shared scratch buffer when it is used.
+- ``atom.global.<sem>.<scope>.<op>.<type>`` (qualifiers need sm_70+; ptxas takes them for
+  sm_80 and sm_90). Values travel as integers of their width (b16 / b32 / b64 registers).
+- bf16 add exists as an instruction from sm_90 on; before, it is a loop of 16-bit
+  compare-and-swaps (``atom.cas.b16``, sm_70+) around an fp32 add rounded to bf16.
+"""
+from __future__ import annotations
+
+import llvmlite.ir as ir
+
+from .llvm_types import I16, I32, I64, llvm_type
+from .views import logical_indices, row_major_index
+
+_PTX_OP = {"add": "add", "max": "max", "min": "min", "and": "and", "or": "or", "xor": "xor",
+           "xchg": "exch"}
+_WORD = {16: I16, 32: I32, 64: I64}
+_LETTER = {16: "h", 32: "r", 64: "l"}
+
+
+def _ptx_type(kind: str, element) -> str:
+    bits = element.bits
+    if kind == "add":
+        if element.bits == 16:
+            return "noftz.bf16" if element.is_bf16() else "noftz.f16"
+        return f"f{bits}" if element.is_floating() else f"u{bits}"
+    if kind in ("max", "min"):
+        return f"{'s' if element.is_int_signed() else 'u'}{bits}"
+    return f"b{bits}"
+
+
+def _to_word(builder, value, element):
+    return builder.bitcast(value, _WORD[element.bits]) if element.is_floating() else value
+
+
+def _from_word(builder, word, element):
+    return builder.bitcast(word, llvm_type(element)) if element.is_floating() else word
+
+
+def emit_atom(builder, instruction: str, address, predicate, words: list, bits: int):
+    """``@p <instruction> d, [address], words...``; lanes off the predicate return 0."""
+    letter = _LETTER[bits]
+    first = 3 if predicate is not None else 2
+    sources = ", ".join(f"${first + i}" for i in range(len(words)))
+    text = f"{instruction} $0, [$1], {sources};"
+    operands, constraints = [address], [f"=&{letter}", "l"]
+    if predicate is not None:
+        # Zero first, so masked-off lanes read as a load without `other` would.
+        text = f"mov.b{bits} $0, 0; @$2 {text}"
+        operands.append(predicate)
+        constraints.append("b")
+    operands += words
+    constraints += [letter] * len(words)
+    asm = ir.InlineAsm(ir.FunctionType(_WORD[bits], [o.type for o in operands]), text,
+                       ",".join(constraints), side_effect=True)
+    return builder.call(asm, operands)
+
+
+def _has_bf16_atom_add(target: str) -> bool:
+    return int(target.split("_")[1].rstrip("a")) >= 90
+
+
+def _bf16_add_loop(lowering, address, predicate, value, qualifiers: str):
+    """bf16 atomic add as a compare-and-swap loop; returns the old bits (i16)."""
+    b = lowering.builder
+    kernel = lowering.kernel
+    start = b.block
+    first_try, loop, done = (kernel.append_basic_block(f"bf16_add.{part}")
+                             for part in ("load", "loop", "done"))
+    if predicate is not None:
+        b.cbranch(predicate, first_try, done)
+    else:
+        b.branch(first_try)
+    b.position_at_end(first_try)
+    # Any starting guess is safe: the compare-and-swap checks it.
+    pointer = b.inttoptr(address, ir.PointerType(addrspace=1))
+    guess = b.load(pointer, typ=I16)
+    b.branch(loop)
+    b.position_at_end(loop)
+    expected = b.phi(I16)
+    expected.add_incoming(guess, first_try)
+    total = b.fadd(b.fpext(b.bitcast(expected, value.type), ir.FloatType()),
+                   b.fpext(value, ir.FloatType()))
+    desired = b.bitcast(b.fptrunc(total, value.type), I16)
+    seen = emit_atom(b, f"atom.global{qualifiers}.cas.b16", address, None, [expected, desired], 16)
+    expected.add_incoming(seen, loop)
+    b.cbranch(b.icmp_unsigned("!=", seen, expected), loop, done)
+    b.position_at_end(done)
+    old = b.phi(I16)
+    old.add_incoming(seen, loop)
+    if predicate is not None:
+        old.add_incoming(ir.Constant(I16, 0), start)
+    return old
+
+
+def lower_atomic(lowering, op) -> list:
+    b = lowering.builder
+    pointer = op.operands[0]
+    layout = lowering.natural_layout(pointer)
+    element = op.result.element
+    addresses = lowering.regs(pointer, layout)
+    qualifiers = f".{op.attrs['sem']}.{op.attrs['scope']}"
+    if op.opcode == "atomic_cas":
+        operand_regs = [lowering.regs(v, layout) for v in op.operands[1:3]]
+        masks = None
+        instruction = f"atom.global{qualifiers}.cas.b{element.bits}"
+    else:
+        operand_regs = [lowering.regs(op.operands[1], layout)]
+        masks = lowering.regs(op.operands[2], layout) if op.attrs.get("has_mask") else None
+        kind = op.attrs["kind"]
+        instruction = f"atom.global{qualifiers}.{_PTX_OP[kind]}.{_ptx_type(kind, element)}"
+    owner = lowering.owner(pointer, layout)
+    loop_bf16 = op.opcode == "atomic_rmw" and element.is_bf16() and \
+        not _has_bf16_atom_add(lowering.target)
+    old = []
+    for index, address in enumerate(addresses):
+        predicate = masks[index] if masks is not None else None
+        if owner is not None:
+            predicate = owner if predicate is None else b.and_(predicate, owner)
+        values = [regs[index] for regs in operand_regs]
+        if loop_bf16:
+            word = _bf16_add_loop(lowering, address, predicate, values[0], qualifiers)
+        else:
+            word = emit_atom(b, instruction, address, predicate,
+                             [_to_word(b, v, element) for v in values], element.bits)
+        old.append(_from_word(b, word, element))
+    if owner is not None and op.result in lowering.plan.demands:
+        old = _share_with_replicas(lowering, op.result, layout, old, owner)
+    return old
+
+
+def _share_with_replicas(lowering, value, layout, registers, owner):
+    """Owners write their old values to shared memory; every thread reads its elements."""
+    b = lowering.builder
+    memory_type = llvm_type(value.element)
+    size = ir.Constant(I32, value.element.itemsize)
+    addresses = [lowering.shared_pointer(b.mul(row_major_index(b, indices, value.type.shape),
+                                                size), memory_type)
+                 for indices in logical_indices(lowering, value, layout)]
+    lowering.begin_shared_use()
+    with b.if_then(owner):
+        for register, address in zip(registers, addresses):
+            b.store(register, address)
+    lowering.barrier()
+    return [b.load(address, typ=memory_type) for address in addresses]
+
+
+def shared_bytes_needed(op, plan) -> int:
+    """Scratch bytes for handing old values to replicas: 0 when no thread holds a replica or
+    the old values are unused."""
+    if op.result not in plan.demands:
+        return 0
+    shape = op.result.type.shape
+    itemsize = op.result.element.itemsize
+    if not shape:
+        return itemsize
+    blocked = plan.blocked_by_rank[len(shape)]
+    if all(blocked.tile(axis) <= size for axis, size in enumerate(shape)):
+        return 0
+    numel = 1
+    for size in shape:
+        numel *= size
+    return numel * itemsize
