@@ -5,12 +5,12 @@ import pytest
 import aotk
 import aotk.language as tl
 from aotk.jit import scalar_type_of
-from tests.kernels import control_flow, dot, reductions, views
+from tests.kernels import atomics as atomic_kernels
+from tests.kernels import control_flow, dot, reductions, scans, views
 from tests.kernels.elementwise import CASES as ELEMENTWISE_CASES, add_kernel, copy2d_kernel
 
-CASES = ELEMENTWISE_CASES + reductions.CASES + control_flow.CASES + views.CASES + dot.CASES
-from tests.kernels import atomics as atomic_kernels  # noqa: E402
-CASES = CASES + atomic_kernels.CASES
+CASES = (ELEMENTWISE_CASES + reductions.CASES + control_flow.CASES + views.CASES + dot.CASES
+         + atomic_kernels.CASES + scans.CASES)
 from aotk.jit import _NUMPY_TO_DTYPE
 import numpy as np
 
@@ -183,3 +183,12 @@ def test_reductions_use_warp_shuffles(target):
                                 num_warps=8, target=target)
         assert "shfl.sync.bfly.b32" in compiled.ptx, op
         assert compiled.ptx.count("bar.sync") == 3, op
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90"])
+def test_scans_use_shuffle_up_and_down(target):
+    from tests.kernels.scans import scan_1d_kernel
+    for reverse, mode in ((False, "up"), (True, "down")):
+        compiled = aotk.compile(scan_1d_kernel, "*i32:16, *i32:16, i32", {"REVERSE": reverse,
+                                "BLOCK": 1024}, target=target)
+        assert f"shfl.sync.{mode}.b32" in compiled.ptx

@@ -2,12 +2,12 @@
 import numpy as np
 import pytest
 
-from tests.kernels import control_flow, dot, reductions, views
+from tests.kernels import atomics as atomic_kernels
+from tests.kernels import control_flow, dot, reductions, scans, views
 from tests.kernels.elementwise import CASES as ELEMENTWISE_CASES, run_interpreter
 
-CASES = ELEMENTWISE_CASES + reductions.CASES + control_flow.CASES + views.CASES + dot.CASES
-from tests.kernels import atomics as atomic_kernels  # noqa: E402
-CASES = CASES + atomic_kernels.CASES
+CASES = (ELEMENTWISE_CASES + reductions.CASES + control_flow.CASES + views.CASES + dot.CASES
+         + atomic_kernels.CASES + scans.CASES)
 
 pytestmark = pytest.mark.gpu
 

@@ -25,6 +25,8 @@ from .atomics import shared_bytes_needed as atomic_bytes_needed
 from .debug import lower_debug_op
 from .reduce import lower_reduce, shared_bytes_needed
 from .dot import lower_dot
+from .scans import lower_scan
+from .scans import shared_bytes_needed as scan_bytes_needed
 from .mma import lower_mma
 from .mma import shared_bytes_needed as mma_bytes_needed
 from .dot import shared_bytes_needed as dot_bytes_needed
@@ -166,6 +168,8 @@ class KernelLowering:
                     registers = self._lower_load(op, home)
                 elif op.opcode in SHUFFLES:
                     registers = lower_shuffle(self, op)
+                elif op.opcode == "scan":
+                    registers = lower_scan(self, op)
                 elif op.opcode == "dot":
                     registers = lower_mma(self, op) if self.plan.mma.get(op) else \
                         lower_dot(self, op)
@@ -430,6 +434,9 @@ class KernelLowering:
                 needed = max(needed, shared_bytes_needed(op, blocked))
             if op.opcode in SHUFFLES and op.result in self.plan.demands:
                 needed = max(needed, shuffle_bytes_needed(op))
+            if op.opcode == "scan" and op.result in self.plan.demands:
+                blocked = self.plan.blocked_by_rank[len(op.result.type.shape)]
+                needed = max(needed, scan_bytes_needed(op, blocked))
             if op.opcode == "dot" and op.result in self.plan.demands:
                 needed = max(needed, mma_bytes_needed(op) if self.plan.mma.get(op)
                              else dot_bytes_needed(op))

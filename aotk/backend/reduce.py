@@ -73,9 +73,14 @@ def _arg_combine(lowering, element, combine, first, second):
 
 
 def _shuffle_xor(lowering, value, lane_mask: int):
-    """``shfl.sync.bfly`` of any scalar type, in 32-bit pieces."""
+    return shuffle(lowering, value, ir.Constant(I32, lane_mask), "bfly")
+
+
+def shuffle(lowering, value, lane_argument, mode: str):
+    """``shfl.sync.<mode>`` (bfly, up, down) of any scalar type, in 32-bit pieces."""
     bld = lowering.builder
-    fn_name = "llvm.nvvm.shfl.sync.bfly.i32"
+    fn_name = f"llvm.nvvm.shfl.sync.{mode}.i32"
+    clamp = 0 if mode == "up" else 0x1F
     fn = lowering.module.globals.get(fn_name) or ir.Function(
         lowering.module, ir.FunctionType(I32, [I32, I32, I32, I32]), name=fn_name)
     width = value.type.width if isinstance(value.type, ir.IntType) else \
@@ -85,8 +90,8 @@ def _shuffle_xor(lowering, value, lane_mask: int):
     for start in range(0, max(width, 32), 32):
         piece = bld.lshr(as_int, ir.Constant(as_int.type, start)) if start else as_int
         piece = bld.trunc(piece, I32) if width > 32 else (bld.zext(piece, I32) if width < 32 else piece)
-        pieces.append(bld.call(fn, [ir.Constant(I32, FULL_MASK), piece, ir.Constant(I32, lane_mask),
-                                    ir.Constant(I32, 0x1F)]))
+        pieces.append(bld.call(fn, [ir.Constant(I32, FULL_MASK), piece, lane_argument,
+                                    ir.Constant(I32, clamp)]))
     if width < 32:
         result = bld.trunc(pieces[0], ir.IntType(width))
     elif width == 32:
@@ -168,11 +173,7 @@ def lower_reduce(lowering, op, operand_layout: Layout):
     # 3. Across warps, through shared memory.
     warps = blocked.warps_per_cta[axis]
     if warps > 1:
-        warp_stride = 1
-        for dim in blocked.order:
-            if dim == axis:
-                break
-            warp_stride *= blocked.warps_per_cta[dim]
+        _, warp_stride = blocked.strides(axis)
         warp_coord = bld.urem(bld.udiv(lowering.warp, ir.Constant(I32, warp_stride)),
                               ir.Constant(I32, warps))
         value_type = llvm_type(element)

@@ -573,6 +573,21 @@ class SourceInfo:
                                 (" " * self.indent + source_line) if source_line is not None else None)
 
 
+def _inliner(function: kir.Function, builder: kir.Builder):
+    """The semantic layer's hook to generate an ``@aotk.jit`` function's body on given
+    arguments (a reduce / scan combine function, inlined into the op's region)."""
+    def inline(callee, args):
+        from ..jit import JITFunction
+        if not isinstance(callee, JITFunction):
+            raise TypeError(f"the combine function must be an @aotk.jit function, got "
+                            f"{getattr(callee, '__name__', callee)!r}")
+        bound = callee.bind_arguments(list(args), {})
+        generator = CodeGenerator(callee, function, builder, bound, callee.source_info)
+        generator.visit(callee.parse().body[0])
+        return generator.return_value
+    return inline
+
+
 def generate_kir(jit_function, param_types: dict, hints: dict, constants: dict,
                  debug: bool = False) -> kir.Function:
     """Builds the kir of ``jit_function`` specialized on types, hints and constexpr values;
@@ -581,7 +596,7 @@ def generate_kir(jit_function, param_types: dict, hints: dict, constants: dict,
                             filename=jit_function.source_info.filename, debug=debug)
     builder = kir.Builder(function)
     scope = {}
-    with semantic.building(builder):
+    with semantic.building(builder, _inliner(function, builder)):
         for name in jit_function.param_names:
             if name in jit_function.constexpr_names:
                 scope[name] = constexpr(constants[name])

@@ -157,6 +157,15 @@ def _argreduce(ctx, op, x):
     return pick(x, axis=op.attrs["axis"]).astype(np.int32)
 
 
+def _scan(ctx, op, x):
+    """Inclusive scan, one element after another along the axis (from its end if reverse)."""
+    axis = op.attrs["axis"]
+    accumulate = (np.add if op.attrs["combine"] == "add" else np.multiply).accumulate
+    if op.attrs["reverse"]:
+        return np.flip(accumulate(np.flip(x, axis), axis=axis, dtype=x.dtype), axis)
+    return accumulate(x, axis=axis, dtype=x.dtype)
+
+
 def _tf32(x):
     """fp32 as a tensor core reads it for tf32: the low 13 mantissa bits ignored."""
     bits = np.asarray(x, np.float32).view(np.uint32) & np.uint32(0xFFFFE000)
@@ -219,6 +228,7 @@ RULES = {
     "store": _store,
     "reduce": _reduce,
     "dot": _dot,
+    "scan": _scan,
     "permute": lambda ctx, op, x: np.transpose(x, op.attrs["order"]).copy(),
     "reshape": lambda ctx, op, x: x.reshape(op.result.type.shape),
     "join": lambda ctx, op, a, b: np.stack([a, b], axis=-1),

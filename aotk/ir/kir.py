@@ -37,6 +37,8 @@ The op set, with operands and attributes:
       combine in max min; ties go to the smallest index
   dot                         (a, b, acc)             precision       -> acc + a @ b  ([B,]M,N)
       a [.., M, K], b [.., K, N]; precision tf32 / tf32x3 / ieee for fp32 inputs, else None
+  scan                        (x)                     axis, combine, reverse -> inclusive scan
+      combine in add mul; reverse scans from the end of the axis
   permute                     (x)                     order           -> x's dims taken in order
   reshape                     (x)                                     -> same elements, row-major
   join                        (a, b)  same type       -> shape + (2,): a at [..., 0], b at [..., 1]
@@ -83,7 +85,7 @@ COMPARE_PREDICATES = ("eq", "ne", "lt", "le", "gt", "ge")
 # Ops whose result depends only on their operands: safe to recompute or remove when unused.
 PURE_OPS = BINARY_OPS | UNARY_OPS | frozenset(
     "program_id num_programs constant arange splat broadcast expand_dims cmp addptr fma "
-    "select cast hint permute reshape join split".split())
+    "select cast hint permute reshape join split scan".split())
 REDUCTIONS = frozenset(("reduce", "argreduce"))
 # Ops that move elements between positions: the result is built in its own layout.
 SHUFFLES = frozenset(("permute", "reshape", "join", "split"))

@@ -312,3 +312,13 @@ def device_print(prefix, *args, hex=False):
 @builtin
 def device_assert(cond, msg="", mask=None):
     semantic.device_assert(cond, msg, _value(mask))
+
+
+@builtin
+def cumsum(input, axis=0, reverse=False, dtype=None):
+    return semantic.cumsum(input, axis, reverse, dtype)
+
+
+@builtin
+def cumprod(input, axis=0, reverse=False):
+    return semantic.cumprod(input, axis, reverse)

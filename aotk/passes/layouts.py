@@ -53,14 +53,19 @@ class Blocked:
         repeats = max(1, size // self.tile(axis))
         return [r * self.tile(axis) + s for r in range(repeats) for s in range(per_thread)]
 
-    def thread_base(self, builder, lane, warp, axis: int):
-        """First index along ``axis`` of this thread's elements, before wrapping."""
+    def strides(self, axis: int) -> tuple:
+        """(lane, warp) id distance between neighbours along ``axis``."""
         lane_stride = warp_stride = 1
         for dim in self.order:
             if dim == axis:
                 break
             lane_stride *= self.threads_per_warp[dim]
             warp_stride *= self.warps_per_cta[dim]
+        return lane_stride, warp_stride
+
+    def thread_base(self, builder, lane, warp, axis: int):
+        """First index along ``axis`` of this thread's elements, before wrapping."""
+        lane_stride, warp_stride = self.strides(axis)
         lane_coord = builder.urem(builder.udiv(lane, _i32(lane_stride)),
                                   _i32(self.threads_per_warp[axis]))
         warp_coord = builder.urem(builder.udiv(warp, _i32(warp_stride)),
@@ -333,7 +338,7 @@ def assign_layouts(function: Function, infos: dict, num_warps: int) -> LayoutPla
                 demand(op.operands[2], Layout(mma[op]))
                 demand_home(op.result, Layout(mma[op]))
                 continue
-            if op.opcode in SHUFFLES or op.opcode == "dot":
+            if op.opcode in SHUFFLES or op.opcode in ("dot", "scan"):
                 # Elements change places through shared memory: read from the operands'
                 # natural layouts, written out in the result's.
                 for value in op.operands:

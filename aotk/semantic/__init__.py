@@ -17,5 +17,6 @@ from .reductions import *    # noqa: F401,F403
 from .control import *       # noqa: F401,F403
 from .views import *         # noqa: F401,F403
 from .dot import *           # noqa: F401,F403
+from .scans import *         # noqa: F401,F403
 from .atomics import *       # noqa: F401,F403
 from .debug import *         # noqa: F401,F403

@@ -20,14 +20,27 @@ _state = threading.local()
 
 
 @contextlib.contextmanager
-def building(builder: Builder):
-    """Makes ``builder`` the target of every rule while a kernel body is generated."""
-    previous = getattr(_state, "builder", None)
-    _state.builder = builder
+def building(builder: Builder, inline=None):
+    """Makes ``builder`` the target of every rule while a kernel body is generated.
+
+    ``inline(fn, args)`` is the frontend's hook for rules that take an ``@aotk.jit`` function
+    (a reduce/scan combine): it inlines ``fn`` on ``args`` at the builder's insertion point
+    and returns what ``fn`` returns."""
+    previous = getattr(_state, "builder", None), getattr(_state, "inline", None)
+    _state.builder, _state.inline = builder, inline
     try:
         yield builder
     finally:
-        _state.builder = previous
+        _state.builder, _state.inline = previous
+
+
+def inline_function(fn, args: list):
+    """Generates the body of the ``@aotk.jit`` function ``fn`` on ``args`` (tensors) at the
+    insertion point; returns its return value."""
+    inline = getattr(_state, "inline", None)
+    if inline is None:
+        raise RuntimeError("no frontend is generating a kernel: cannot inline a function")
+    return inline(fn, args)
 
 
 def _builder() -> Builder:
