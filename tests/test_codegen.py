@@ -6,11 +6,11 @@ import aotk
 import aotk.language as tl
 from aotk.jit import scalar_type_of
 from tests.kernels import atomics as atomic_kernels
-from tests.kernels import control_flow, dot, reductions, scans, views
+from tests.kernels import combine, control_flow, dot, reductions, scans, views
 from tests.kernels.elementwise import CASES as ELEMENTWISE_CASES, add_kernel, copy2d_kernel
 
 CASES = (ELEMENTWISE_CASES + reductions.CASES + control_flow.CASES + views.CASES + dot.CASES
-         + atomic_kernels.CASES + scans.CASES)
+         + atomic_kernels.CASES + scans.CASES + combine.CASES)
 from aotk.jit import _NUMPY_TO_DTYPE
 import numpy as np
 

@@ -16,7 +16,7 @@ import itertools
 
 import llvmlite.ir as ir
 
-from ..ir.kir import ATOMICS, SHUFFLES, SIDE_EFFECT_OPS, TERMINATORS, walk
+from ..ir.kir import ATOMICS, COMBINING, SHUFFLES, SIDE_EFFECT_OPS, TERMINATORS, walk
 from ..passes.layouts import SCALAR, Layout, LayoutPlan
 from .llvm_types import I1, I8, I32, I64, llvm_type
 from .memory import emit_load, emit_store
@@ -156,6 +156,14 @@ class KernelLowering:
                 if op.result is not None and op.result in self.plan.demands:
                     self._define(op.result, registers)
                 continue
+            if op.opcode in COMBINING:
+                # Reductions and scans, with a named combine or a combine region: one
+                # result per operand, each at home in the layout the lowering returns.
+                if any(result in self.plan.demands for result in op.results):
+                    lowered = (lower_scan if op.opcode == "scan" else lower_reduce)(self, op)
+                    for value, registers in zip(op.results, lowered):
+                        self._define(value, registers)
+                continue
             if op.regions:
                 getattr(self, "_lower_" + op.opcode)(op)
                 continue
@@ -168,15 +176,9 @@ class KernelLowering:
                     registers = self._lower_load(op, home)
                 elif op.opcode in SHUFFLES:
                     registers = lower_shuffle(self, op)
-                elif op.opcode == "scan":
-                    registers = lower_scan(self, op)
-                elif op.opcode == "dot":
+                else:
                     registers = lower_mma(self, op) if self.plan.mma.get(op) else \
                         lower_dot(self, op)
-                else:
-                    operand = op.operands[0]
-                    source = Layout(self.plan.blocked_by_rank[len(operand.type.shape)])
-                    registers, _ = lower_reduce(self, op, source)
                 self._define(op.result, registers)
                 continue
             for layout in layouts:
@@ -429,14 +431,12 @@ class KernelLowering:
             if home is not None and any(layout != home for layout in layouts):
                 needed = max(needed, padded_bytes(value.type.shape, value.element))
         for op in walk(self.function.body):
-            if op.opcode in ("reduce", "argreduce") and op.result in self.plan.demands:
+            if op.opcode in COMBINING and any(r in self.plan.demands for r in op.results):
                 blocked = self.plan.blocked_by_rank[len(op.operands[0].type.shape)]
-                needed = max(needed, shared_bytes_needed(op, blocked))
+                sizing = scan_bytes_needed if op.opcode == "scan" else shared_bytes_needed
+                needed = max(needed, sizing(op, blocked))
             if op.opcode in SHUFFLES and op.result in self.plan.demands:
                 needed = max(needed, shuffle_bytes_needed(op))
-            if op.opcode == "scan" and op.result in self.plan.demands:
-                blocked = self.plan.blocked_by_rank[len(op.result.type.shape)]
-                needed = max(needed, scan_bytes_needed(op, blocked))
             if op.opcode == "dot" and op.result in self.plan.demands:
                 needed = max(needed, mma_bytes_needed(op) if self.plan.mma.get(op)
                              else dot_bytes_needed(op))

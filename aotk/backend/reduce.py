@@ -10,8 +10,10 @@ broadcasting a row maximum back costs nothing). Steps:
 3. when warps split the axis too, each warp's partials go through shared memory: every
    lane along the axis holds the same value after step 2, so all write it (no predicate),
    one barrier, then each thread combines the partials it needs.
-Threads that only replicate elements (the layout wraps) contribute the identity, so nothing
-is counted twice.
+A combine is a named one (add max min xor), argreduce's (value, index) rule, or a combine
+region on tuples of registers (``tl.reduce``; see ``combine``). Steps 2 and 3 only span the
+lanes and warps that hold distinct elements: when the layout's tile is larger than the
+axis, replica groups reduce the same elements on their own, so nothing counts twice.
 """
 from __future__ import annotations
 
@@ -19,7 +21,9 @@ import math
 
 import llvmlite.ir as ir
 
+from ..ir import types as T
 from ..passes.layouts import Layout
+from .combine import axis_coordinates, axis_geometry, combiner
 from .llvm_types import I32, llvm_type
 
 FULL_MASK = 0xFFFFFFFF
@@ -39,21 +43,6 @@ def _identity(element, combine):
     return ir.Constant(ty, 0 if combine == "max" else (1 << bits) - 1)
 
 
-def _combine(lowering, element, combine, a, b):
-    bld = lowering.builder
-    if combine == "add":
-        return bld.fadd(a, b) if element.is_floating() else bld.add(a, b)
-    if combine == "xor":
-        return bld.xor(a, b)
-    if element.is_floating():
-        name = f"llvm.{'maxnum' if combine == 'max' else 'minnum'}.{a.type.intrinsic_name}"
-        fn = lowering.module.globals.get(name) or ir.Function(
-            lowering.module, ir.FunctionType(a.type, [a.type, a.type]), name=name)
-        return bld.call(fn, [a, b])
-    compare = bld.icmp_signed if element.is_int_signed() else bld.icmp_unsigned
-    return bld.select(compare(">" if combine == "max" else "<", a, b), a, b)
-
-
 def _arg_combine(lowering, element, combine, first, second):
     """(value, index) pairs; NaN counts as the worst value; ties keep the smaller index."""
     bld = lowering.builder
@@ -70,10 +59,6 @@ def _arg_combine(lowering, element, combine, first, second):
         equal = bld.icmp_unsigned("==", v2, v1)
     take = bld.or_(better, bld.and_(equal, bld.icmp_signed("<", i2, i1)))
     return bld.select(take, v2, v1), bld.select(take, i2, i1)
-
-
-def _shuffle_xor(lowering, value, lane_mask: int):
-    return shuffle(lowering, value, ir.Constant(I32, lane_mask), "bfly")
 
 
 def shuffle(lowering, value, lane_argument, mode: str):
@@ -103,115 +88,116 @@ def shuffle(lowering, value, lane_argument, mode: str):
     return result if isinstance(value.type, ir.IntType) else bld.bitcast(result, value.type)
 
 
+def _component_elements(op) -> list:
+    """Element type of each register of an item: one per operand (argreduce: value, index)."""
+    if op.opcode == "argreduce":
+        return [op.operands[0].element, T.int32]
+    return [v.element for v in op.operands]
+
+
+def _entry_bytes(element) -> int:
+    return max(4, element.itemsize)
+
+
 def shared_bytes_needed(op, blocked) -> int:
     """Scratch bytes a reduction needs for its cross-warp step (0 when one warp spans it)."""
     axis = op.attrs["axis"]
-    warps = blocked.warps_per_cta[axis]
+    _, _, warps, _ = axis_geometry(blocked, op.operands[0].type.shape[axis], axis)
     if warps == 1:
         return 0
-    element = op.operands[0].element
-    per_entry = max(4, element.itemsize) + (4 if op.opcode == "argreduce" else 0)
-    return op.result.type.numel * warps * per_entry
+    per_entry = sum(_entry_bytes(e) for e in _component_elements(op))
+    return op.results[0].type.numel * warps * per_entry
 
 
-def lower_reduce(lowering, op, operand_layout: Layout):
-    """Registers of the result in ``Layout(blocked, (axis,))``."""
-    bld = lowering.builder
+def lower_reduce(lowering, op) -> list:
+    """Registers of each result in the slice of the operands' natural layout along the axis."""
     operand = op.operands[0]
-    axis, combine = op.attrs["axis"], op.attrs["combine"]
-    element = operand.element
-    with_index = op.opcode == "argreduce"
-    blocked = operand_layout.blocked
-    source = lowering.distribution(operand_layout, operand.type.shape)
-    values = lowering.regs(operand, operand_layout)
-    indices = source.axis_indices(axis) if with_index else None
-    identity = _identity(element, combine)
-    worst_index = ir.Constant(I32, 0x7FFFFFFF)
+    axis = op.attrs["axis"]
+    shape = operand.type.shape
+    blocked = lowering.plan.blocked_by_rank[len(shape)]
+    source = lowering.distribution(Layout(blocked), shape)
+    columns = [lowering.regs(v, Layout(blocked)) for v in op.operands]
+    if op.opcode == "argreduce":
+        element, combine = operand.element, op.attrs["combine"]
+        indices = source.axis_indices(axis)
+        items = [(value, indices[slot[axis]]) for value, slot in zip(columns[0], source.slots())]
 
-    def merge(a, b):
-        if with_index:
-            return _arg_combine(lowering, element, combine, a, b)
-        return _combine(lowering, element, combine, a, b)
+        def merge(first, second):
+            return _arg_combine(lowering, element, combine, first, second)
+    else:
+        items = list(zip(*columns))
+        merge = combiner(lowering, op)
+    _, lanes, warps, _ = axis_geometry(blocked, shape[axis], axis)
 
     # 1. In-thread: one accumulator per result slot (the slot with the axis component 0).
     accumulators = {}
-    for register, slot in zip(values, source.slots()):
+    for item, slot in zip(items, source.slots()):
         key = slot[:axis] + (0,) + slot[axis + 1:]
-        item = (register, indices[slot[axis]]) if with_index else register
         accumulators[key] = item if key not in accumulators else merge(accumulators[key], item)
-    size = source.embedded[axis]
-    if blocked.tile(axis) > size:   # replicas along the axis must not count twice
-        owns = bld.icmp_unsigned("<", lowering.thread_base(blocked, axis), ir.Constant(I32, size))
-        for key, item in accumulators.items():
-            if with_index:
-                accumulators[key] = (bld.select(owns, item[0], identity),
-                                     bld.select(owns, item[1], worst_index))
-            else:
-                accumulators[key] = bld.select(owns, item, identity)
 
-    # 2. Across lanes: butterfly over the lanes that split the axis.
-    lane_stride = 1
-    for dim in blocked.order:
-        if dim == axis:
-            break
-        lane_stride *= blocked.threads_per_warp[dim]
+    # 2. Across lanes: butterfly over the lanes that hold distinct elements of the axis.
+    lane_stride, _ = blocked.strides(axis)
     step = 1
-    while step < blocked.threads_per_warp[axis]:
+    while step < lanes:
+        distance = ir.Constant(I32, lane_stride * step)
         for key, item in accumulators.items():
-            if with_index:
-                other = (_shuffle_xor(lowering, item[0], lane_stride * step),
-                         _shuffle_xor(lowering, item[1], lane_stride * step))
-            else:
-                other = _shuffle_xor(lowering, item, lane_stride * step)
+            other = tuple(shuffle(lowering, value, distance, "bfly") for value in item)
             accumulators[key] = merge(item, other)
         step *= 2
 
-    result_layout = Layout(blocked, tuple(sorted(operand_layout.sliced + (axis,))))
-    target = lowering.distribution(result_layout, op.result.type.shape)
+    result_layout = Layout(blocked, (axis,))
+    target = lowering.distribution(result_layout, op.results[0].type.shape)
     ordered = [accumulators[slot] for slot in target.slots()]
-
-    # 3. Across warps, through shared memory.
-    warps = blocked.warps_per_cta[axis]
     if warps > 1:
-        _, warp_stride = blocked.strides(axis)
-        warp_coord = bld.urem(bld.udiv(lowering.warp, ir.Constant(I32, warp_stride)),
-                              ir.Constant(I32, warps))
-        value_type = llvm_type(element)
-        slot_axes = [target.axis_indices(a) for a in range(len(target.embedded))]
-        shape = op.result.type.shape
-        value_bytes = max(4, element.itemsize)
-        index_base = op.result.type.numel * warps * value_bytes
-        entries = []
-        for slot in target.slots():
-            linear = ir.Constant(I32, 0)
-            for dim in range(len(shape)):
-                parent = result_layout.parent_axis(dim)
-                stride = math.prod(shape[dim + 1:])
-                linear = bld.add(linear, bld.mul(slot_axes[parent][slot[parent]], ir.Constant(I32, stride)))
-            entries.append(bld.mul(linear, ir.Constant(I32, warps)))
-        lowering.begin_shared_use()
-        for entry, item in zip(entries, ordered):
-            position = bld.add(entry, warp_coord)
-            value, index = item if with_index else (item, None)
-            bld.store(value, lowering.shared_pointer(bld.mul(position, ir.Constant(I32, value_bytes)),
-                                                     value_type))
-            if with_index:
-                bld.store(index, lowering.shared_pointer(
-                    bld.add(ir.Constant(I32, index_base), bld.mul(position, ir.Constant(I32, 4))), I32))
-        lowering.barrier()
-        combined = []
-        for entry in entries:
-            item = None
-            for w in range(warps):
-                position = bld.add(entry, ir.Constant(I32, w))
-                value = bld.load(lowering.shared_pointer(
-                    bld.mul(position, ir.Constant(I32, value_bytes)), value_type), typ=value_type)
-                if with_index:
-                    index = bld.load(lowering.shared_pointer(
-                        bld.add(ir.Constant(I32, index_base), bld.mul(position, ir.Constant(I32, 4))),
-                        I32), typ=I32)
-                    value = (value, index)
-                item = value if item is None else merge(item, value)
-            combined.append(item)
-        ordered = combined
-    return [item[1] if with_index else item for item in ordered], result_layout
+        ordered = _across_warps(lowering, op, ordered, target, result_layout, warps, merge)
+    if op.opcode == "argreduce":
+        return [[item[1] for item in ordered]]
+    return [[item[c] for item in ordered] for c in range(len(op.results))]
+
+
+def _across_warps(lowering, op, ordered, target, result_layout, warps, merge) -> list:
+    """3. Each warp's partials through shared memory: every lane along the axis holds the
+    same values after step 2, so all write them (no predicate); replica warps write what
+    their owner writes. One barrier, then each thread combines the partials it needs."""
+    bld = lowering.builder
+    blocked = result_layout.blocked
+    axis = op.attrs["axis"]
+    _, warp_coord = axis_coordinates(lowering, blocked, axis, 1, warps)
+    shape = op.results[0].type.shape
+    slot_axes = [target.axis_indices(a) for a in range(len(target.embedded))]
+    elements = _component_elements(op)
+    # Component c of entry e, warp w lives at bases[c] + (e * warps + w) * bytes of c.
+    bases, offset = [], 0
+    for element in elements:
+        bases.append(offset)
+        offset += op.results[0].type.numel * warps * _entry_bytes(element)
+    types = [llvm_type(e) for e in elements]
+
+    def pointer(position, component):
+        byte = bld.add(ir.Constant(I32, bases[component]),
+                       bld.mul(position, ir.Constant(I32, _entry_bytes(elements[component]))))
+        return lowering.shared_pointer(byte, types[component])
+
+    entries = []
+    for slot in target.slots():
+        linear = ir.Constant(I32, 0)
+        for dim in range(len(shape)):
+            parent = result_layout.parent_axis(dim)
+            stride = math.prod(shape[dim + 1:])
+            linear = bld.add(linear, bld.mul(slot_axes[parent][slot[parent]], ir.Constant(I32, stride)))
+        entries.append(bld.mul(linear, ir.Constant(I32, warps)))
+    lowering.begin_shared_use()
+    for entry, item in zip(entries, ordered):
+        position = bld.add(entry, warp_coord)
+        for component, value in enumerate(item):
+            bld.store(value, pointer(position, component))
+    lowering.barrier()
+    combined = []
+    for entry in entries:
+        item = None
+        for w in range(warps):
+            position = bld.add(entry, ir.Constant(I32, w))
+            value = tuple(bld.load(pointer(position, c), typ=types[c]) for c in range(len(types)))
+            item = value if item is None else merge(item, value)
+        combined.append(item)
+    return combined

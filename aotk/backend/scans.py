@@ -1,155 +1,228 @@
-"""Lowering of ``scan`` (inclusive cumsum / cumprod along an axis, forward or reverse).
+"""Lowering of ``scan``: an inclusive scan along one axis, forward or reverse.
 
-In: the operand's registers in its natural blocked layout. Out: the result's registers in
-the same layout. Along the axis an element's index is ``r * tile + warp * T * P + lane * P + s``
-(repeat r, warp and lane coordinates along the axis, P contiguous elements per thread), so:
+In: the operands' registers in their natural blocked layout (one operand for cumsum /
+cumprod, N for an ``associative_scan`` of a tuple). Out: each result's registers in that
+same layout, its home. Along the axis an element's index is
+``r * tile + warp * L * P + lane * P + s`` (repeat r, warp and lane coordinates along the
+axis, P contiguous elements per thread), so:
 
 1. each thread scans its P contiguous elements of each repeat (a chunk) in registers;
-2. chunk totals scan across the T lanes along the axis with ``shfl.sync.up`` (Hillis-Steele;
+2. chunk totals scan across the L lanes along the axis with ``shfl.sync.up`` (Hillis-Steele;
    ``down`` when reversed), and each lane takes the exclusive prefix from its neighbour;
 3. when the axis spans several segments (repeats x warps), the last lane of each segment
-   writes the segment total to shared memory; after one barrier every thread combines the
-   totals of the segments before its own;
-4. element = segment prefix (+) lane prefix (+) its in-chunk inclusive value.
-Lanes and warps that only replicate elements (the block is smaller than the layout's tile)
-sit after the real ones along the axis, so they never feed a real element's prefix.
+   writes the segment total to shared memory; after one barrier each thread combines, per
+   row, the totals of the repeats before its own (a running carry) and of the warps before
+   its own in its repeat;
+4. element = segment prefix (+) lane prefix (+) its in-chunk inclusive value (with one
+   element per chunk, step 2's lane-inclusive value already is lane prefix (+) element).
+A reverse scan is the scan of the reversed axis: chunk, lane, warp and repeat orders flip.
+The combine may be any associative function (see ``combine``): there is no identity, so a
+prefix that may be empty (the first lane, the first warp) carries an i1 saying whether it
+exists, and is skipped by a select. Lanes and warps that only replicate elements (the block
+is smaller than the layout's tile) scan their own group (``axis_geometry``), so replicas hold
+the owner's values and nothing is counted twice.
 """
 from __future__ import annotations
 
 import llvmlite.ir as ir
 
 from ..passes.layouts import Layout
+from .combine import axis_coordinates, axis_geometry, combiner, select_tuple
 from .llvm_types import I32, llvm_type
 from .reduce import shuffle
 from .views import logical_indices
 
 
-def _geometry(blocked, size: int, axis: int):
-    """(P, T, W, R): elements per chunk, lanes, warps and repeats that hold real elements."""
-    per_thread = min(blocked.size_per_thread[axis], size)
-    lanes = min(blocked.threads_per_warp[axis], max(1, size // per_thread))
-    warps = min(blocked.warps_per_cta[axis], max(1, size // (per_thread * lanes)))
-    repeats = max(1, size // blocked.tile(axis))
-    return per_thread, lanes, warps, repeats
+def _entry_bytes(element) -> int:
+    return max(4, element.itemsize)
 
 
 def shared_bytes_needed(op, blocked) -> int:
     x = op.operands[0]
     axis = op.attrs["axis"]
     size = x.type.shape[axis]
-    _, _, warps, repeats = _geometry(blocked, size, axis)
+    _, _, warps, repeats = axis_geometry(blocked, size, axis)
     if warps * repeats == 1:
         return 0
     rows = x.type.numel // size
-    return rows * warps * repeats * max(4, x.element.itemsize)
+    return rows * warps * repeats * sum(_entry_bytes(v.element) for v in op.operands)
 
 
-def _combine(b, element, combine, x, y):
-    if combine == "add":
-        return b.fadd(x, y) if element.is_floating() else b.add(x, y)
-    return b.fmul(x, y) if element.is_floating() else b.mul(x, y)
+class _Prefixes:
+    """Combining values that may be absent: an optional prefix is None (absent), or
+    (values, exists) where ``exists`` is an i1 register, or None when always present."""
 
+    def __init__(self, lowering, merge):
+        self.lowering, self.merge = lowering, merge
 
-def _identity(element, combine):
-    one = 0 if combine == "add" else 1
-    return ir.Constant(llvm_type(element), float(one) if element.is_floating() else one)
+    def join(self, first, second):
+        """first (+) second, where either may be absent."""
+        if first is None:
+            return second
+        if second is None:
+            return first
+        (values_a, exists_a), (values_b, exists_b) = first, second
+        merged = self.merge(values_a, values_b)
+        if exists_b is not None:
+            merged = select_tuple(self.lowering, exists_b, merged, values_a)
+        if exists_a is not None:
+            merged = select_tuple(self.lowering, exists_a, merged, values_b)
+        exists = None if exists_a is None or exists_b is None else \
+            self.lowering.builder.or_(exists_a, exists_b)
+        return merged, exists
+
+    def prepend(self, prefix, values: tuple) -> tuple:
+        """prefix (+) values, or values alone where the prefix is absent."""
+        if prefix is None:
+            return values
+        prefix_values, exists = prefix
+        merged = self.merge(prefix_values, values)
+        return merged if exists is None else select_tuple(self.lowering, exists, merged, values)
 
 
 def lower_scan(lowering, op) -> list:
+    """Registers of each result, in the operands' natural layout."""
     b = lowering.builder
     x = op.operands[0]
-    axis, combine, reverse = op.attrs["axis"], op.attrs["combine"], op.attrs["reverse"]
-    element = x.element
+    axis, reverse = op.attrs["axis"], op.attrs["reverse"]
     shape = x.type.shape
     layout = Layout(lowering.plan.blocked_by_rank[len(shape)])
     blocked = layout.blocked
-    per_thread, lanes, warps, repeats = _geometry(blocked, shape[axis], axis)
-    dist = lowering.distribution(layout, shape)
-    registers = list(lowering.regs(x, layout))
-    slots = dist.slots()
-    identity = _identity(element, combine)
-    merge = lambda p, q: _combine(b, element, combine, p, q)   # noqa: E731
-    c = lambda v: ir.Constant(I32, v)   # noqa: E731
+    per_thread, lanes, warps, repeats = axis_geometry(blocked, shape[axis], axis)
+    slots = lowering.distribution(layout, shape).slots()
+    items = list(zip(*[lowering.regs(v, layout) for v in op.operands]))
+    merge = combiner(lowering, op)
+    prefixes = _Prefixes(lowering, merge)
+
+    def c(value):
+        return ir.Constant(I32, value)
 
     # 1. chunks: the registers of one row and one repeat, in order along the axis.
     chunks: dict = {}
     for index, slot in enumerate(slots):
         key = slot[:axis] + (slot[axis] // per_thread,) + slot[axis + 1:]
         chunks.setdefault(key, []).append(index)
-    inclusive = list(registers)
+    inclusive = list(items)
     totals = {}
     for key, members in chunks.items():
-        order = members[::-1] if reverse else members
         running = None
-        for index in order:
-            running = registers[index] if running is None else merge(running, registers[index])
+        for index in (members[::-1] if reverse else members):
+            running = items[index] if running is None else merge(running, items[index])
             inclusive[index] = running
         totals[key] = running
 
-    # 2. across lanes along the axis.
-    lane_stride, warp_stride = blocked.strides(axis)
-    lane_coord = b.urem(b.udiv(lowering.lane, c(lane_stride)), c(blocked.threads_per_warp[axis]))
+    # 2. across the lanes along the axis, within each group of `lanes` lanes.
+    lane_stride, _ = blocked.strides(axis)
+    lane, warp = axis_coordinates(lowering, blocked, axis, lanes, warps)
     mode = "down" if reverse else "up"
+
+    def shuffled(values, distance):
+        return tuple(shuffle(lowering, v, c(distance * lane_stride), mode) for v in values)
+
     lane_prefix, segment_total = {}, {}
     for key, total in totals.items():
         running = total
         distance = 1
         while distance < lanes:
-            other = shuffle(lowering, running, c(distance * lane_stride), mode)
-            valid = b.icmp_unsigned("<", lane_coord, c(lanes - distance)) if reverse else \
-                b.icmp_unsigned(">=", lane_coord, c(distance))
-            running = b.select(valid, merge(other, running), running)
+            valid = b.icmp_unsigned("<", lane, c(lanes - distance)) if reverse else \
+                b.icmp_unsigned(">=", lane, c(distance))
+            running = select_tuple(lowering, valid, merge(shuffled(running, distance), running),
+                                   running)
             distance *= 2
-        before = shuffle(lowering, running, c(lane_stride), mode) if lanes > 1 else identity
-        first = b.icmp_unsigned("==", lane_coord, c(lanes - 1 if reverse else 0))
-        lane_prefix[key] = b.select(first, identity, before) if lanes > 1 else identity
+        if per_thread == 1:
+            # A one-element chunk: its lane-inclusive value is the element's scan within the
+            # segment, with no exclusive shuffle and no prefix to keep live across step 3.
+            inclusive[chunks[key][0]] = running
+            lane_prefix[key] = None
+        elif lanes > 1:
+            first = c(lanes - 1 if reverse else 0)
+            lane_prefix[key] = (shuffled(running, 1), b.icmp_unsigned("!=", lane, first))
+        else:
+            lane_prefix[key] = None
         segment_total[key] = running
 
     # 3. across segments (repeats x warps) through shared memory.
-    segments = warps * repeats
-    segment_prefix = {key: identity for key in totals}
-    if segments > 1:
-        warp_coord = b.urem(b.udiv(lowering.warp, c(warp_stride)), c(blocked.warps_per_cta[axis]))
-        indices = logical_indices(lowering, x, layout)
-        other_dims = [d for d in range(len(shape)) if d != axis]
-        memory_type = llvm_type(element)
-        size = max(4, element.itemsize)
-
-        def address(index, segment):
-            row = c(0)
-            for d in other_dims:
-                row = b.add(b.mul(row, c(shape[d])), index[d])
-            slot = b.add(b.mul(row, c(segments)), segment)
-            return lowering.shared_pointer(b.mul(slot, c(size)), memory_type)
-
-        lowering.begin_shared_use()
-        last_lane = b.icmp_unsigned("==", lane_coord, c(0 if reverse else lanes - 1))
-        real_warp = b.icmp_unsigned("<", warp_coord, c(warps))
-        writer = b.and_(last_lane, real_warp)
-        keys = list(totals)
-        for key in keys:
-            index = indices[chunks[key][0]]
-            repeat = slots[chunks[key][0]][axis] // per_thread
-            segment = b.add(c(repeat * warps), warp_coord)
-            with b.if_then(writer):
-                b.store(segment_total[key], address(index, segment))
-        lowering.barrier()
-        for key in keys:
-            index = indices[chunks[key][0]]
-            repeat = slots[chunks[key][0]][axis] // per_thread
-            mine = b.add(c(repeat * warps), warp_coord)
-            running = identity
-            for k in range(segments):
-                total = b.load(address(index, c(k)), typ=memory_type)
-                earlier = b.icmp_unsigned(">", c(k), mine) if reverse else \
-                    b.icmp_unsigned("<", c(k), mine)
-                running = b.select(earlier, merge(running, total), running)
-            segment_prefix[key] = running
+    segment_prefix = dict.fromkeys(totals)
+    if warps * repeats > 1:
+        segment_prefix = _across_segments(lowering, op, layout, chunks, segment_total, lane,
+                                          warp, (per_thread, lanes, warps, repeats), prefixes)
 
     # 4. combine the three levels.
     out = list(inclusive)
     for key, members in chunks.items():
-        prefix = merge(segment_prefix[key], lane_prefix[key])
+        prefix = prefixes.join(segment_prefix[key], lane_prefix[key])
         for index in members:
-            out[index] = merge(prefix, inclusive[index])
-    return out
+            out[index] = prefixes.prepend(prefix, inclusive[index])
+    return [[item[component] for item in out] for component in range(len(op.operands))]
+
+
+def _across_segments(lowering, op, layout, chunks, segment_total, lane, warp, geometry,
+                     prefixes) -> dict:
+    """Each chunk's segment prefix: the totals of the repeats before it (a carry per row) and
+    of the warps before it in its repeat, in scan order."""
+    b = lowering.builder
+    per_thread, lanes, warps, repeats = geometry
+    x = op.operands[0]
+    axis, reverse = op.attrs["axis"], op.attrs["reverse"]
+    shape = x.type.shape
+    segments = warps * repeats
+    rows = x.type.numel // shape[axis]
+    elements = [v.element for v in op.operands]
+    types = [llvm_type(e) for e in elements]
+    bases, offset = [], 0
+    for element in elements:
+        bases.append(offset)
+        offset += rows * segments * _entry_bytes(element)
+    indices = logical_indices(lowering, x, layout)
+    other_dims = [d for d in range(len(shape)) if d != axis]
+
+    def c(value):
+        return ir.Constant(I32, value)
+
+    def pointers(index, segment):
+        row = c(0)
+        for d in other_dims:
+            row = b.add(b.mul(row, c(shape[d])), index[d])
+        position = b.add(b.mul(row, c(segments)), segment)
+        return [lowering.shared_pointer(b.add(c(base), b.mul(position, c(_entry_bytes(e)))), t)
+                for base, e, t in zip(bases, elements, types)]
+
+    def repeat_of(key):
+        return key[axis]
+
+    lowering.begin_shared_use()
+    # Replica lanes and warps write the values their owner writes, to the same place.
+    writer = b.icmp_unsigned("==", lane, c(0 if reverse else lanes - 1))
+    for key, members in chunks.items():
+        segment = b.add(c(repeat_of(key) * warps), warp)
+        with b.if_then(writer):
+            for value, pointer in zip(segment_total[key], pointers(indices[members[0]], segment)):
+                b.store(value, pointer)
+    lowering.barrier()
+
+    rows_of: dict = {}
+    for key in chunks:
+        rows_of.setdefault(key[:axis] + key[axis + 1:], []).append(key)
+    warp_order = list(range(warps))[::-1] if reverse else list(range(warps))
+    result = {}
+    for row_keys in rows_of.values():
+        carry = None   # the total of the repeats before, in scan order
+        for key in sorted(row_keys, key=repeat_of, reverse=reverse):
+            index = indices[chunks[key][0]]
+
+            def load(w):
+                return tuple(b.load(p, typ=t) for p, t in zip(
+                    pointers(index, c(repeat_of(key) * warps + w)), types))
+            # Prefix of the warps before each position in the order; this warp picks its own.
+            # Each total is loaded just before it is combined, to keep few values live.
+            running, warp_prefix = load(warp_order[0]), None
+            for w in warp_order[1:]:
+                mine = b.icmp_unsigned("==", warp, c(w))
+                warp_prefix = running if warp_prefix is None else \
+                    select_tuple(lowering, mine, running, warp_prefix)
+                running = prefixes.merge(running, load(w))
+            if warp_prefix is not None:
+                warp_prefix = (warp_prefix, b.icmp_unsigned("!=", warp, c(warp_order[0])))
+            result[key] = prefixes.join(carry, warp_prefix)
+            carry = prefixes.join(carry, (running, None))
+    return result

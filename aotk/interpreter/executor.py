@@ -242,6 +242,7 @@ from .debug import RULES as _DEBUG_RULES  # noqa: E402
 
 RULES.update(_ATOMIC_RULES)
 RULES.update(_DEBUG_RULES)
+from .combine import REGION_RULES  # noqa: E402  (reduce / scan with a combine region)
 
 
 def _run_region(ctx, region, env: dict, args) -> list:
@@ -274,7 +275,8 @@ def _control_flow(ctx, op, env: dict) -> list:
 def execute_block(ctx, ops, env: dict):
     for op in ops:
         if op.regions:
-            for result, value in zip(op.results, _control_flow(ctx, op, env)):
+            run = REGION_RULES.get(op.opcode, _control_flow)
+            for result, value in zip(op.results, run(ctx, op, env)):
                 env[result] = value
             continue
         rule = RULES.get(op.opcode)

@@ -32,13 +32,18 @@ The op set, with operands and attributes:
   hint                        (x)                     multiple_of | max_contiguous | max_constancy
                                                       (each a tuple per dim or None) -> x unchanged
   reduce                      (x)                     axis, combine   -> x's shape without axis
-      combine in add max min xor; max/min on floats ignore NaN like minimum/maximum
+      combine in add max min xor; max/min on floats ignore NaN like minimum/maximum;
+      combine=custom: operands (x1..xN) of one shape, region combine(acc1..accN, new1..newN)
+      of 0-d values ending in yield of N values of the operands' types -> N results
+      (the combine is assumed associative and commutative: the order is unspecified)
   argreduce                   (x)                     axis, combine   -> i32 index along axis
       combine in max min; ties go to the smallest index
   dot                         (a, b, acc)             precision       -> acc + a @ b  ([B,]M,N)
       a [.., M, K], b [.., K, N]; precision tf32 / tf32x3 / ieee for fp32 inputs, else None
   scan                        (x)                     axis, combine, reverse -> inclusive scan
-      combine in add mul; reverse scans from the end of the axis
+      combine in add mul; reverse scans from the end of the axis (the scan of the reversed
+      axis, reversed back); combine=custom: N operands and a region as for reduce -> N
+      results, out[i] = combine(out[i-1], x[i]) (the combine is assumed associative only)
   permute                     (x)                     order           -> x's dims taken in order
   reshape                     (x)                                     -> same elements, row-major
   join                        (a, b)  same type       -> shape + (2,): a at [..., 0], b at [..., 1]
@@ -87,6 +92,8 @@ PURE_OPS = BINARY_OPS | UNARY_OPS | frozenset(
     "program_id num_programs constant arange splat broadcast expand_dims cmp addptr fma "
     "select cast hint permute reshape join split scan".split())
 REDUCTIONS = frozenset(("reduce", "argreduce"))
+# Ops that combine the elements along an axis (named combine, or a combine region).
+COMBINING = REDUCTIONS | frozenset(("scan",))
 # Ops that move elements between positions: the result is built in its own layout.
 SHUFFLES = frozenset(("permute", "reshape", "join", "split"))
 CONTROL_FLOW = frozenset(("for", "if", "while"))

@@ -8,6 +8,7 @@ from .functions import (abs, arange, argmax, argmin, max, min, sum, xor_sum, bro
                         cumprod, cumsum, dot, permute, range, ravel, reshape, rsqrt, join, split, trans, view,
                          sigmoid, sin, sqrt, static_assert, static_print, static_range,
                         store, where, zeros, zeros_like)
+from .functions import associative_scan, reduce
 from .functions import (atomic_add, atomic_and, atomic_cas, atomic_max, atomic_min, atomic_or,
                         atomic_xchg, atomic_xor, debug_barrier, device_assert, device_print)
 
@@ -25,3 +26,4 @@ __all__ = [
 ]
 __all__ += ["atomic_add", "atomic_and", "atomic_cas", "atomic_max", "atomic_min", "atomic_or",
             "atomic_xchg", "atomic_xor", "debug_barrier", "device_assert", "device_print"]
+__all__ += ["associative_scan", "reduce"]

@@ -322,3 +322,17 @@ def cumsum(input, axis=0, reverse=False, dtype=None):
 @builtin
 def cumprod(input, axis=0, reverse=False):
     return semantic.cumprod(input, axis, reverse)
+
+
+@builtin
+def reduce(input, axis, combine_fn, keep_dims=False):
+    """Reduces ``input`` (a block or a tuple of blocks of one shape) along ``axis`` with the
+    @aotk.jit function ``combine_fn`` of 2N scalars returning N."""
+    return semantic.reduce_with(input, axis, combine_fn, keep_dims)
+
+
+@builtin
+def associative_scan(input, axis, combine_fn, reverse=False):
+    """Inclusive scan of ``input`` (a block or a tuple of blocks) along ``axis`` with the
+    @aotk.jit function ``combine_fn``."""
+    return semantic.associative_scan(input, axis, combine_fn, reverse)

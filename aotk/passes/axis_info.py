@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import gcd
 
-from ..ir.kir import Function
+from ..ir.kir import COMBINING, Function
 
 # Each fixpoint round can only lower a power-of-two fact, so this bounds the rounds far above
 # what any real loop needs; past it a carried value is assumed to know nothing.
@@ -175,6 +175,12 @@ def _analyze_control_flow(op, infos):
 
 def _analyze_ops(ops, infos):
     for op in ops:
+        if op.regions and op.opcode in COMBINING:
+            # A combine region: its scalars and the op's results claim nothing.
+            _analyze_region(op.regions[0], infos, [_scalar(1)] * len(op.regions[0].args))
+            for result in op.results:
+                infos[result] = _uniform(_shape(result))
+            continue
         if op.regions:
             _analyze_control_flow(op, infos)
             continue

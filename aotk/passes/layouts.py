@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..ir.kir import REDUCTIONS, SHUFFLES, SIDE_EFFECT_OPS, TERMINATORS, Function, walk
+from ..ir.kir import COMBINING, SHUFFLES, SIDE_EFFECT_OPS, TERMINATORS, Function, walk
 
 THREADS_PER_WARP = 32
 MAX_VECTOR_BYTES = 16
@@ -277,6 +277,22 @@ def assign_layouts(function: Function, infos: dict, num_warps: int) -> LayoutPla
             layouts.remove(home)
         layouts.insert(0, home)
 
+    def demand_combining(op):
+        """Reductions and scans work on their operands' natural layout; a scan's results
+        stay there, a reduction's come out in its slice along the axis. A combine region
+        runs on one register per value: its arguments and body are scalars."""
+        for value in op.operands:
+            demand(value, natural(value))
+        for result in op.results:
+            if op.opcode == "scan" or not result.type.shape:
+                demand_home(result)
+            else:
+                demand_home(result, Layout(natural(op.operands[0]).blocked, (op.attrs["axis"],)))
+        for region in op.regions:
+            for value in region.args:
+                demand_home(value, SCALAR)
+            demand_ops(region.body)
+
     def demand_ops(ops):
         for op in reversed(ops):
             if op.opcode == "store" or op.opcode in TERMINATORS:
@@ -285,6 +301,10 @@ def assign_layouts(function: Function, infos: dict, num_warps: int) -> LayoutPla
                     for v in op.operands]
                 for value, layout in zip(op.operands, layouts):
                     demand(value, layout)
+                continue
+            if op.opcode in COMBINING:
+                if any(result in demands for result in op.results):
+                    demand_combining(op)
                 continue
             if op.regions:
                 operand_layouts = [natural(v) for v in op.operands]
@@ -319,17 +339,6 @@ def assign_layouts(function: Function, infos: dict, num_warps: int) -> LayoutPla
             if op.result is None or op.result not in demands:
                 continue
             wanted = demands[op.result]
-            if op.opcode in REDUCTIONS:
-                # Reduced from the operand's own layout; the result comes out in its slice.
-                operand = op.operands[0]
-                demand(operand, natural(operand))
-                home = SCALAR if not op.result.type.shape else \
-                    Layout(natural(operand).blocked, (op.attrs["axis"],))
-                homes[op.result] = home
-                if home in wanted:
-                    wanted.remove(home)
-                wanted.insert(0, home)
-                continue
             if op.opcode == "dot" and mma.get(op) is not None:
                 # a and b are staged through shared memory from their natural layouts; the
                 # accumulator lives in the mma fragments.
@@ -338,7 +347,7 @@ def assign_layouts(function: Function, infos: dict, num_warps: int) -> LayoutPla
                 demand(op.operands[2], Layout(mma[op]))
                 demand_home(op.result, Layout(mma[op]))
                 continue
-            if op.opcode in SHUFFLES or op.opcode in ("dot", "scan"):
+            if op.opcode in SHUFFLES or op.opcode == "dot":
                 # Elements change places through shared memory: read from the operands'
                 # natural layouts, written out in the result's.
                 for value in op.operands:

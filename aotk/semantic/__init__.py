@@ -18,5 +18,6 @@ from .control import *       # noqa: F401,F403
 from .views import *         # noqa: F401,F403
 from .dot import *           # noqa: F401,F403
 from .scans import *         # noqa: F401,F403
+from .combine import *       # noqa: F401,F403
 from .atomics import *       # noqa: F401,F403
 from .debug import *         # noqa: F401,F403

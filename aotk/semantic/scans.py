@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from ..language.core import tensor
 from .base import _emit, _value, cast, to_tensor
-from .reductions import _normalize_axis, sum_dtype
+from .combine import scan_axis
+from .reductions import sum_dtype
 
 
 def scan(x, axis, combine: str, reverse=False, dtype=None) -> tensor:
@@ -19,7 +20,7 @@ def scan(x, axis, combine: str, reverse=False, dtype=None) -> tensor:
         raise TypeError("cannot scan pointers")
     if dtype is not None:
         x = cast(x, _value(dtype))
-    axis = _normalize_axis(x, axis)
+    axis = scan_axis(x, axis)
     return _emit("scan", [x], x.type, axis=axis, combine=combine, reverse=bool(_value(reverse)))
 
 
