@@ -2,7 +2,9 @@
 
 The pipeline, one line per stage:
   kir     frontend: Python AST -> typed block SSA, specialized on types, hints, constexprs
-  (pipe)  passes.prefetch: with num_stages > 1, loads feeding a dot are issued a trip early
+  (pipe)  passes.pipeline: with num_stages > 1, loads feeding a dot become cp.async copies
+          num_stages - 1 trips ahead into shared memory; passes.prefetch: loops it could
+          not pipeline get their dot's loads issued one trip early, in registers
   axis    passes.axis_info: contiguity / divisibility / constancy of every value
   gir     passes.layouts: a distributed layout per value, vector width per memory op
   llir    backend.lower: registers per thread, predicated vector memory ops
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field
 from .ir.types import parse_type
 from .passes import axis_info
 from .passes.layouts import assign_layouts
+from .passes.pipeline import pipeline_dot_loops
 from .passes.prefetch import prefetch_dot_operands
 
 SUPPORTED_TARGETS = ("sm_80", "sm_86", "sm_89", "sm_90")
@@ -84,6 +87,11 @@ def parse_signature(kernel, signature) -> tuple[dict, dict]:
     return types, hints
 
 
+def target_has_async_copy(target: str) -> bool:
+    """cp.async exists from sm_80 on."""
+    return int(target[3:].rstrip("a")) >= 80
+
+
 def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target="sm_90",
             debug=None):
     from .backend.lower import lower_to_llvm
@@ -99,6 +107,8 @@ def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target
     if num_stages > 1:
         # Passes below may rewrite the kir; the memoized function stays as generated.
         function = copy.deepcopy(function)
+        if target_has_async_copy(target):
+            pipeline_dot_loops(function, axis_info.analyze(function), num_warps, num_stages)
         prefetch_dot_operands(function, num_warps)
     infos = axis_info.analyze(function)
     plan = assign_layouts(function, infos, num_warps)

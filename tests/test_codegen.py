@@ -6,11 +6,12 @@ import aotk
 import aotk.language as tl
 from aotk.jit import scalar_type_of
 from tests.kernels import atomics as atomic_kernels
+from tests.kernels import batched_matmul
 from tests.kernels import combine, control_flow, dot, reductions, scans, views
 from tests.kernels.elementwise import CASES as ELEMENTWISE_CASES, add_kernel, copy2d_kernel
 
 CASES = (ELEMENTWISE_CASES + reductions.CASES + control_flow.CASES + views.CASES + dot.CASES
-         + atomic_kernels.CASES + scans.CASES + combine.CASES)
+         + atomic_kernels.CASES + scans.CASES + combine.CASES + batched_matmul.CASES)
 from aotk.jit import _NUMPY_TO_DTYPE
 import numpy as np
 
@@ -133,7 +134,8 @@ def test_llir_is_a_ptx_kernel_reading_thread_ids():
 
 @pytest.mark.parametrize("target", ["sm_80", "sm_90"])
 def test_fp16_dot_runs_on_mma_sync(target):
-    """The tutorial matmul's dot is mma.sync m16n8k16 fed by ldmatrix, with no spills."""
+    """The tutorial matmul's dot is mma.sync m16n8k16 fed by ldmatrix from stages that
+    16-byte cp.async copies fill two trips ahead (num_stages=3), with no spills."""
     import importlib.util
     import pathlib
     path = pathlib.Path(__file__).resolve().parent.parent / "examples" / "kernels" / "matmul.py"
@@ -148,27 +150,67 @@ def test_fp16_dot_runs_on_mma_sync(target):
                           num_warps=8, target=target)
     assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in kernel.ptx
     assert "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in kernel.ptx
-    assert "ld.global.v4.b32" in kernel.ptx
+    assert "cp.async.cg.shared.global" in kernel.ptx and ", 16, " in kernel.ptx
+    assert "cp.async.wait_group 1;" in kernel.ptx and "cp.async.wait_group 0;" in kernel.ptx
+    assert "ld.global" not in kernel.ptx   # both operands arrive through cp.async only
     assert kernel.metadata["spills"] == 0
 
 
-def test_dot_loads_are_prefetched_a_trip_early():
-    """With num_stages > 1 the loop carries the next trip's operand tiles; with 1 it does
-    not, and the memoized kir (what the interpreter runs) is never rewritten."""
+@pytest.mark.parametrize("target", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("name, instruction", [
+    ("dot-fp32-tf32-64x64x32-trans-b", "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"),
+    ("dot-int8-64x32x128-trans-b", "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"),
+    ("dot-fp16-64x32x128-trans-b", "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"),
+])
+def test_tf32_int8_and_fp16_dots_use_their_mma_sync(name, instruction, target):
+    """Each input type takes its own tensor-core instruction; fp32 with ieee precision does
+    not (tensor cores would round its inputs to tf32)."""
+    case = next(c for c in CASES if c.name == name)
+    args = case.make_args(np.random.default_rng(0))
+    compiled = aotk.compile(case.kernel, _signature(case, args), case.constants, target=target)
+    assert instruction in compiled.ptx
+    assert compiled.metadata["spills"] == 0
+    ieee = next(c for c in CASES if c.name == "dot-fp32-ieee-32x32x64")
+    args = ieee.make_args(np.random.default_rng(0))
+    assert "mma.sync" not in aotk.compile(ieee.kernel, _signature(ieee, args), ieee.constants,
+                                          target=target).ptx
+
+
+def _carried_types(listing):
+    line = next(l for l in str(listing).splitlines() if "= for [" in l)
+    return line.split(" : ", 1)[1].split(" {")[0]
+
+
+def test_dot_loops_are_pipelined_through_shared_memory():
+    """With num_stages = S > 1 and 16-byte operand vectors, the loop copies trip i+S-1's
+    tiles with async_copy into one of S stages and the dot reads trip i's stage; with
+    num_stages=1 nothing changes, and the memoized kir (what the interpreter runs) is never
+    rewritten."""
     from aotk.compiler import parse_signature
     from tests.kernels.dot import matmul_loop_kernel
     signature = "*fp16:16, *fp16:16, *fp16:16, i32:16, i32:16, i32:16"
     constants = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32}
-
-    def carried_types(listing):
-        line = next(l for l in str(listing).splitlines() if "= for [" in l)
-        return line.split(" : ", 1)[1].split(" {")[0]
-    pipelined = aotk.compile(matmul_loop_kernel, signature, constants, num_stages=3)
+    pipelined = aotk.compile(matmul_loop_kernel, signature, constants, num_stages=4)
+    listing = str(pipelined.kir)
+    assert _carried_types(listing) == "fp32[64,64], i32"      # the accumulator, the stage
+    assert listing.count("async_copy [") == 2 * 4              # 3 prologue trips + the loop
+    assert "async_wait [pending=2]" in listing and "async_wait [pending=0]" in listing
+    assert listing.count("shared_read [") == 2
     plain = aotk.compile(matmul_loop_kernel, signature, constants, num_stages=1)
-    assert carried_types(pipelined.kir) == "fp32[64,64], fp16[64,32], fp16[32,64]"
-    assert carried_types(plain.kir) == "fp32[64,64]"
+    assert _carried_types(plain.kir) == "fp32[64,64]" and "async" not in str(plain.kir)
     types, hints = parse_signature(matmul_loop_kernel, signature)
-    assert carried_types(matmul_loop_kernel.kir(types, hints, constants)) == "fp32[64,64]"
+    assert "async" not in str(matmul_loop_kernel.kir(types, hints, constants))
+
+
+def test_dot_loads_too_narrow_for_cp_async_are_prefetched_a_trip_early():
+    """Without alignment hints the operands move one element at a time, which cp.async
+    cannot copy: the loop carries the next trip's operand tiles in registers instead."""
+    from tests.kernels.dot import matmul_loop_kernel
+    signature = "*fp16, *fp16, *fp16, i32, i32, i32"
+    constants = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32}
+    prefetched = aotk.compile(matmul_loop_kernel, signature, constants, num_stages=3)
+    assert _carried_types(prefetched.kir) == "fp32[64,64], fp16[64,32], fp16[32,64]"
+    assert "async" not in str(prefetched.kir)
 
 
 @pytest.mark.parametrize("target", ["sm_80", "sm_90"])

@@ -16,7 +16,7 @@ import itertools
 
 import llvmlite.ir as ir
 
-from ..ir.kir import ATOMICS, COMBINING, SHUFFLES, SIDE_EFFECT_OPS, TERMINATORS, walk
+from ..ir.kir import ASYNC_OPS, ATOMICS, COMBINING, SHUFFLES, SIDE_EFFECT_OPS, TERMINATORS, walk
 from ..passes.layouts import SCALAR, Layout, LayoutPlan
 from .llvm_types import I1, I8, I32, I64, llvm_type
 from .memory import emit_load, emit_store
@@ -29,6 +29,8 @@ from .scans import lower_scan
 from .scans import shared_bytes_needed as scan_bytes_needed
 from .mma import lower_mma
 from .mma import shared_bytes_needed as mma_bytes_needed
+from .pipeline import (lower_async_commit, lower_async_copy, lower_async_wait,
+                       plan_buffers)
 from .dot import shared_bytes_needed as dot_bytes_needed
 from .views import lower_shuffle, padded_bytes, row_major_index, row_padding
 from .views import shared_bytes_needed as shuffle_bytes_needed
@@ -93,6 +95,10 @@ class KernelLowering:
         self._shared = None
         self._shared_used = False
         self.shared_bytes = 0
+        # Pipelined loops' operand stages (passes.pipeline), and the bytes below which other
+        # shared-memory users must stay out while such a loop runs.
+        self.staged_buffers, self._pipeline_bytes = plan_buffers(function)
+        self.shared_floor = 0
         b = self.builder
         self.tid = self._sreg("tid.x", "tid")
         self.lane = b.and_(self.tid, ir.Constant(I32, 31), name="lane")
@@ -148,6 +154,9 @@ class KernelLowering:
             self.builder.comment = None
             if op.opcode == "store":
                 self._lower_store(op)
+                continue
+            if op.opcode in ASYNC_OPS:
+                ASYNC_LOWERING[op.opcode](self, op)
                 continue
             if op.opcode in SIDE_EFFECT_OPS:
                 # Lowered whether or not the result is used; old values come back in the
@@ -268,7 +277,12 @@ class KernelLowering:
             keep_going = b.select(positive, going_up, going_down)
         b.cbranch(keep_going, body, exit_block)
         b.position_at_end(body)
+        floor = self.shared_floor
+        if op.attrs.get("pipeline") is not None:
+            # The operand stages stay live for the whole loop: other users go above them.
+            self.shared_floor = self._pipeline_bytes[op.attrs["pipeline"]]
         yielded = self._lower_region(op.regions[0], [[induction]] + carried, layouts)
+        self.shared_floor = floor
         latch = b.block
         next_induction = b.add(induction, step)
         self._add_incoming([[induction]] + carried, [[next_induction]] + yielded, latch)
@@ -418,19 +432,10 @@ class KernelLowering:
                        op.attrs.get("cache", ""), op.attrs.get("eviction", ""))
 
     # -- layout conversion through shared memory ---------------------------------------
-    def _allocate_shared(self):
-        """One scratch buffer, sized for the largest user: every user starts with a barrier.
-
-        Each use (a layout conversion, a reduction's cross-warp step, a shuffle, a dot's
-        operands) is live only from its first store to its last load, and no two uses
-        overlap in time; so one buffer of the largest use's size is exactly what allocating
-        by liveness gives, and ``begin_shared_use`` orders consecutive uses."""
+    def _shared_bytes_of(self, ops) -> int:
+        """The largest scratch use among ``ops`` (nested ones included)."""
         needed = 0
-        for value, layouts in self.plan.demands.items():
-            home = self.plan.homes.get(value)
-            if home is not None and any(layout != home for layout in layouts):
-                needed = max(needed, padded_bytes(value.type.shape, value.element))
-        for op in walk(self.function.body):
+        for op in walk(ops):
             if op.opcode in COMBINING and any(r in self.plan.demands for r in op.results):
                 blocked = self.plan.blocked_by_rank[len(op.operands[0].type.shape)]
                 sizing = scan_bytes_needed if op.opcode == "scan" else shared_bytes_needed
@@ -442,6 +447,29 @@ class KernelLowering:
                              else dot_bytes_needed(op))
             if op.opcode in ATOMICS:
                 needed = max(needed, atomic_bytes_needed(op, self.plan))
+            for value in op.results:
+                home = self.plan.homes.get(value)
+                if home is not None and any(lay != home for lay in self.plan.demands[value]):
+                    needed = max(needed, padded_bytes(value.type.shape, value.element))
+        return needed
+
+    def _allocate_shared(self):
+        """One scratch buffer, sized for the largest user: every user starts with a barrier.
+
+        Each use (a layout conversion, a reduction's cross-warp step, a shuffle, a dot's
+        operands) is live only from its first store to its last load, and no two uses
+        overlap in time; so one buffer of the largest use's size is exactly what allocating
+        by liveness gives, and ``begin_shared_use`` orders consecutive uses."""
+        needed = self._shared_bytes_of(self.function.body)
+        for value, layouts in self.plan.demands.items():
+            home = self.plan.homes.get(value)
+            if home is not None and any(layout != home for layout in layouts):
+                needed = max(needed, padded_bytes(value.type.shape, value.element))
+        # A pipelined loop's stages sit below every other use inside it.
+        for op in walk(self.function.body):
+            if op.attrs.get("pipeline") is not None and op.opcode == "for":
+                needed = max(needed, self._pipeline_bytes[op.attrs["pipeline"]] +
+                             self._shared_bytes_of(op.regions[0].body))
         if needed:
             # Dynamic shared memory (`extern .shared`): the launch passes its size, so a
             # kernel may use more than the 48 KB a static allocation is limited to.
@@ -463,7 +491,14 @@ class KernelLowering:
         self._shared_used = True
 
     def shared_pointer(self, byte_offset, element_type):
-        """A typed pointer ``byte_offset`` bytes into the scratch buffer."""
+        """A typed pointer ``byte_offset`` bytes into the scratch buffer (above the
+        operand stages while a pipelined loop runs)."""
+        if self.shared_floor:
+            byte_offset = self.builder.add(byte_offset, ir.Constant(I32, self.shared_floor))
+        return self.pipeline_pointer(byte_offset, element_type)
+
+    def pipeline_pointer(self, byte_offset, element_type=I8):
+        """A typed pointer ``byte_offset`` bytes into the scratch buffer itself."""
         address = self.builder.gep(self._shared, [ir.Constant(I32, 0), byte_offset])
         return self.builder.bitcast(address, element_type.as_pointer(3))
 
@@ -500,6 +535,10 @@ class KernelLowering:
             out.append(b.icmp_unsigned("!=", loaded, ir.Constant(I8, 0))
                        if value.element.is_bool() else loaded)
         return out
+
+
+ASYNC_LOWERING = {"async_copy": lower_async_copy, "async_commit": lower_async_commit,
+                  "async_wait": lower_async_wait}
 
 
 def _llvm_constant(element, value):

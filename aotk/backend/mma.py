@@ -1,34 +1,38 @@
-"""Lowering of ``dot`` on tensor cores with ``mma.sync`` (sm_80+): fp16/bf16 inputs, fp32
-accumulation.
+"""Lowering of ``dot`` on tensor cores with ``mma.sync`` (sm_80+): fp16/bf16 inputs with fp32
+accumulation (m16n8k16), fp32 inputs as tf32 (m16n8k8), int8 into int32 (m16n8k32).
 
 In: a [M, K] and b [K, N] in their natural blocked layouts, the accumulator in its ``Mma``
 layout (``passes.layouts.choose_mma``). Out: the result's registers in that ``Mma`` layout.
 
 1. a and b are written to shared memory row-major with 16 bytes of padding per row (so the
    eight 16-byte rows one ``ldmatrix`` reads fall in eight different bank groups), in vector
-   stores of each thread's contiguous elements; one barrier.
-2. For each 16-deep slice of K, each warp loads its A fragments (one ``ldmatrix.x4`` per
-   16-row tile) and B fragments (``ldmatrix.x4.trans`` per pair of 8-column tiles: B is
-   stored K-major and mma wants it column-major), then issues one
-   ``mma.sync.aligned.m16n8k16.row.col.f32`` per (row tile, column tile).
+   stores of each thread's contiguous elements; one barrier. Inside a pipelined loop
+   (``passes.pipeline``) cp.async already put them there, in the same layout.
+2. For each instruction-deep slice of K, each warp loads its A fragments (one
+   ``ldmatrix.x4`` per 16-row tile: four 8-row x 16-byte matrices, whatever the element
+   size) and B fragments (16-bit elements: ``ldmatrix.x4.trans`` per pair of 8-column
+   tiles, as B is stored K-major and mma wants it column-major; tf32 and int8: element
+   loads, since ldmatrix only transposes 16-bit elements), then issues one ``mma.sync``
+   per (row tile, column tile).
 An fp16 accumulator (out_dtype=float16) is widened to fp32 around the products.
 """
 from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from ..passes.layouts import MMA_TILE, Layout
+from ..passes.layouts import MMA_TILE, SCALAR, Layout
+from ..passes.pipeline import padded_pitch
 from .llvm_types import I32, I64, llvm_type
 from .views import logical_indices
 
 F32 = ir.FloatType()
-ROW_PADDING_BYTES = 16
 MMA_K = 16
+_pitch = padded_pitch
 
 
-def _pitch(columns: int, element) -> int:
-    """Row pitch in elements: the row plus 16 bytes."""
-    return columns + ROW_PADDING_BYTES // element.itemsize
+def _staged(value) -> bool:
+    """Whether a pipelined loop already put ``value`` in shared memory (``shared_read``)."""
+    return value.owner is not None and value.owner.opcode == "shared_read"
 
 
 def _aligned(n: int) -> int:
@@ -37,6 +41,8 @@ def _aligned(n: int) -> int:
 
 def shared_bytes_needed(op) -> int:
     a, b = op.operands[:2]
+    if _staged(a) and _staged(b):
+        return 0
     (m, k), (_, n) = a.type.shape, b.type.shape
     size = a.element.itemsize
     return _aligned(m * _pitch(k, a.element) * size) + k * _pitch(n, b.element) * size
@@ -78,6 +84,17 @@ def _ldmatrix(lowering, address, transpose: bool):
     return [lowering.builder.extract_value(result, i) for i in range(4)]
 
 
+def _instruction(element) -> tuple:
+    """(k depth, mma.sync text, accumulator asm constraint) for operands of ``element``."""
+    operands = "{$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};"
+    if element.is_fp32():
+        return 8, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 " + operands, "f"
+    if element.is_int():
+        return 32, "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 " + operands, "r"
+    kind = "bf16" if element.is_bf16() else "f16"
+    return 16, f"mma.sync.aligned.m16n8k16.row.col.f32.{kind}.{kind}.f32 " + operands, "f"
+
+
 def lower_mma(lowering, op) -> list:
     b = lowering.builder
     a, b_operand, acc = op.operands
@@ -89,39 +106,73 @@ def lower_mma(lowering, op) -> list:
     pitch_a, pitch_b = _pitch(k, element), _pitch(n, element)
     b_base = _aligned(m * pitch_a * size)
 
-    lowering.begin_shared_use()
-    _store_tile(lowering, a, 0, pitch_a)
-    _store_tile(lowering, b_operand, b_base, pitch_b)
-    lowering.barrier()
+    c = lambda v: ir.Constant(I32, v)   # noqa: E731
+    if _staged(a) and _staged(b_operand):
+        # A pipelined loop's stage: async_wait at the top of the trip made it visible.
+        root = b.ptrtoint(lowering.pipeline_pointer(c(0)), I64)
+        a_base, b_base = (lowering.staged_buffers[v.owner.attrs["buffer"]].stage_base(
+            b, lowering.regs(v.owner.operands[0], SCALAR)[0]) for v in (a, b_operand))
+    else:
+        lowering.begin_shared_use()
+        _store_tile(lowering, a, 0, pitch_a)
+        _store_tile(lowering, b_operand, b_base, pitch_b)
+        lowering.barrier()
+        root = b.ptrtoint(lowering.shared_pointer(c(0), ir.IntType(8)), I64)
+        a_base, b_base = c(0), c(b_base)
 
     lane, warp = lowering.lane, lowering.warp
-    c = lambda v: ir.Constant(I32, v)   # noqa: E731
     warp_row = b.mul(b.urem(warp, c(wm)), c(MMA_TILE[0]))
     warp_col = b.mul(b.udiv(warp, c(wm)), c(MMA_TILE[1]))
     row_in_tile = b.urem(lane, c(16))        # ldmatrix: row supplied by this lane
-    half = b.udiv(lane, c(16))               # which 8-wide half this lane's row starts at
+    half = b.udiv(lane, c(16))               # which 16-byte half this lane's row starts at
+    group, thread_in_group = b.udiv(lane, c(4)), b.urem(lane, c(4))
     tiles_m, tiles_n = m // layout.tile(0), n // layout.tile(1)
-    base = b.ptrtoint(lowering.shared_pointer(c(0), ir.IntType(8)), I64)
+    depth, mma_text, accumulator_kind = _instruction(element)
+    per_register = 4 // size                 # elements of one operand register
 
     def shared_address(row, column, byte_base, pitch):
         linear = b.add(b.mul(row, c(pitch)), column)
-        return b.add(base, b.zext(b.add(c(byte_base), b.mul(linear, c(size))), I64))
+        return b.add(root, b.zext(b.add(byte_base, b.mul(linear, c(size))), I64))
+
+    def b_fragment(kk, tn):
+        """The two registers of B's column tile tn at depth kk, element by element: the
+        mma wants per_register consecutive k of one column in each register, which
+        ldmatrix.trans can only gather for 16-bit elements."""
+        column = b.add(warp_col, b.add(c(tn * layout.tile(1)), group))
+        registers = []
+        for j in (0, 1):
+            values = []
+            for r in range(per_register):
+                row = b.add(c(kk + j * depth // 2 + r),
+                            b.mul(thread_in_group, c(per_register)))
+                pointer = b.inttoptr(shared_address(row, column, b_base, pitch_b),
+                                     llvm_type(element).as_pointer(3))
+                values.append(b.load(pointer))
+            if per_register == 1:
+                registers.append(b.bitcast(values[0], I32))
+                continue
+            vector = ir.Constant(ir.VectorType(llvm_type(element), per_register), None)
+            for r, value in enumerate(values):
+                vector = b.insert_element(vector, value, c(r))
+            registers.append(b.bitcast(vector, I32))
+        return registers
 
     accumulator_regs = lowering.regs(acc, Layout(layout))
     widen = acc.element.bits == 16
     accumulators = [b.fpext(r, F32) if widen else r for r in accumulator_regs]
+    accumulator_type = accumulators[0].type
     columns_per_thread_row = 2 * tiles_n     # acc registers per slot row in the Mma layout
-    kind = "bf16" if element.is_bf16() else "f16"
-    mma_text = (f"mma.sync.aligned.m16n8k16.row.col.f32.{kind}.{kind}.f32 "
-                "{$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};")
-    for kk in range(0, k, MMA_K):
+    constraints = ",".join([f"={accumulator_kind}"] * 4 + ["r"] * 6 + [accumulator_kind] * 4)
+    for kk in range(0, k, depth):
         a_fragments = []
         for tm in range(tiles_m):
             row = b.add(b.add(warp_row, c(tm * layout.tile(0))), row_in_tile)
-            column = b.add(c(kk), b.mul(half, c(8)))
-            a_fragments.append(_ldmatrix(lowering, shared_address(row, column, 0, pitch_a), False))
+            column = b.add(c(kk), b.mul(half, c(16 // size)))
+            a_fragments.append(_ldmatrix(lowering, shared_address(row, column, a_base, pitch_a), False))
         b_fragments = []
-        for tn in range(0, tiles_n, 2):
+        if size != 2:
+            b_fragments = [b_fragment(kk, tn) for tn in range(tiles_n)]
+        for tn in range(0, tiles_n if size == 2 else 0, 2):
             # Lanes 0-15 address the first column tile (k rows 0-15), lanes 16-31 the next.
             second = min(tn + 1, tiles_n - 1)
             tile_column = b.add(c(tn * layout.tile(1)),
@@ -136,8 +187,8 @@ def lower_mma(lowering, op) -> list:
             for tn in range(tiles_n):
                 slots = [(2 * tm + i) * columns_per_thread_row + 2 * tn + j
                          for i in (0, 1) for j in (0, 1)]
-                result = _asm(lowering, mma_text, "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f",
-                              ir.LiteralStructType([F32] * 4),
+                result = _asm(lowering, mma_text, constraints,
+                              ir.LiteralStructType([accumulator_type] * 4),
                               a_fragments[tm] + b_fragments[tn] + [accumulators[s] for s in slots])
                 for index, slot in enumerate(slots):
                     accumulators[slot] = b.extract_value(result, index)

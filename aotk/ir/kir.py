@@ -64,6 +64,17 @@ Side effects (never removed or reordered; layout roots like stores, see ``SIDE_E
   device_assert               (cond:int1)             message, function -> no result; fails
                               when any element is false (present only in debug builds)
 
+Software pipelining (made by ``passes.pipeline`` for the GPU only; never interpreted):
+
+  async_copy                  (ptr, [mask], stage:i32) buffer, stages, has_mask, first
+                              -> no result; copies the block ptr points at into slot stage
+                              of the shared buffer (masked-off elements become 0)
+  async_commit                ()                      -> closes the group of copies issued
+  async_wait                  ()                      pending -> waits until at most pending
+                              groups are in flight, then a CTA barrier
+  shared_read                 (stage:i32)             buffer, stages -> the block in slot
+                              stage of buffer (only a dot that mma computes reads one)
+
 Structured control flow (regions; every carried value keeps one type throughout):
 
   for                         (lb, ub, step, *init)   region body(iv, *carried) ends in yield
@@ -99,7 +110,9 @@ SHUFFLES = frozenset(("permute", "reshape", "join", "split"))
 CONTROL_FLOW = frozenset(("for", "if", "while"))
 ATOMICS = frozenset(("atomic_rmw", "atomic_cas"))
 # Ops kept for their effect on memory or output, whether or not their result is used.
-SIDE_EFFECT_OPS = ATOMICS | frozenset(("debug_barrier", "device_print", "device_assert"))
+ASYNC_OPS = frozenset(("async_copy", "async_commit", "async_wait"))
+SIDE_EFFECT_OPS = ATOMICS | ASYNC_OPS | frozenset(("debug_barrier", "device_print",
+                                                   "device_assert"))
 TERMINATORS = frozenset(("yield", "condition"))
 
 

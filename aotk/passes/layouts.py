@@ -115,12 +115,23 @@ def _i32(n: int):
 
 
 def choose_mma(op, num_warps: int):
-    """The accumulator layout of a ``dot`` that mma.sync can compute, else None (the dot
-    then runs on CUDA cores). Warps split M and N as evenly as the tile counts allow
+    """The accumulator layout of a ``dot`` that mma.sync can compute (fp16 / bf16, fp32 as
+    tf32, int8; K a multiple of the instruction's depth), else None (the dot then runs on
+    CUDA cores). Warps split M and N as evenly as the tile counts allow
     (Triton's rule)."""
     a, b = op.operands[:2]
-    if len(op.result.type.shape) != 2 or a.element != b.element or \
-            not (a.element.is_fp16() or a.element.is_bf16()):
+    if len(op.result.type.shape) != 2 or a.element != b.element:
+        return None
+    element = a.element
+    if element.is_fp16() or element.is_bf16():
+        depth = 16
+    elif element.is_fp32() and op.attrs.get("precision") == "tf32":
+        depth = 8
+    elif element.is_int() and element.is_int_signed() and element.bits == 8:
+        depth = 32
+    else:
+        return None
+    if a.type.shape[1] % depth:
         return None
     m, n = op.result.type.shape
     warps = [1, 1]
@@ -181,7 +192,7 @@ def memory_vector_width(op, infos) -> int:
     itemsize = pointer.element.element_ty.itemsize
     width = min(info.contiguity[dim], max(1, info.divisibility[dim] // itemsize),
                 max(1, MAX_VECTOR_BYTES // itemsize), shape[dim])
-    mask_index = 1 if op.opcode == "load" else 2
+    mask_index = 2 if op.opcode == "store" else 1   # load / async_copy: (ptr, mask, ..)
     if op.attrs.get("has_mask"):
         width = min(width, infos[op.operands[mask_index]].constancy[dim])
     return 1 << (max(1, width).bit_length() - 1)
@@ -215,7 +226,8 @@ def _blocked_for(shape: tuple, vector: int, num_warps: int) -> Blocked:
 
 
 def assign_layouts(function: Function, infos: dict, num_warps: int) -> LayoutPlan:
-    memory_ops = [op for op in walk(function.body) if op.opcode in ("load", "store")]
+    memory_ops = [op for op in walk(function.body)
+                  if op.opcode in ("load", "store", "async_copy")]
     vector_width = {op: memory_vector_width(op, infos) for op in memory_ops}
 
     # One blocked layout per rank, shaped by the largest block of that rank.
@@ -340,10 +352,14 @@ def assign_layouts(function: Function, infos: dict, num_warps: int) -> LayoutPla
                 continue
             wanted = demands[op.result]
             if op.opcode == "dot" and mma.get(op) is not None:
-                # a and b are staged through shared memory from their natural layouts; the
-                # accumulator lives in the mma fragments.
-                demand(op.operands[0], natural(op.operands[0]))
-                demand(op.operands[1], natural(op.operands[1]))
+                # a and b are staged through shared memory from their natural layouts
+                # (or already there: a pipelined loop's shared_read); the accumulator lives
+                # in the mma fragments.
+                for operand in op.operands[:2]:
+                    if operand.owner is not None and operand.owner.opcode == "shared_read":
+                        demand(operand.owner.operands[0], SCALAR)
+                    else:
+                        demand(operand, natural(operand))
                 demand(op.operands[2], Layout(mma[op]))
                 demand_home(op.result, Layout(mma[op]))
                 continue

@@ -102,6 +102,9 @@ CASES = [
     _dot_case("dot-fp32-tf32", np.float32, 32, 16, 32, precision="tf32", rtol=1e-3),
     _dot_case("dot-fp32-ieee-128x16x16", np.float32, 128, 16, 16, rtol=1e-4),
     _dot_case("dot-int8-32x32x64", np.int8, 32, 32, 64),
+    _dot_case("dot-fp32-tf32-64x64x32-trans-b", np.float32, 64, 64, 32, trans_b=True,
+              precision="tf32", rtol=1e-3),
+    _dot_case("dot-int8-64x32x128-trans-b", np.int8, 64, 32, 128, trans_b=True),
     # 50 KB of operands: dynamic shared memory past the 48 KB default.
     _dot_case("dot-fp32-128x64x64-over-48KB-shared", np.float32, 128, 64, 64, rtol=1e-4),
     Case("dot-batched-3d", batched_dot_kernel,

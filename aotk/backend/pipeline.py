@@ -1,0 +1,143 @@
+"""Lowering of the ops ``passes.pipeline`` introduces: ``async_copy``, ``async_commit``,
+``async_wait`` (and where ``shared_read`` tiles live, for the dot that reads them).
+
+In: the ops, the pointers and masks of a copy in their natural blocked layout. Out:
+
+* ``async_copy``: per vector of a thread's contiguous elements (4, 8 or 16 bytes, as axis
+  info proved), ``cp.async.{cg,ca}.shared.global [stage + row * pitch + column], [src],
+  bytes, src_bytes`` with src_bytes = 0 where the mask is off, which zero-fills. Threads
+  that only replicate elements (the layout wraps) issue nothing. Narrower vectors cannot
+  use cp.async: they are loaded into registers and stored, which stays correct.
+* ``async_commit``: ``cp.async.commit_group``; ``async_wait``: ``cp.async.wait_group N``,
+  then a CTA barrier, since other threads' copies must be visible too.
+
+Shared memory: each pipelined loop's buffers are laid out from byte 0, operand after
+operand, each ``stages`` slots of a row-padded tile (``passes.pipeline.staged_tile_bytes``,
+the layout ``mma`` reads with ``ldmatrix``). Other shared memory used inside that loop sits
+above them (``KernelLowering.shared_floor``); loops are never live at the same time.
+"""
+from __future__ import annotations
+
+import llvmlite.ir as ir
+
+from ..ir.kir import walk
+from ..passes.layouts import SCALAR, Layout
+from ..passes.pipeline import padded_pitch, staged_tile_bytes
+from .llvm_types import I32, I64, llvm_type
+from .memory import emit_load
+from .views import logical_indices
+
+
+class StagedBuffer:
+    """Where one operand's stages live: ``offset`` bytes into the scratch buffer, slots of
+    ``stage_bytes``, rows of ``pitch`` elements."""
+
+    def __init__(self, offset: int, shape: tuple, element, stages: int):
+        self.offset, self.shape, self.element, self.stages = offset, shape, element, stages
+        self.pitch = padded_pitch(shape[1], element)
+        self.stage_bytes = staged_tile_bytes(shape, element)
+
+    def stage_base(self, builder, stage):
+        """Byte offset (i32) of slot ``stage`` (an i32 register)."""
+        return builder.add(ir.Constant(I32, self.offset),
+                           builder.mul(stage, ir.Constant(I32, self.stage_bytes)))
+
+
+def plan_buffers(function) -> tuple:
+    """({buffer id: StagedBuffer}, {pipelined loop number: bytes of its buffers})."""
+    found = {}
+    for op in walk(function.body):
+        if op.opcode == "shared_read":
+            found[op.attrs["buffer"]] = (op.result.type.shape, op.result.element,
+                                         op.attrs["stages"])
+    buffers, totals = {}, {}
+    for buffer in sorted(found):
+        shape, element, stages = found[buffer]
+        loop = buffer[0]
+        staged = StagedBuffer(totals.get(loop, 0), shape, element, stages)
+        buffers[buffer] = staged
+        totals[loop] = staged.offset + stages * staged.stage_bytes
+    return buffers, totals
+
+
+def _asm(builder, text, constraints, args):
+    function_type = ir.FunctionType(ir.VoidType(), [a.type for a in args])
+    builder.call(ir.InlineAsm(function_type, text, constraints, side_effect=True), args)
+
+
+def lower_async_copy(lowering, op):
+    b = lowering.builder
+    pointer = op.operands[0]
+    has_mask = op.attrs["has_mask"]
+    (stage,) = lowering.regs(op.operands[-1], SCALAR)
+    staged = lowering.staged_buffers[op.attrs["buffer"]]
+    layout = Layout(lowering.plan.blocked_by_rank[len(pointer.type.shape)])
+    if op.attrs.get("first"):
+        # Earlier shared-memory users may still read the bytes the prologue fills.
+        lowering.begin_shared_use()
+    pointers = lowering.regs(pointer, layout)
+    masks = lowering.regs(op.operands[1], layout) if has_mask else None
+    element = staged.element
+    size = element.itemsize
+    indices = logical_indices(lowering, pointer, layout)
+    owner = lowering.distribution(layout, pointer.type.shape).owner_predicate()
+    base = staged.stage_base(b, stage)
+    shared_root = b.ptrtoint(lowering.pipeline_pointer(ir.Constant(I32, 0)), I32)
+    for group in lowering._vector_groups(op, layout, len(pointers)):
+        row, column = indices[group[0]]
+        linear = b.add(b.mul(row, ir.Constant(I32, staged.pitch)), column)
+        offset = b.add(base, b.mul(linear, ir.Constant(I32, size)))
+        destination = b.add(shared_root, offset)
+        width_bytes = len(group) * size
+        mask = masks[group[0]] if masks is not None else None
+        if width_bytes < 4:
+            _copy_through_registers(lowering, pointers[group[0]], mask, owner, element,
+                                    len(group), offset)
+            continue
+        source_bytes = ir.Constant(I32, width_bytes)
+        if mask is not None:
+            source_bytes = b.select(mask, source_bytes, ir.Constant(I32, 0))
+        kind = "cg" if width_bytes == 16 else "ca"   # .cg (L2 only) exists for 16 bytes
+        copy = f"cp.async.{kind}.shared.global [$0], [$1], {width_bytes}, $2;"
+        source = b.ptrtoint(pointers[group[0]], I64)
+        if owner is None:
+            _asm(b, copy, "r,l,r", [destination, source, source_bytes])
+        else:
+            _asm(b, "{ .reg .pred p; setp.ne.b32 p, $3, 0; @p " + copy + " }", "r,l,r,r",
+                 [destination, source, source_bytes, b.zext(owner, I32)])
+
+
+def _copy_through_registers(lowering, pointer, mask, owner, element, width, offset):
+    """A vector too narrow for cp.async: load it (zero where masked) and store it."""
+    b = lowering.builder
+    values = emit_load(b, pointer, mask, element, width,
+                       [ir.Constant(llvm_type(element), 0)] * width, "", "", False)
+    for index, value in enumerate(values):
+        address = lowering.pipeline_pointer(
+            b.add(offset, ir.Constant(I32, index * element.itemsize)), llvm_type(element))
+        if owner is None:
+            b.store(value, address)
+        else:
+            with b.if_then(owner):
+                b.store(value, address)
+
+
+def lower_async_commit(lowering, op):
+    _asm(lowering.builder, "cp.async.commit_group;", "", [])
+
+
+def lower_async_wait(lowering, op):
+    _asm(lowering.builder, f"cp.async.wait_group {op.attrs['pending']};", "", [])
+    lowering.barrier()
+
+
+def pipeline_shared_bytes(function, plan, sizes_of) -> int:
+    """Shared bytes a pipelined loop needs: its buffers plus the largest other use inside
+    it (``sizes_of(ops)`` sizes those)."""
+    _, totals = plan_buffers(function)
+    needed = 0
+    for op in walk(function.body):
+        if op.opcode == "for" and op.attrs.get("pipeline") is not None:
+            needed = max(needed, totals.get(op.attrs["pipeline"], 0) +
+                         sizes_of(op.regions[0].body))
+    return needed
