@@ -153,6 +153,8 @@ def test_fp16_dot_runs_on_mma_sync(target):
     assert "cp.async.cg.shared.global" in kernel.ptx and ", 16, " in kernel.ptx
     assert "cp.async.wait_group 1;" in kernel.ptx and "cp.async.wait_group 0;" in kernel.ptx
     assert "ld.global" not in kernel.ptx   # both operands arrive through cp.async only
+    # The copies use a layout shaped by each tile: no thread holds a replica to skip.
+    assert "@p cp.async" not in kernel.ptx
     assert kernel.metadata["spills"] == 0
 
 

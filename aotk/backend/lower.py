@@ -205,8 +205,7 @@ class KernelLowering:
     # -- structured control flow -------------------------------------------------------
     def natural_layout(self, value):
         """The layout of ``value``'s rank that stores and region boundaries use."""
-        shape = value.type.shape
-        return Layout(self.plan.blocked_by_rank[len(shape)]) if shape else SCALAR
+        return self.plan.natural(value)
 
     def owner(self, value, layout):
         """True on the one thread that owns each element of ``value`` (None: every thread)."""
@@ -217,8 +216,7 @@ class KernelLowering:
     def _natural_registers(self, value):
         """Registers of ``value`` in its rank's natural layout: the one values crossing a
         region boundary use."""
-        shape = value.type.shape
-        return self.regs(value, Layout(self.plan.blocked_by_rank[len(shape)]) if shape else SCALAR)
+        return self.regs(value, self.plan.natural(value))
 
     def _lower_region(self, region, arg_registers, layouts=None) -> list:
         """Lowers a region at the current block; returns its terminator's operands, in

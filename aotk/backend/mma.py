@@ -22,7 +22,7 @@ import llvmlite.ir as ir
 
 from ..passes.layouts import MMA_TILE, SCALAR, Layout
 from ..passes.pipeline import padded_pitch
-from .llvm_types import I32, I64, llvm_type
+from .llvm_types import I32, llvm_type
 from .views import logical_indices
 
 F32 = ir.FloatType()
@@ -80,7 +80,7 @@ def _ldmatrix(lowering, address, transpose: bool):
     """Four 8x8 b16 matrices; lane l supplies the address of row l % 8 of matrix l / 8."""
     text = ("ldmatrix.sync.aligned.m8n8.x4" + (".trans" if transpose else "") +
             ".shared.b16 {$0, $1, $2, $3}, [$4];")
-    result = _asm(lowering, text, "=r,=r,=r,=r,l", ir.LiteralStructType([I32] * 4), [address])
+    result = _asm(lowering, text, "=r,=r,=r,=r,r", ir.LiteralStructType([I32] * 4), [address])
     return [lowering.builder.extract_value(result, i) for i in range(4)]
 
 
@@ -109,7 +109,7 @@ def lower_mma(lowering, op) -> list:
     c = lambda v: ir.Constant(I32, v)   # noqa: E731
     if _staged(a) and _staged(b_operand):
         # A pipelined loop's stage: async_wait at the top of the trip made it visible.
-        root = b.ptrtoint(lowering.pipeline_pointer(c(0)), I64)
+        root = b.ptrtoint(lowering.pipeline_pointer(c(0)), I32)
         a_base, b_base = (lowering.staged_buffers[v.owner.attrs["buffer"]].stage_base(
             b, lowering.regs(v.owner.operands[0], SCALAR)[0]) for v in (a, b_operand))
     else:
@@ -117,7 +117,7 @@ def lower_mma(lowering, op) -> list:
         _store_tile(lowering, a, 0, pitch_a)
         _store_tile(lowering, b_operand, b_base, pitch_b)
         lowering.barrier()
-        root = b.ptrtoint(lowering.shared_pointer(c(0), ir.IntType(8)), I64)
+        root = b.ptrtoint(lowering.shared_pointer(c(0), ir.IntType(8)), I32)
         a_base, b_base = c(0), c(b_base)
 
     lane, warp = lowering.lane, lowering.warp
@@ -132,7 +132,8 @@ def lower_mma(lowering, op) -> list:
 
     def shared_address(row, column, byte_base, pitch):
         linear = b.add(b.mul(row, c(pitch)), column)
-        return b.add(root, b.zext(b.add(byte_base, b.mul(linear, c(size))), I64))
+        # 32-bit shared-window addresses: ldmatrix takes them, and they cost half the adds.
+        return b.add(root, b.add(byte_base, b.mul(linear, c(size))))
 
     def b_fragment(kk, tn):
         """The two registers of B's column tile tn at depth kk, element by element: the

@@ -71,7 +71,7 @@ def lower_async_copy(lowering, op):
     has_mask = op.attrs["has_mask"]
     (stage,) = lowering.regs(op.operands[-1], SCALAR)
     staged = lowering.staged_buffers[op.attrs["buffer"]]
-    layout = Layout(lowering.plan.blocked_by_rank[len(pointer.type.shape)])
+    layout = lowering.plan.natural(pointer)   # the tile's own layout (layouts.copy_layouts)
     if op.attrs.get("first"):
         # Earlier shared-memory users may still read the bytes the prologue fills.
         lowering.begin_shared_use()

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..ir.kir import COMBINING, SHUFFLES, SIDE_EFFECT_OPS, TERMINATORS, Function, walk
+from ..ir.kir import (COMBINING, PURE_OPS, SHUFFLES, SIDE_EFFECT_OPS, TERMINATORS, Function,
+                      walk)
 
 THREADS_PER_WARP = 32
 MAX_VECTOR_BYTES = 16
@@ -176,6 +177,16 @@ class LayoutPlan:
     # they are demanded in is a conversion through shared memory.
     homes: dict = field(default_factory=dict)
     mma: dict = field(default_factory=dict)            # dot op -> Mma layout, or None
+    # Values whose natural layout is not their rank's: the addresses and masks of an
+    # async_copy, laid out for the copied tile itself (see ``copy_layouts``).
+    preferred: dict = field(default_factory=dict)
+
+    def natural(self, value) -> "Layout":
+        """The layout stores, region boundaries and side effects use for ``value``."""
+        if value in self.preferred:
+            return self.preferred[value]
+        rank = len(value.type.shape)
+        return Layout(self.blocked_by_rank[rank]) if rank else SCALAR
 
     def describe(self) -> str:
         return "\n".join(f"rank {r}: {b}" for r, b in sorted(self.blocked_by_rank.items()))
@@ -225,6 +236,41 @@ def _blocked_for(shape: tuple, vector: int, num_warps: int) -> Blocked:
     return Blocked(tuple(size_per_thread), tuple(threads_per_warp), tuple(warps), order)
 
 
+def copy_layouts(function: Function, vector_width: dict, num_warps: int) -> dict:
+    """value -> Layout for the tiles async_copy moves and what computes their addresses.
+
+    The rank's blocked layout is shaped by the rank's largest block (a dot's accumulator),
+    so a smaller operand tile would wrap in it: threads would hold replicas and carry
+    pointers for them across the loop. A layout shaped by the tile itself gives every
+    thread its own vectors. It spreads backwards from the copy's pointer and mask through
+    ops of the tile's shape, and through loop-carried values (init, block argument, yield)."""
+    preferred: dict = {}
+    carried_from: dict = {}   # block argument -> (init, yielded)
+    for op in walk(function.body):
+        if op.opcode == "for":
+            region = op.regions[0]
+            for arg, init, yielded in zip(region.args[1:], op.operands[3:],
+                                          region.terminator.operands):
+                carried_from[arg] = (init, yielded)
+    for op in walk(function.body):
+        if op.opcode != "async_copy":
+            continue
+        shape = op.operands[0].type.shape
+        layout = Layout(_blocked_for(shape, vector_width[op], num_warps))
+        pending = list(op.operands[:2 if op.attrs["has_mask"] else 1])
+        while pending:
+            value = pending.pop()
+            if value in preferred or value.type.shape != shape:
+                continue
+            preferred[value] = layout
+            if value in carried_from:
+                pending.extend(carried_from[value])
+            elif value.owner is not None and value.owner.opcode in PURE_OPS and \
+                    not value.owner.regions:
+                pending.extend(value.owner.operands)
+    return preferred
+
+
 def assign_layouts(function: Function, infos: dict, num_warps: int) -> LayoutPlan:
     memory_ops = [op for op in walk(function.body)
                   if op.opcode in ("load", "store", "async_copy")]
@@ -255,7 +301,11 @@ def assign_layouts(function: Function, infos: dict, num_warps: int) -> LayoutPla
         if layout not in layouts:
             layouts.append(layout)
 
+    preferred = copy_layouts(function, vector_width, num_warps)
+
     def natural(value):
+        if value in preferred:
+            return preferred[value]
         rank = len(value.type.shape)
         return Layout(blocked_by_rank[rank]) if rank else SCALAR
 
@@ -386,7 +436,7 @@ def assign_layouts(function: Function, infos: dict, num_warps: int) -> LayoutPla
             demands[value] = [SCALAR]
             if value in homes:
                 homes[value] = SCALAR
-    return LayoutPlan(num_warps, blocked_by_rank, vector_width, demands, homes, mma)
+    return LayoutPlan(num_warps, blocked_by_rank, vector_width, demands, homes, mma, preferred)
 
 
 def _operand_layout(op, layout):
