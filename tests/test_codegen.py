@@ -178,6 +178,28 @@ def test_tf32_int8_and_fp16_dots_use_their_mma_sync(name, instruction, target):
                                           target=target).ptx
 
 
+@pytest.mark.parametrize("activation", ["", "leaky_relu"])
+def test_matmul_epilogue_runs_in_the_accumulator_layout(activation):
+    """The activation and the cast to fp16 run where the fp32 accumulator lives (the mma
+    fragments): only the fp16 tile crosses shared memory on its way to the store."""
+    import importlib.util
+    import pathlib
+    path = pathlib.Path(__file__).resolve().parent.parent / "examples" / "kernels" / "matmul.py"
+    spec = importlib.util.spec_from_file_location("matmul_example", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    kernel = aotk.compile(module.matmul_kernel,
+                          signature="*fp16:16, *fp16:16, *fp16:16, i32:16, i32:16, i32:16, "
+                                    "i32:16, i32:1, i32:16, i32:1, i32:16, i32:1",
+                          constants={"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 128,
+                                     "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8,
+                                     "ACTIVATION": activation},
+                          num_warps=8, num_stages=1)
+    fp16_tile = 128 * (128 + 2) * 2     # rows padded by one 32-bit word
+    assert kernel.metadata["shared"] == fp16_tile
+    assert kernel.metadata["spills"] == 0
+
+
 def _carried_types(listing):
     line = next(l for l in str(listing).splitlines() if "= for [" in l)
     return line.split(" : ", 1)[1].split(" {")[0]

@@ -185,9 +185,11 @@ class KernelLowering:
                     registers = self._lower_load(op, home)
                 elif op.opcode in SHUFFLES:
                     registers = lower_shuffle(self, op)
-                else:
+                elif op.opcode == "dot":
                     registers = lower_mma(self, op) if self.plan.mma.get(op) else \
                         lower_dot(self, op)
+                else:   # an accumulator epilogue op, kept in the mma layout (passes.layouts)
+                    registers = self._lower_op(op, home)
                 self._define(op.result, registers)
                 continue
             for layout in layouts:

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..ir.kir import (COMBINING, PURE_OPS, SHUFFLES, SIDE_EFFECT_OPS, TERMINATORS, Function,
-                      walk)
+from ..ir.kir import (BINARY_OPS, COMBINING, PURE_OPS, SHUFFLES, SIDE_EFFECT_OPS, TERMINATORS,
+                      UNARY_OPS, Function, walk)
 
 THREADS_PER_WARP = 32
 MAX_VECTOR_BYTES = 16
@@ -75,6 +75,8 @@ class Blocked:
         return builder.mul(thread, _i32(self.size_per_thread[axis]), name=f"base{axis}")
 
 
+# Elementwise ops an accumulator epilogue may run in the accumulator's own layout.
+EPILOGUE_OPS = BINARY_OPS | UNARY_OPS | frozenset(("cmp", "select", "cast", "fma"))
 MMA_TILE = (16, 8)   # rows x columns of one mma.sync m16n8kK accumulator tile
 
 
@@ -329,6 +331,34 @@ def assign_layouts(function: Function, infos: dict, num_warps: int) -> LayoutPla
                 pending.extend(owner.operands)
         return natural(value)
 
+    def accumulator_epilogue() -> dict:
+        """value -> Mma layout, for values an epilogue computes elementwise from a loop's dot
+        accumulator (with splatted scalars): they stay in the accumulator's layout, so only
+        the last of them (usually the cast to a narrower type) goes through shared memory."""
+        resident: dict = {}
+        for op in walk(function.body):
+            if op.opcode == "for":
+                body = op.regions[0]
+                for result, yielded in zip(op.results, body.terminator.operands):
+                    layout = carried_layout(body, yielded)
+                    if isinstance(layout, Layout) and isinstance(layout.blocked, Mma):
+                        resident[result] = layout
+                continue
+            if op.result is None or op.regions or op.opcode not in EPILOGUE_OPS:
+                continue
+            found = set()
+            for value in op.operands:
+                if value in resident:
+                    found.add(resident[value])
+                elif value.owner is None or value.owner.opcode not in ("splat", "constant"):
+                    break
+            else:
+                if len(found) == 1:
+                    resident[op.result] = found.pop()
+        return resident
+
+    epilogue = accumulator_epilogue()
+
     def demand_home(value, home=None):
         """A value with one layout: region boundaries and their results (natural unless a
         loop carries a dot's accumulator)."""
@@ -401,6 +431,13 @@ def assign_layouts(function: Function, infos: dict, num_warps: int) -> LayoutPla
             if op.result is None or op.result not in demands:
                 continue
             wanted = demands[op.result]
+            if op.result in epilogue:
+                # Computed where the accumulator lives; converted once, from there, to
+                # whatever layouts its users want.
+                demand_home(op.result, epilogue[op.result])
+                for value in op.operands:
+                    demand(value, epilogue[op.result])
+                continue
             if op.opcode == "dot" and mma.get(op) is not None:
                 # a and b are staged through shared memory from their natural layouts
                 # (or already there: a pipelined loop's shared_read); the accumulator lives
