@@ -132,16 +132,22 @@ def test_llir_is_a_ptx_kernel_reading_thread_ids():
     assert "llvm.nvvm.read.ptx.sreg.ctaid.x" in compiled.llir
 
 
-@pytest.mark.parametrize("target", ["sm_80", "sm_90"])
-def test_fp16_dot_runs_on_mma_sync(target):
-    """The tutorial matmul's dot is mma.sync m16n8k16 fed by ldmatrix from stages that
-    16-byte cp.async copies fill two trips ahead (num_stages=3), with no spills."""
+def _matmul_example():
+    """examples/kernels/matmul.py, Triton's tutorial matmul, as a module."""
     import importlib.util
     import pathlib
     path = pathlib.Path(__file__).resolve().parent.parent / "examples" / "kernels" / "matmul.py"
     spec = importlib.util.spec_from_file_location("matmul_example", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90"])
+def test_fp16_dot_runs_on_mma_sync(target):
+    """The tutorial matmul's dot is mma.sync m16n8k16 fed by ldmatrix from stages that
+    16-byte cp.async copies fill two trips ahead (num_stages=3), with no spills."""
+    module = _matmul_example()
     kernel = aotk.compile(module.matmul_kernel,
                           signature="*fp16:16, *fp16:16, *fp16:16, i32:16, i32:16, i32:16, "
                                     "i32:16, i32:1, i32:16, i32:1, i32:16, i32:1",
@@ -182,12 +188,7 @@ def test_tf32_int8_and_fp16_dots_use_their_mma_sync(name, instruction, target):
 def test_matmul_epilogue_runs_in_the_accumulator_layout(activation):
     """The activation and the cast to fp16 run where the fp32 accumulator lives (the mma
     fragments): only the fp16 tile crosses shared memory on its way to the store."""
-    import importlib.util
-    import pathlib
-    path = pathlib.Path(__file__).resolve().parent.parent / "examples" / "kernels" / "matmul.py"
-    spec = importlib.util.spec_from_file_location("matmul_example", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _matmul_example()
     kernel = aotk.compile(module.matmul_kernel,
                           signature="*fp16:16, *fp16:16, *fp16:16, i32:16, i32:16, i32:16, "
                                     "i32:16, i32:1, i32:16, i32:1, i32:16, i32:1",
