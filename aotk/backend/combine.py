@@ -52,6 +52,11 @@ def combiner(lowering, op):
                                                 second[0]),)
 
 
+def scratch_bytes(element) -> int:
+    """Bytes one value takes in a shared-memory exchange: at least a 32-bit word."""
+    return max(4, element.itemsize)
+
+
 def select_tuple(lowering, condition, first: tuple, second: tuple) -> tuple:
     """Per component: first where ``condition`` holds, else second."""
     return tuple(lowering.builder.select(condition, a, b) for a, b in zip(first, second))

@@ -16,24 +16,20 @@ import itertools
 
 import llvmlite.ir as ir
 
-from ..ir.kir import ASYNC_OPS, ATOMICS, COMBINING, SHUFFLES, SIDE_EFFECT_OPS, TERMINATORS, walk
+from ..ir.kir import ASYNC_OPS, ATOMICS, COMBINING, SHUFFLES, SIDE_EFFECT_OPS, TERMINATORS
 from ..passes.layouts import SCALAR, Layout, LayoutPlan
-from .llvm_types import I1, I8, I32, I64, llvm_type
-from .memory import emit_load, emit_store
 from .atomics import lower_atomic
-from .atomics import shared_bytes_needed as atomic_bytes_needed
 from .debug import lower_debug_op
-from .reduce import lower_reduce, shared_bytes_needed
 from .dot import lower_dot
-from .scans import lower_scan
-from .scans import shared_bytes_needed as scan_bytes_needed
+from .llvm_types import I1, I32, I64, llvm_type
+from .memory import emit_load, emit_store
 from .mma import lower_mma
-from .mma import shared_bytes_needed as mma_bytes_needed
-from .pipeline import (lower_async_commit, lower_async_copy, lower_async_wait,
-                       plan_buffers)
-from .dot import shared_bytes_needed as dot_bytes_needed
-from .views import lower_shuffle, padded_bytes, row_major_index, row_padding
-from .views import shared_bytes_needed as shuffle_bytes_needed
+from .pipeline import ASYNC_LOWERING, plan_buffers
+from .reduce import lower_reduce
+from .scans import lower_scan
+from .shared import SharedMemory
+from .views import lower_shuffle
+
 
 class Distribution:
     """Which logical indices a thread holds for a shape in a layout."""
@@ -74,7 +70,7 @@ class Distribution:
         return predicate
 
 
-class KernelLowering:
+class KernelLowering(SharedMemory):
     def __init__(self, function, plan: LayoutPlan, infos: dict, target: str = "sm_90"):
         self.function = function
         self.target = target   # only where an instruction exists on some archs (bf16 atomics)
@@ -430,115 +426,6 @@ class KernelLowering:
                 predicate = owner if predicate is None else b.and_(predicate, owner)
             emit_store(b, pointers[group[0]], predicate, element, [values[i] for i in group],
                        op.attrs.get("cache", ""), op.attrs.get("eviction", ""))
-
-    # -- layout conversion through shared memory ---------------------------------------
-    def _shared_bytes_of(self, ops) -> int:
-        """The largest scratch use among ``ops`` (nested ones included)."""
-        needed = 0
-        for op in walk(ops):
-            if op.opcode in COMBINING and any(r in self.plan.demands for r in op.results):
-                blocked = self.plan.blocked_by_rank[len(op.operands[0].type.shape)]
-                sizing = scan_bytes_needed if op.opcode == "scan" else shared_bytes_needed
-                needed = max(needed, sizing(op, blocked))
-            if op.opcode in SHUFFLES and op.result in self.plan.demands:
-                needed = max(needed, shuffle_bytes_needed(op))
-            if op.opcode == "dot" and op.result in self.plan.demands:
-                needed = max(needed, mma_bytes_needed(op) if self.plan.mma.get(op)
-                             else dot_bytes_needed(op))
-            if op.opcode in ATOMICS:
-                needed = max(needed, atomic_bytes_needed(op, self.plan))
-            for value in op.results:
-                home = self.plan.homes.get(value)
-                if home is not None and any(lay != home for lay in self.plan.demands[value]):
-                    needed = max(needed, padded_bytes(value.type.shape, value.element))
-        return needed
-
-    def _allocate_shared(self):
-        """One scratch buffer, sized for the largest user: every user starts with a barrier.
-
-        Each use (a layout conversion, a reduction's cross-warp step, a shuffle, a dot's
-        operands) is live only from its first store to its last load, and no two uses
-        overlap in time; so one buffer of the largest use's size is exactly what allocating
-        by liveness gives, and ``begin_shared_use`` orders consecutive uses."""
-        needed = self._shared_bytes_of(self.function.body)
-        for value, layouts in self.plan.demands.items():
-            home = self.plan.homes.get(value)
-            if home is not None and any(layout != home for layout in layouts):
-                needed = max(needed, padded_bytes(value.type.shape, value.element))
-        # A pipelined loop's stages sit below every other use inside it.
-        for op in walk(self.function.body):
-            if op.attrs.get("pipeline") is not None and op.opcode == "for":
-                needed = max(needed, self._pipeline_bytes[op.attrs["pipeline"]] +
-                             self._shared_bytes_of(op.regions[0].body))
-        if needed:
-            # Dynamic shared memory (`extern .shared`): the launch passes its size, so a
-            # kernel may use more than the 48 KB a static allocation is limited to.
-            array = ir.ArrayType(I8, 0)
-            self._shared = ir.GlobalVariable(self.module, array, "shared_scratch", addrspace=3)
-            self._shared.linkage = "external"
-            self._shared.align = 16
-            self.shared_bytes = needed
-
-    def barrier(self):
-        asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), []), "bar.sync 0;", "", side_effect=True)
-        self.builder.call(asm, [])
-
-    def begin_shared_use(self):
-        """Every user of the scratch buffer starts here: a barrier so that readers of the
-        previous use are done, except for the first use, which has no predecessor."""
-        if self._shared_used:
-            self.barrier()
-        self._shared_used = True
-
-    def shared_pointer(self, byte_offset, element_type):
-        """A typed pointer ``byte_offset`` bytes into the scratch buffer (above the
-        operand stages while a pipelined loop runs)."""
-        if self.shared_floor:
-            byte_offset = self.builder.add(byte_offset, ir.Constant(I32, self.shared_floor))
-        return self.pipeline_pointer(byte_offset, element_type)
-
-    def pipeline_pointer(self, byte_offset, element_type=I8):
-        """A typed pointer ``byte_offset`` bytes into the scratch buffer itself."""
-        address = self.builder.gep(self._shared, [ir.Constant(I32, 0), byte_offset])
-        return self.builder.bitcast(address, element_type.as_pointer(3))
-
-    def _shared_address(self, value, layout, slot_indices, dist):
-        b = self.builder
-        shape = value.type.shape
-        indices = [slot_indices[layout.parent_axis(dim)] for dim in range(len(shape))]
-        # Padded rows, as for shuffles: a conversion that reads down columns stays
-        # free of bank conflicts.
-        linear = row_major_index(b, indices, shape, row_padding(shape, value.element))
-        memory_type = I8 if value.element.is_bool() else llvm_type(value.element)
-        byte = b.mul(linear, ir.Constant(I32, max(1, value.element.itemsize)))
-        return self.shared_pointer(byte, memory_type), memory_type
-
-    def _convert(self, value, source, target):
-        b = self.builder
-        src_dist = self.distribution(source, value.type.shape)
-        dst_dist = self.distribution(target, value.type.shape)
-        src_regs = self.regs(value, source)
-        src_axes = [src_dist.axis_indices(a) for a in range(len(src_dist.embedded))]
-        dst_axes = [dst_dist.axis_indices(a) for a in range(len(dst_dist.embedded))]
-        self.begin_shared_use()
-        for reg, slot in zip(src_regs, src_dist.slots()):
-            indices = [src_axes[a][k] for a, k in enumerate(slot)]
-            address, memory_type = self._shared_address(value, source, indices, src_dist)
-            stored = b.zext(reg, I8) if value.element.is_bool() else reg
-            b.store(stored, address)
-        self.barrier()
-        out = []
-        for slot in dst_dist.slots():
-            indices = [dst_axes[a][k] for a, k in enumerate(slot)]
-            address, memory_type = self._shared_address(value, target, indices, dst_dist)
-            loaded = b.load(address, typ=memory_type)
-            out.append(b.icmp_unsigned("!=", loaded, ir.Constant(I8, 0))
-                       if value.element.is_bool() else loaded)
-        return out
-
-
-ASYNC_LOWERING = {"async_copy": lower_async_copy, "async_commit": lower_async_commit,
-                  "async_wait": lower_async_wait}
 
 
 def _llvm_constant(element, value):

@@ -27,7 +27,6 @@ from .views import logical_indices
 
 F32 = ir.FloatType()
 MMA_K = 16
-_pitch = padded_pitch
 
 
 def _staged(value) -> bool:
@@ -45,7 +44,7 @@ def shared_bytes_needed(op) -> int:
         return 0
     (m, k), (_, n) = a.type.shape, b.type.shape
     size = a.element.itemsize
-    return _aligned(m * _pitch(k, a.element) * size) + k * _pitch(n, b.element) * size
+    return _aligned(m * padded_pitch(k, a.element) * size) + k * padded_pitch(n, b.element) * size
 
 
 def _asm(lowering, text, constraints, return_type, args):
@@ -103,7 +102,7 @@ def lower_mma(lowering, op) -> list:
     (m, k), (_, n) = a.type.shape, b_operand.type.shape
     element = a.element
     size = element.itemsize
-    pitch_a, pitch_b = _pitch(k, element), _pitch(n, element)
+    pitch_a, pitch_b = padded_pitch(k, element), padded_pitch(n, element)
     b_base = _aligned(m * pitch_a * size)
 
     c = lambda v: ir.Constant(I32, v)   # noqa: E731

@@ -21,7 +21,7 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from ..ir.kir import walk
-from ..passes.layouts import SCALAR, Layout
+from ..passes.layouts import SCALAR
 from ..passes.pipeline import padded_pitch, staged_tile_bytes
 from .llvm_types import I32, I64, llvm_type
 from .memory import emit_load
@@ -131,13 +131,5 @@ def lower_async_wait(lowering, op):
     lowering.barrier()
 
 
-def pipeline_shared_bytes(function, plan, sizes_of) -> int:
-    """Shared bytes a pipelined loop needs: its buffers plus the largest other use inside
-    it (``sizes_of(ops)`` sizes those)."""
-    _, totals = plan_buffers(function)
-    needed = 0
-    for op in walk(function.body):
-        if op.opcode == "for" and op.attrs.get("pipeline") is not None:
-            needed = max(needed, totals.get(op.attrs["pipeline"], 0) +
-                         sizes_of(op.regions[0].body))
-    return needed
+ASYNC_LOWERING = {"async_copy": lower_async_copy, "async_commit": lower_async_commit,
+                  "async_wait": lower_async_wait}

@@ -23,7 +23,7 @@ import llvmlite.ir as ir
 
 from ..ir import types as T
 from ..passes.layouts import Layout
-from .combine import axis_coordinates, axis_geometry, combiner
+from .combine import axis_coordinates, axis_geometry, combiner, scratch_bytes
 from .llvm_types import I32, llvm_type
 
 FULL_MASK = 0xFFFFFFFF
@@ -95,17 +95,13 @@ def _component_elements(op) -> list:
     return [v.element for v in op.operands]
 
 
-def _entry_bytes(element) -> int:
-    return max(4, element.itemsize)
-
-
 def shared_bytes_needed(op, blocked) -> int:
     """Scratch bytes a reduction needs for its cross-warp step (0 when one warp spans it)."""
     axis = op.attrs["axis"]
     _, _, warps, _ = axis_geometry(blocked, op.operands[0].type.shape[axis], axis)
     if warps == 1:
         return 0
-    per_entry = sum(_entry_bytes(e) for e in _component_elements(op))
+    per_entry = sum(scratch_bytes(e) for e in _component_elements(op))
     return op.results[0].type.numel * warps * per_entry
 
 
@@ -170,12 +166,12 @@ def _across_warps(lowering, op, ordered, target, result_layout, warps, merge) ->
     bases, offset = [], 0
     for element in elements:
         bases.append(offset)
-        offset += op.results[0].type.numel * warps * _entry_bytes(element)
+        offset += op.results[0].type.numel * warps * scratch_bytes(element)
     types = [llvm_type(e) for e in elements]
 
     def pointer(position, component):
         byte = bld.add(ir.Constant(I32, bases[component]),
-                       bld.mul(position, ir.Constant(I32, _entry_bytes(elements[component]))))
+                       bld.mul(position, ir.Constant(I32, scratch_bytes(elements[component]))))
         return lowering.shared_pointer(byte, types[component])
 
     entries = []

@@ -27,14 +27,10 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from ..passes.layouts import Layout
-from .combine import axis_coordinates, axis_geometry, combiner, select_tuple
+from .combine import axis_coordinates, axis_geometry, combiner, scratch_bytes, select_tuple
 from .llvm_types import I32, llvm_type
 from .reduce import shuffle
 from .views import logical_indices
-
-
-def _entry_bytes(element) -> int:
-    return max(4, element.itemsize)
 
 
 def shared_bytes_needed(op, blocked) -> int:
@@ -45,7 +41,7 @@ def shared_bytes_needed(op, blocked) -> int:
     if warps * repeats == 1:
         return 0
     rows = x.type.numel // size
-    return rows * warps * repeats * sum(_entry_bytes(v.element) for v in op.operands)
+    return rows * warps * repeats * sum(scratch_bytes(v.element) for v in op.operands)
 
 
 class _Prefixes:
@@ -172,7 +168,7 @@ def _across_segments(lowering, op, layout, chunks, segment_total, lane, warp, ge
     bases, offset = [], 0
     for element in elements:
         bases.append(offset)
-        offset += rows * segments * _entry_bytes(element)
+        offset += rows * segments * scratch_bytes(element)
     indices = logical_indices(lowering, x, layout)
     other_dims = [d for d in range(len(shape)) if d != axis]
 
@@ -184,7 +180,7 @@ def _across_segments(lowering, op, layout, chunks, segment_total, lane, warp, ge
         for d in other_dims:
             row = b.add(b.mul(row, c(shape[d])), index[d])
         position = b.add(b.mul(row, c(segments)), segment)
-        return [lowering.shared_pointer(b.add(c(base), b.mul(position, c(_entry_bytes(e)))), t)
+        return [lowering.shared_pointer(b.add(c(base), b.mul(position, c(scratch_bytes(e)))), t)
                 for base, e, t in zip(bases, elements, types)]
 
     def repeat_of(key):

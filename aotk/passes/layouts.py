@@ -303,13 +303,9 @@ def assign_layouts(function: Function, infos: dict, num_warps: int) -> LayoutPla
         if layout not in layouts:
             layouts.append(layout)
 
-    preferred = copy_layouts(function, vector_width, num_warps)
-
-    def natural(value):
-        if value in preferred:
-            return preferred[value]
-        rank = len(value.type.shape)
-        return Layout(blocked_by_rank[rank]) if rank else SCALAR
+    plan = LayoutPlan(num_warps, blocked_by_rank, vector_width,
+                      preferred=copy_layouts(function, vector_width, num_warps))
+    natural = plan.natural
 
     mma = {op: choose_mma(op, num_warps) for op in walk(function.body) if op.opcode == "dot"}
     yield_layouts: dict = {}   # a for body's yield -> the layout of each carried value
@@ -473,7 +469,8 @@ def assign_layouts(function: Function, infos: dict, num_warps: int) -> LayoutPla
             demands[value] = [SCALAR]
             if value in homes:
                 homes[value] = SCALAR
-    return LayoutPlan(num_warps, blocked_by_rank, vector_width, demands, homes, mma, preferred)
+    plan.demands, plan.homes, plan.mma = demands, homes, mma
+    return plan
 
 
 def _operand_layout(op, layout):

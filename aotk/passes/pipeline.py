@@ -37,7 +37,7 @@ from ..ir import types as T
 from ..ir.types import BlockType
 from .layouts import choose_mma, memory_vector_width
 from .rewrite import (body_slice, clone_ops, constant, dot_operand_loads, new_op,
-                      ops_with_blocks, users_of)
+                      ops_with_blocks, remove_unused_pure_ops, users_of)
 
 # Leaves room (of the H100/H200's 227 KB per block) for the epilogue's layout conversion.
 MAX_PIPELINE_BYTES = 160 * 1024
@@ -228,5 +228,6 @@ def _rewrite(parent: list, loop, infos, users, num_warps: int, num_stages: int,
     result.owner = loop
     loop.results.append(result)
     loop.attrs["pipeline"] = number
+    remove_unused_pure_ops(region.body)
     parent.insert(parent.index(loop) + 1, new_op("async_wait", [], None, pending=0))
     return True

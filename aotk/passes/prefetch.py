@@ -25,7 +25,8 @@ from __future__ import annotations
 from ..ir import kir
 from ..ir import types as T
 from ..ir.types import BlockType
-from .rewrite import clone_ops, dot_operand_loads, new_op, ops_with_blocks, users_of
+from .rewrite import (clone_ops, dot_operand_loads, new_op, ops_with_blocks,
+                      remove_unused_pure_ops, users_of)
 
 
 MAX_PREFETCH_BYTES = 64
@@ -91,4 +92,5 @@ def _rewrite(parent: list, loop, budget: int) -> bool:
         result = kir.Value(load.result.type)
         result.owner = loop
         loop.results.append(result)
+    remove_unused_pure_ops(region.body)
     return True

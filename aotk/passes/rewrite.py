@@ -109,3 +109,16 @@ def dot_operand_loads(loop) -> tuple | None:
     if any(o.opcode not in kir.PURE_OPS and o not in loads for o in needed.values()):
         return None
     return dot, loads, [o for o in ops if id(o) in needed]
+
+
+def remove_unused_pure_ops(body: list) -> None:
+    """Drops pure ops of a region body whose results nothing reads (a rewrite's leftovers:
+    the address arithmetic of loads it replaced). Body values are visible only inside the
+    body, so its own users are all there are."""
+    while True:
+        users = users_of(body)
+        dead = [o for o in body if o.opcode in kir.PURE_OPS and not o.regions
+                and not any(users.get(r) for r in o.results)]
+        if not dead:
+            return
+        body[:] = [o for o in body if not any(o is d for d in dead)]
