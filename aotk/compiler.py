@@ -6,10 +6,13 @@ The pipeline, one line per stage:
           num_stages - 1 trips ahead into shared memory; passes.prefetch: loops it could
           not pipeline get their dot's loads issued one trip early, in registers
   axis    passes.axis_info: contiguity / divisibility / constancy of every value
-  gir     passes.layouts: a distributed layout per value, vector width per memory op
+  gir     passes.layouts: a distributed layout per value, vector width per memory op, and
+          which tensor-core instruction computes each dot (wgmma on sm_90, else mma.sync)
   llir    backend.lower: registers per thread, predicated vector memory ops
   ptx     backend.ptx: llvmlite O3 + libdevice, NVPTX code generation
   cubin   toolchain.ptxas
+A kernel that uses Hopper-only instructions (wgmma) is compiled for ``sm_90a``, the
+arch-specific variant of sm_90: ``metadata["arch"]`` names what the PTX and cubin target.
 Set ``AOTK_DUMP=DIR`` to write every stage of every compile to DIR.
 """
 from __future__ import annotations
@@ -92,6 +95,16 @@ def target_has_async_copy(target: str) -> bool:
     return int(target[3:].rstrip("a")) >= 80
 
 
+def target_has_wgmma(target: str) -> bool:
+    """wgmma exists on sm_90 only, as the arch-specific target sm_90a (not on later GPUs)."""
+    return target == "sm_90"
+
+
+def uses_arch_specific(plan) -> bool:
+    return any(layout is not None and layout.instruction == "wgmma"
+               for layout in plan.mma.values())
+
+
 def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target="sm_90",
             debug=None):
     from .backend.lower import lower_to_llvm
@@ -104,22 +117,26 @@ def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target
         raise ValueError(f"num_warps must be a power of two from 1 to 32, got {num_warps}")
     types, hints = parse_signature(kernel, signature)
     function = kernel.kir(types, hints, constants or {}, debug)
+    wgmma = target_has_wgmma(target)
     if num_stages > 1:
         # Passes below may rewrite the kir; the memoized function stays as generated.
         function = copy.deepcopy(function)
         if target_has_async_copy(target):
-            pipeline_dot_loops(function, axis_info.analyze(function), num_warps, num_stages)
+            pipeline_dot_loops(function, axis_info.analyze(function), num_warps, num_stages,
+                               wgmma)
         prefetch_dot_operands(function, num_warps)
     infos = axis_info.analyze(function)
-    plan = assign_layouts(function, infos, num_warps)
+    plan = assign_layouts(function, infos, num_warps, wgmma)
+    arch = target + "a" if uses_arch_specific(plan) else target
     module, shared_bytes = lower_to_llvm(function, plan, infos, target)
-    llir, ptx = emit_ptx(str(module), target, function.name, num_warps)
-    cubin, ptxas_info = assemble(ptx, target)
+    llir, ptx = emit_ptx(str(module), arch, function.name, num_warps)
+    cubin, ptxas_info = assemble(ptx, arch)
     vector_widths = sorted({w for w in plan.vector_width.values()})
     metadata = {
-        "name": function.name, "target": target, "num_warps": num_warps,
+        "name": function.name, "target": target, "arch": arch, "num_warps": num_warps,
         "num_stages": num_stages, "shared": int(shared_bytes),
         "registers": ptxas_info.get("registers"), "spills": ptxas_info.get("spills"),
+        "wgmma_serialized": ptxas_info.get("wgmma_serialized", False),
         "vector_widths": vector_widths,
     }
     compiled = CompiledKernel(function.name, function, plan.describe(), llir, ptx, cubin, metadata)

@@ -184,6 +184,71 @@ def test_tf32_int8_and_fp16_dots_use_their_mma_sync(name, instruction, target):
                                           target=target).ptx
 
 
+MATMUL_ALIGNED = ("*fp16:16, *fp16:16, *fp16:16, i32:16, i32:16, i32:16, i32:16, i32:1, "
+                  "i32:16, i32:1, i32:16, i32:1")
+
+
+@pytest.mark.parametrize("block_n, num_warps, instruction", [
+    (256, 8, "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16"),
+    (128, 4, "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16"),
+])
+def test_matmul_on_sm_90_runs_wgmma_from_swizzled_stages(block_n, num_warps, instruction):
+    """On sm_90 the tutorial matmul's dot is Hopper's wgmma (so the PTX and cubin target
+    sm_90a): operands from 128B-swizzled cp.async stages through the async proxy, one wgmma
+    group left in flight across trips and drained after the loop, and nothing that makes
+    ptxas serialize the wgmmas."""
+    module = _matmul_example()
+    constants = {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": block_n, "BLOCK_SIZE_K": 64,
+                 "GROUP_SIZE_M": 8, "ACTIVATION": "leaky_relu"}
+    kernel = aotk.compile(module.matmul_kernel, MATMUL_ALIGNED, constants,
+                          num_warps=num_warps, target="sm_90")
+    ptx = kernel.ptx
+    assert ".target sm_90a" in ptx and kernel.metadata["arch"] == "sm_90a"
+    assert kernel.cubin[:4] == b"\x7fELF"
+    # 2 (or 1 per warpgroup with 8 warps) slices of 64 rows x 4 k16 steps, in the loop.
+    assert ptx.count(instruction) == 4 * (128 // (64 * num_warps // 4))
+    assert "mma.sync" not in ptx and "ldmatrix" not in ptx
+    assert ptx.count("cp.async.cg.shared.global") >= 16 and "ld.global" not in ptx
+    assert "fence.proxy.async.shared::cta;" in ptx and "wgmma.fence.sync.aligned;" in ptx
+    assert "wgmma.wait_group.sync.aligned 1;" in ptx and "wgmma.wait_group.sync.aligned 0;" in ptx
+    assert kernel.metadata["spills"] == 0 and kernel.metadata["wgmma_serialized"] is False
+    # sm_80 has no wgmma: the same kernel there is mma.sync from padded stages.
+    ampere = aotk.compile(module.matmul_kernel, MATMUL_ALIGNED, constants,
+                          num_warps=num_warps, target="sm_80")
+    assert ".target sm_80" in ampere.ptx and ampere.metadata["arch"] == "sm_80"
+    assert "wgmma" not in ampere.ptx and "mma.sync.aligned.m16n8k16" in ampere.ptx
+    assert ampere.metadata["spills"] == 0
+
+
+@pytest.mark.parametrize("name", [c.name for c in CASES if c.name.endswith("-wgmma")])
+def test_dots_wgmma_fits_run_on_wgmma_on_sm_90_only(name):
+    """Dots outside pipelined loops too: the threads store the operands into the swizzled
+    tiles, fence them for the async proxy, and wait for the wgmma group at once."""
+    case = next(c for c in CASES if c.name == name)
+    signature = _signature(case, case.make_args(np.random.default_rng(0)))
+    hopper = aotk.compile(case.kernel, signature, case.constants, target="sm_90")
+    assert "wgmma.mma_async" in hopper.ptx and hopper.metadata["arch"] == "sm_90a"
+    assert "fence.proxy.async.shared::cta;" in hopper.ptx
+    assert "wgmma.wait_group.sync.aligned 0;" in hopper.ptx
+    assert "wgmma.wait_group.sync.aligned 1;" not in hopper.ptx
+    assert hopper.metadata["wgmma_serialized"] is False
+    ampere = aotk.compile(case.kernel, signature, case.constants, target="sm_80")
+    assert "wgmma" not in ampere.ptx and "mma.sync" in ampere.ptx
+
+
+@pytest.mark.parametrize("name", ["dot-fp16-64x32x128-trans-b", "dot-fp16-out-fp16",
+                                  "dot-int8-64x32x128-trans-b", "dot-fp32-tf32-64x64x32-trans-b"])
+def test_dots_wgmma_cannot_take_stay_on_mma_sync_and_plain_sm_90(name):
+    """wgmma wants 64-row warpgroup slices, 128-byte rows of K and N, and 16-bit inputs (B
+    is staged N-major, which only f16/bf16 wgmma reads): other dots keep mma.sync, and a
+    kernel without Hopper-only instructions stays a plain sm_90 cubin."""
+    case = next(c for c in CASES if c.name == name)
+    signature = _signature(case, case.make_args(np.random.default_rng(0)))
+    compiled = aotk.compile(case.kernel, signature, case.constants, target="sm_90")
+    assert "wgmma" not in compiled.ptx and "mma.sync" in compiled.ptx
+    assert ".target sm_90\n" in compiled.ptx and compiled.metadata["arch"] == "sm_90"
+
+
 @pytest.mark.parametrize("activation", ["", "leaky_relu"])
 def test_matmul_epilogue_runs_in_the_accumulator_layout(activation):
     """The activation and the cast to fp16 run where the fp32 accumulator lives (the mma

@@ -87,7 +87,15 @@ def test_parse_verbose_sums_spills():
     text = ("ptxas info    : Used 40 registers, 384 bytes smem, 380 bytes cmem[0]\n"
             "    16 bytes stack frame, 8 bytes spill stores, 12 bytes spill loads\n")
     assert ptxas.parse_verbose(text) == {"registers": 40, "shared": 384, "stack": 16,
-                                         "spills": 20}
+                                         "spills": 20, "wgmma_serialized": False}
+
+
+def test_parse_verbose_notices_serialized_wgmma():
+    text = ("ptxas info    : (C7514) Potential Performance Loss: wgmma.mma_async instructions "
+            "are serialized due to non wgmma instructions reading accumulator registers of  a "
+            "wgmma between start and end of the pipeline stage in the function 'k' in line 0\n"
+            "ptxas info    : Used 220 registers\n")
+    assert ptxas.parse_verbose(text)["wgmma_serialized"] is True
 
 
 def test_find_libdevice(fresh_tools):

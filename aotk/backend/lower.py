@@ -17,7 +17,7 @@ import itertools
 import llvmlite.ir as ir
 
 from ..ir.kir import ASYNC_OPS, ATOMICS, COMBINING, SHUFFLES, SIDE_EFFECT_OPS, TERMINATORS
-from ..passes.layouts import SCALAR, Layout, LayoutPlan
+from ..passes.layouts import SCALAR, Layout, LayoutPlan, Mma
 from .atomics import lower_atomic
 from .debug import lower_debug_op
 from .dot import lower_dot
@@ -29,6 +29,7 @@ from .reduce import lower_reduce
 from .scans import lower_scan
 from .shared import SharedMemory
 from .views import lower_shuffle
+from .wgmma import lower_wgmma, wait_for_wgmma
 
 
 class Distribution:
@@ -182,14 +183,19 @@ class KernelLowering(SharedMemory):
                 elif op.opcode in SHUFFLES:
                     registers = lower_shuffle(self, op)
                 elif op.opcode == "dot":
-                    registers = lower_mma(self, op) if self.plan.mma.get(op) else \
-                        lower_dot(self, op)
+                    registers = self._lower_dot(op)
                 else:   # an accumulator epilogue op, kept in the mma layout (passes.layouts)
                     registers = self._lower_op(op, home)
                 self._define(op.result, registers)
                 continue
             for layout in layouts:
                 self.registers[(op.result, layout)] = self._lower_op(op, layout)
+
+    def _lower_dot(self, op) -> list:
+        layout = self.plan.mma.get(op)
+        if layout is None:
+            return lower_dot(self, op)
+        return lower_wgmma(self, op) if layout.instruction == "wgmma" else lower_mma(self, op)
 
     def _define(self, value, registers):
         """Binds a value computed in its home layout, then converts it to every other layout
@@ -260,18 +266,33 @@ class KernelLowering(SharedMemory):
         # Carried values keep their block argument's layout (a dot accumulator: mma).
         layouts = [self.plan.homes[a] for a in op.regions[0].args[1:]]
         inits = [self.regs(v, layout) for v, layout in zip(op.operands[3:], layouts)]
-        ((induction,), *carried), body, exit_block = self._enter_loop("for", op, [[start]] + inits)
         direction = op.attrs["direction"]
-        going_up = b.icmp_signed("<", induction, end)
-        going_down = b.icmp_signed(">", induction, end)
-        if direction == "up":
-            keep_going = going_up
-        elif direction == "down":
-            keep_going = going_down
-        else:
+        in_flight = op.attrs.get("wgmma_in_flight")
+
+        def keep_going(value):
+            going_up = b.icmp_signed("<", value, end)
+            going_down = b.icmp_signed(">", value, end)
+            if direction == "up":
+                return going_up
+            if direction == "down":
+                return going_down
             positive = b.icmp_signed(">", step, ir.Constant(step.type, 0))
-            keep_going = b.select(positive, going_up, going_down)
-        b.cbranch(keep_going, body, exit_block)
+            return b.select(positive, going_up, going_down)
+
+        if in_flight:
+            # Tested before the first trip and after each (see the drain below).
+            guard = b.block
+            entry = self.kernel.append_basic_block("for.enter")
+            skipped = keep_going(start)
+            b.position_at_end(entry)
+        ((induction,), *carried), body, exit_block = self._enter_loop("for", op, [[start]] + inits)
+        header = b.block
+        if in_flight:
+            with b.goto_block(guard):   # the exit block exists now
+                b.cbranch(skipped, entry, exit_block)
+            b.branch(body)
+        else:
+            b.cbranch(keep_going(induction), body, exit_block)
         b.position_at_end(body)
         floor = self.shared_floor
         if op.attrs.get("pipeline") is not None:
@@ -282,9 +303,26 @@ class KernelLowering(SharedMemory):
         latch = b.block
         next_induction = b.add(induction, step)
         self._add_incoming([[induction]] + carried, [[next_induction]] + yielded, latch)
-        b.branch(induction.parent)
-        b.position_at_end(exit_block)
-        for value, registers in zip(op.results, carried):
+        if not in_flight:
+            b.branch(header)
+            b.position_at_end(exit_block)
+            results = carried
+        else:
+            # The last trip's wgmma may still be writing the accumulators: the latch leaves
+            # through a block that waits for it. The wait must come first after the loop
+            # (ptxas serializes every wgmma when other instructions run before it), so it
+            # is not in the exit block, where LLVM sinks the code that follows the loop.
+            drain = self.kernel.append_basic_block("for.drain")
+            b.cbranch(keep_going(next_induction), header, drain)
+            b.position_at_end(drain)
+            drained = [wait_for_wgmma(b, registers, 0)
+                       if isinstance(getattr(layout, "blocked", None), Mma) else registers
+                       for registers, layout in zip(yielded, layouts)]
+            b.branch(exit_block)
+            b.position_at_end(exit_block)
+            results = self._phis(inits, guard)
+            self._add_incoming(results, drained, drain)
+        for value, registers in zip(op.results, results):
             self._define(value, registers)
 
     def _lower_if(self, op):

@@ -29,7 +29,7 @@ F32 = ir.FloatType()
 MMA_K = 16
 
 
-def _staged(value) -> bool:
+def staged(value) -> bool:
     """Whether a pipelined loop already put ``value`` in shared memory (``shared_read``)."""
     return value.owner is not None and value.owner.opcode == "shared_read"
 
@@ -40,7 +40,7 @@ def _aligned(n: int) -> int:
 
 def shared_bytes_needed(op) -> int:
     a, b = op.operands[:2]
-    if _staged(a) and _staged(b):
+    if staged(a) and staged(b):
         return 0
     (m, k), (_, n) = a.type.shape, b.type.shape
     size = a.element.itemsize
@@ -53,26 +53,50 @@ def _asm(lowering, text, constraints, return_type, args):
                                               side_effect=False), args)
 
 
-def _store_tile(lowering, value, byte_base: int, pitch: int):
-    """Writes a 2-d block from its natural layout, each thread's contiguous run at once."""
+def store_tile(lowering, value, byte_base: int, offset_of):
+    """Writes a 2-d block from its natural layout into shared memory at ``byte_base``, in
+    vector stores of up to 16 bytes of each thread's contiguous run; ``offset_of(builder,
+    row, column)`` gives an element's byte offset (i32) in the tile."""
     b = lowering.builder
     layout = Layout(lowering.plan.blocked_by_rank[2])
     element = value.element
     registers = lowering.regs(value, layout)
     indices = logical_indices(lowering, value, layout)
     run = min(layout.blocked.size_per_thread[1], value.type.shape[1])
-    for start in range(0, len(registers), run):
+    piece = max(1, min(run, 16 // element.itemsize))
+    for start in range(0, len(registers), piece):
         row, column = indices[start]
-        linear = b.add(b.mul(row, ir.Constant(I32, pitch)), column)
-        offset = b.add(ir.Constant(I32, byte_base), b.mul(linear, ir.Constant(I32, element.itemsize)))
-        if run == 1:
+        offset = b.add(ir.Constant(I32, byte_base), offset_of(b, row, column))
+        if piece == 1:
             b.store(registers[start], lowering.shared_pointer(offset, llvm_type(element)))
             continue
-        vector_type = ir.VectorType(llvm_type(element), run)
+        vector_type = ir.VectorType(llvm_type(element), piece)
         vector = ir.Constant(vector_type, None)
-        for lane in range(run):
+        for lane in range(piece):
             vector = b.insert_element(vector, registers[start + lane], ir.Constant(I32, lane))
-        b.store(vector, lowering.shared_pointer(offset, vector_type), align=run * element.itemsize)
+        b.store(vector, lowering.shared_pointer(offset, vector_type),
+                align=piece * element.itemsize)
+
+
+def place_operands(lowering, a, b, b_base: int, a_offset_of, b_offset_of, before_barrier=None):
+    """Where a tensor-core dot's operands sit in shared memory: (root, a base, b base), the
+    scratch buffer's 32-bit shared-window address and i32 byte offsets from it. Operands
+    that a pipelined loop staged (``shared_read``) are in its stage, made visible by its
+    ``async_wait``; others the threads store (``store_tile`` with each offset function) at
+    0 and ``b_base``, then run ``before_barrier`` (if any) and a barrier."""
+    builder = lowering.builder
+    c = lambda v: ir.Constant(I32, v)   # noqa: E731
+    if staged(a) and staged(b):
+        root = builder.ptrtoint(lowering.pipeline_pointer(c(0)), I32)
+        return (root,) + tuple(lowering.staged_buffers[v.owner.attrs["buffer"]].stage_base(
+            builder, lowering.regs(v.owner.operands[0], SCALAR)[0]) for v in (a, b))
+    lowering.begin_shared_use()
+    store_tile(lowering, a, 0, a_offset_of)
+    store_tile(lowering, b, b_base, b_offset_of)
+    if before_barrier is not None:
+        before_barrier(builder)
+    lowering.barrier()
+    return builder.ptrtoint(lowering.shared_pointer(c(0), ir.IntType(8)), I32), c(0), c(b_base)
 
 
 def _ldmatrix(lowering, address, transpose: bool):
@@ -106,18 +130,13 @@ def lower_mma(lowering, op) -> list:
     b_base = _aligned(m * pitch_a * size)
 
     c = lambda v: ir.Constant(I32, v)   # noqa: E731
-    if _staged(a) and _staged(b_operand):
-        # A pipelined loop's stage: async_wait at the top of the trip made it visible.
-        root = b.ptrtoint(lowering.pipeline_pointer(c(0)), I32)
-        a_base, b_base = (lowering.staged_buffers[v.owner.attrs["buffer"]].stage_base(
-            b, lowering.regs(v.owner.operands[0], SCALAR)[0]) for v in (a, b_operand))
-    else:
-        lowering.begin_shared_use()
-        _store_tile(lowering, a, 0, pitch_a)
-        _store_tile(lowering, b_operand, b_base, pitch_b)
-        lowering.barrier()
-        root = b.ptrtoint(lowering.shared_pointer(c(0), ir.IntType(8)), I32)
-        a_base, b_base = c(0), c(b_base)
+
+    def padded(pitch):
+        return lambda builder, row, column: builder.mul(
+            builder.add(builder.mul(row, c(pitch)), column), c(size))
+
+    root, a_base, b_base = place_operands(lowering, a, b_operand, b_base, padded(pitch_a),
+                                          padded(pitch_b))
 
     lane, warp = lowering.lane, lowering.warp
     warp_row = b.mul(b.urem(warp, c(wm)), c(MMA_TILE[0]))

@@ -9,12 +9,15 @@ In: the ops, the pointers and masks of a copy in their natural blocked layout. O
   that only replicate elements (the layout wraps) issue nothing. Narrower vectors cannot
   use cp.async: they are loaded into registers and stored, which stays correct.
 * ``async_commit``: ``cp.async.commit_group``; ``async_wait``: ``cp.async.wait_group N``,
-  then a CTA barrier, since other threads' copies must be visible too.
+  (with ``proxy_fence``, ``fence.proxy.async``: wgmma reads the stages through the async
+  proxy) then a CTA barrier, since other threads' copies must be visible too.
 
 Shared memory: each pipelined loop's buffers are laid out from byte 0, operand after
-operand, each ``stages`` slots of a row-padded tile (``passes.pipeline.staged_tile_bytes``,
-the layout ``mma`` reads with ``ldmatrix``). Other shared memory used inside that loop sits
-above them (``KernelLowering.shared_floor``); loops are never live at the same time.
+operand, each ``stages`` slots of a tile (``passes.pipeline.staged_tile_bytes``): rows
+padded for ``ldmatrix`` (mma.sync), or swizzled 128-byte panels (``wgmma.swizzled_offset``),
+whose 1024-byte slots keep every stage on a swizzle-atom boundary. Other shared memory used
+inside that loop sits above them (``KernelLowering.shared_floor``); loops are never live at
+the same time.
 """
 from __future__ import annotations
 
@@ -26,16 +29,26 @@ from ..passes.pipeline import padded_pitch, staged_tile_bytes
 from .llvm_types import I32, I64, llvm_type
 from .memory import emit_load
 from .views import logical_indices
+from .wgmma import proxy_fence, swizzled_offset
 
 
 class StagedBuffer:
     """Where one operand's stages live: ``offset`` bytes into the scratch buffer, slots of
-    ``stage_bytes``, rows of ``pitch`` elements."""
+    ``stage_bytes``, rows of ``pitch`` elements or swizzled panels."""
 
-    def __init__(self, offset: int, shape: tuple, element, stages: int):
+    def __init__(self, offset: int, shape: tuple, element, stages: int, swizzled: bool):
         self.offset, self.shape, self.element, self.stages = offset, shape, element, stages
+        self.swizzled = swizzled
         self.pitch = padded_pitch(shape[1], element)
-        self.stage_bytes = staged_tile_bytes(shape, element)
+        self.stage_bytes = staged_tile_bytes(shape, element, swizzled)
+
+    def tile_offset(self, builder, row, column):
+        """Byte offset (i32) of element (row, column) inside a slot."""
+        column_bytes = builder.mul(column, ir.Constant(I32, self.element.itemsize))
+        if self.swizzled:
+            return swizzled_offset(builder, row, column_bytes, self.shape[0])
+        return builder.add(builder.mul(row, ir.Constant(I32, self.pitch * self.element.itemsize)),
+                           column_bytes)
 
     def stage_base(self, builder, stage):
         """Byte offset (i32) of slot ``stage`` (an i32 register)."""
@@ -49,12 +62,12 @@ def plan_buffers(function) -> tuple:
     for op in walk(function.body):
         if op.opcode == "shared_read":
             found[op.attrs["buffer"]] = (op.result.type.shape, op.result.element,
-                                         op.attrs["stages"])
+                                         op.attrs["stages"], op.attrs.get("swizzled", False))
     buffers, totals = {}, {}
     for buffer in sorted(found):
-        shape, element, stages = found[buffer]
+        shape, element, stages, swizzled = found[buffer]
         loop = buffer[0]
-        staged = StagedBuffer(totals.get(loop, 0), shape, element, stages)
+        staged = StagedBuffer(totals.get(loop, 0), shape, element, stages, swizzled)
         buffers[buffer] = staged
         totals[loop] = staged.offset + stages * staged.stage_bytes
     return buffers, totals
@@ -85,8 +98,7 @@ def lower_async_copy(lowering, op):
     shared_root = b.ptrtoint(lowering.pipeline_pointer(ir.Constant(I32, 0)), I32)
     for group in lowering._vector_groups(op, layout, len(pointers)):
         row, column = indices[group[0]]
-        linear = b.add(b.mul(row, ir.Constant(I32, staged.pitch)), column)
-        offset = b.add(base, b.mul(linear, ir.Constant(I32, size)))
+        offset = b.add(base, staged.tile_offset(b, row, column))
         destination = b.add(shared_root, offset)
         width_bytes = len(group) * size
         mask = masks[group[0]] if masks is not None else None
@@ -128,6 +140,8 @@ def lower_async_commit(lowering, op):
 
 def lower_async_wait(lowering, op):
     _asm(lowering.builder, f"cp.async.wait_group {op.attrs['pending']};", "", [])
+    if op.attrs.get("proxy_fence"):
+        proxy_fence(lowering.builder)
     lowering.barrier()
 
 

@@ -27,6 +27,8 @@ from .reduce import shared_bytes_needed as reduce_bytes_needed
 from .scans import shared_bytes_needed as scan_bytes_needed
 from .views import padded_bytes, row_major_index, row_padding
 from .views import shared_bytes_needed as shuffle_bytes_needed
+from .wgmma import SWIZZLE_ATOM_BYTES
+from .wgmma import shared_bytes_needed as wgmma_bytes_needed
 
 
 class SharedMemory:
@@ -46,8 +48,10 @@ class SharedMemory:
             if op.opcode in SHUFFLES and op.result in plan.demands:
                 needed = max(needed, shuffle_bytes_needed(op))
             if op.opcode == "dot" and op.result in plan.demands:
-                needed = max(needed, mma_bytes_needed(op) if plan.mma.get(op)
-                             else dot_bytes_needed(op))
+                layout = plan.mma.get(op)
+                sizing = dot_bytes_needed if layout is None else (
+                    wgmma_bytes_needed if layout.instruction == "wgmma" else mma_bytes_needed)
+                needed = max(needed, sizing(op))
             if op.opcode in ATOMICS:
                 needed = max(needed, atomic_bytes_needed(op, plan))
             # Values computed in one layout (their home) and wanted in others: results,
@@ -72,7 +76,10 @@ class SharedMemory:
             array = ir.ArrayType(I8, 0)
             self._shared = ir.GlobalVariable(self.module, array, "shared_scratch", addrspace=3)
             self._shared.linkage = "external"
-            self._shared.align = 16
+            # wgmma's swizzled tiles start on 1024-byte swizzle atoms (backend.wgmma).
+            uses_wgmma = any(layout is not None and layout.instruction == "wgmma"
+                             for layout in self.plan.mma.values())
+            self._shared.align = SWIZZLE_ATOM_BYTES if uses_wgmma else 16
             self.shared_bytes = needed
 
     def barrier(self):

@@ -40,8 +40,9 @@ def _compile_one(job) -> tuple:
     cubins, per_target, lowest_ptx, name, shared = {}, {}, None, None, 0
     for target in sorted(targets):
         compiled = compile(kernel, signature, constants, num_warps, num_stages, target)
-        cubins[target] = compiled.cubin
-        per_target[target] = {k: compiled.metadata[k] for k in ("registers", "spills",
+        # A kernel on wgmma is an sm_90a cubin: the fatbin entry says so.
+        cubins[compiled.metadata["arch"]] = compiled.cubin
+        per_target[target] = {k: compiled.metadata[k] for k in ("arch", "registers", "spills",
                                                                   "vector_widths")}
         name, shared = compiled.name, compiled.metadata["shared"]
         if lowest_ptx is None:

@@ -2,7 +2,8 @@
 
 In: a built ``lib<name>.so`` (read through ``<name>_info()``) or a manifest (built first,
 from the cache when nothing changed). Out: rows of kernel, variant, target, registers,
-spills, shared memory and vector width.
+spills, shared memory and vector width. The target is the arch of the cubin in the fatbin:
+``sm_90a`` where a kernel built for sm_90 uses Hopper-only instructions (wgmma).
 """
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ def inspect_rows(path) -> list:
         for entry in description["builds"]:
             for target, facts in sorted(entry["targets"].items()):
                 widths = facts.get("vector_widths") or [1]
-                rows.append((kernel, entry["variant"], target, str(facts.get("registers")),
+                rows.append((kernel, entry["variant"], facts.get("arch", target),
+                             str(facts.get("registers")),
                              str(facts.get("spills")), str(entry["shared"]),
                              "x".join(map(str, widths))))
     return rows

@@ -1,6 +1,7 @@
 """Layout assignment: kir + axis info -> gir, the distribution of every block over threads.
 
-In: a kir ``Function``, its axis info, ``num_warps``. Out: a ``LayoutPlan`` giving
+In: a kir ``Function``, its axis info, ``num_warps``, whether the target has ``wgmma``.
+Out: a ``LayoutPlan`` giving
 
 - one blocked layout per block rank (``sizePerThread`` from the widest vector access the
   axis info proves legal for that rank's memory ops, then threads and warps filling the
@@ -84,8 +85,14 @@ MMA_TILE = (16, 8)   # rows x columns of one mma.sync m16n8kK accumulator tile
 class Mma:
     """The accumulator fragments of ``mma.sync`` m16n8: in each 16x8 tile, lane l holds rows
     l/4 and l/4 + 8 at columns 2*(l%4) and 2*(l%4) + 1. Warps tile [M, N] as
-    ``warps_per_cta`` (warp w sits at (w % wm, w / wm)); the CTA tile repeats over the block."""
+    ``warps_per_cta`` (warp w sits at (w % wm, w / wm)); the CTA tile repeats over the block.
+
+    Hopper's ``wgmma`` m64nN accumulator is this same layout with warps (num_warps, 1): warp
+    w of a warpgroup holds rows 16w..16w+15 of the group's 64, in the same 16x8 fragments.
+    ``instruction`` says which one computes the dot; it does not change where elements live,
+    so two layouts that differ only there are equal."""
     warps_per_cta: tuple    # (along M, along N)
+    instruction: str = field(default="mma.sync", compare=False)
     rank = 2
 
     def tile(self, dim: int) -> int:
@@ -109,7 +116,7 @@ class Mma:
                            name=f"mma_base{axis}")
 
     def __str__(self) -> str:
-        return f"#mma<m16n8 wpc={list(self.warps_per_cta)}>"
+        return f"#mma<m16n8 wpc={list(self.warps_per_cta)} {self.instruction}>"
 
 
 def _i32(n: int):
@@ -117,11 +124,32 @@ def _i32(n: int):
     return ir.Constant(ir.IntType(32), n)
 
 
-def choose_mma(op, num_warps: int):
-    """The accumulator layout of a ``dot`` that mma.sync can compute (fp16 / bf16, fp32 as
-    tf32, int8; K a multiple of the instruction's depth), else None (the dot then runs on
-    CUDA cores). Warps split M and N as evenly as the tile counts allow
-    (Triton's rule)."""
+WGMMA_ROWS = 64          # rows of C one warpgroup's wgmma computes
+SWIZZLE_BYTES = 128      # wgmma operands: 128-byte rows, 128B-swizzled (backend.wgmma)
+
+
+def wgmma_fits(op, num_warps: int) -> bool:
+    """Whether Hopper's ``wgmma`` can compute this dot: fp16 / bf16 operands (the only ones
+    whose B may be N-major, as it is staged), whole warpgroups, M a multiple of 64 rows per
+    warpgroup, and K (A's rows) and N (B's rows) whole 128-byte swizzle rows."""
+    a, b = op.operands[:2]
+    if len(op.result.type.shape) != 2 or a.element != b.element or \
+            not (a.element.is_fp16() or a.element.is_bf16()):
+        return False
+    (m, k), (_, n) = a.type.shape, b.type.shape
+    row_elements = SWIZZLE_BYTES // a.element.itemsize
+    return num_warps % 4 == 0 and m % (WGMMA_ROWS * num_warps // 4) == 0 and \
+        k % row_elements == 0 and n % row_elements == 0
+
+
+def choose_mma(op, num_warps: int, wgmma: bool = False):
+    """The accumulator layout of a ``dot`` that tensor cores can compute, else None (the dot
+    then runs on CUDA cores). With ``wgmma`` (an sm_90 target) and a dot ``wgmma_fits``,
+    warps stack along M as warpgroups need. Otherwise mma.sync (fp16 / bf16, fp32 as tf32,
+    int8; K a multiple of the instruction's depth), its warps splitting M and N as evenly as
+    the tile counts allow (Triton's rule)."""
+    if wgmma and wgmma_fits(op, num_warps):
+        return Mma((num_warps, 1), "wgmma")
     a, b = op.operands[:2]
     if len(op.result.type.shape) != 2 or a.element != b.element:
         return None
@@ -273,7 +301,8 @@ def copy_layouts(function: Function, vector_width: dict, num_warps: int) -> dict
     return preferred
 
 
-def assign_layouts(function: Function, infos: dict, num_warps: int) -> LayoutPlan:
+def assign_layouts(function: Function, infos: dict, num_warps: int,
+                   wgmma: bool = False) -> LayoutPlan:
     memory_ops = [op for op in walk(function.body)
                   if op.opcode in ("load", "store", "async_copy")]
     vector_width = {op: memory_vector_width(op, infos) for op in memory_ops}
@@ -307,7 +336,7 @@ def assign_layouts(function: Function, infos: dict, num_warps: int) -> LayoutPla
                       preferred=copy_layouts(function, vector_width, num_warps))
     natural = plan.natural
 
-    mma = {op: choose_mma(op, num_warps) for op in walk(function.body) if op.opcode == "dot"}
+    mma = {op: choose_mma(op, num_warps, wgmma) for op in walk(function.body) if op.opcode == "dot"}
     yield_layouts: dict = {}   # a for body's yield -> the layout of each carried value
 
     def carried_layout(region, value):

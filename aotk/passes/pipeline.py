@@ -21,7 +21,7 @@ i's copies into it, so one barrier per trip suffices. Every trip commits one gro
 past the end), which keeps the count of pending groups exact.
 
 A loop qualifies when its step is positive, its body holds no stores, side effects or
-nested regions, exactly one dot that ``mma.sync`` computes (``layouts.choose_mma``), whose
+nested regions, exactly one dot that tensor cores compute (``layouts.choose_mma``), whose
 operands are two loads used by nothing else, with no ``other`` or a zero one (cp.async
 zero-fills masked-off elements) and vectors of at least 4 bytes proven by axis info
 (cp.async copies 4, 8 or 16 bytes). The loads' addresses and masks
@@ -29,6 +29,19 @@ must be pure functions of the induction variable, values from outside the loop a
 carried values ``c`` that nothing else reads (their next values computed from themselves
 alone): those are the values the rewrite shifts S-1 trips ahead. The stages must fit in
 ``MAX_PIPELINE_BYTES`` of shared memory; S shrinks (down to 2) until they do.
+
+Stages are laid out for the instruction that reads them (attribute ``swizzled`` of the
+copies and reads): rows padded by 16 bytes for ``ldmatrix`` (mma.sync), or 128-byte
+swizzled panels for ``wgmma`` (``backend.wgmma``), whose reads go through the async proxy:
+then each ``async_wait`` carries ``proxy_fence``, ordering the copies before the dot.
+
+With wgmma and an fp32 accumulator, the dot does not wait for its own tensor-core work
+(``wgmma_in_flight`` = 1 on the dot and the loop): it waits for the previous trip's, and
+the copies of trip i+S-1 move after the dot, into the stage that previous trip read. So the
+tensor cores run trip i while the threads issue the copies and reach trip i+1's barrier:
+
+    for i (c, stage):  async_wait(S-2); acc = dot(shared_read(a, stage), ..., acc)
+                       copy trip i+S-1 into stage (stage-1)%S; commit; c' = next(...)
 """
 from __future__ import annotations
 
@@ -50,23 +63,27 @@ def padded_pitch(columns: int, element) -> int:
     return columns + ROW_PADDING_BYTES // element.itemsize
 
 
-def staged_tile_bytes(shape: tuple, element) -> int:
-    """Bytes of one stage of a [rows, columns] tile, rounded up to 16."""
+def staged_tile_bytes(shape: tuple, element, swizzled: bool = False) -> int:
+    """Bytes of one stage of a [rows, columns] tile: padded rows rounded up to 16, or the
+    tile itself when swizzled (whole 1024-byte swizzle atoms, as ``wgmma_fits`` ensures)."""
     rows, columns = shape
+    if swizzled:
+        return rows * columns * element.itemsize
     size = rows * padded_pitch(columns, element) * element.itemsize
     return (size + 15) // 16 * 16
 
 
 def pipeline_dot_loops(function: kir.Function, infos: dict, num_warps: int,
-                       num_stages: int) -> int:
-    """Rewrites every qualifying loop; returns how many were rewritten."""
+                       num_stages: int, wgmma: bool = False) -> int:
+    """Rewrites every qualifying loop; returns how many were rewritten. ``wgmma``: the
+    target has it (``layouts.choose_mma`` decides which dots use it)."""
     if num_stages < 2:
         return 0
     users = users_of(function.body)
     count = 0
     for block, op in list(ops_with_blocks(function.body)):
         if op.opcode == "for" and op.attrs.get("direction") == "up" and \
-                _rewrite(block, op, infos, users, num_warps, num_stages, count):
+                _rewrite(block, op, infos, users, num_warps, num_stages, wgmma, count):
             count += 1
     return count
 
@@ -89,14 +106,20 @@ def _copyable(load, infos) -> bool:
 
 
 def _rewrite(parent: list, loop, infos, users, num_warps: int, num_stages: int,
-             number: int) -> bool:
+             wgmma: bool, number: int) -> bool:
     region = loop.regions[0]
     ops = region.body
     terminator = region.terminator
     shape = dot_operand_loads(loop)
-    if shape is None or choose_mma(shape[0], num_warps) is None:
+    if shape is None:
+        return False
+    layout = choose_mma(shape[0], num_warps, wgmma)
+    if layout is None:
         return False
     dot, loads, load_ops = shape
+    swizzled = layout.instruction == "wgmma"
+    # wgmma runs asynchronously across trips, keeping the accumulator in fp32 registers.
+    in_flight = swizzled and dot.result.element.is_fp32()
     if not all(_copyable(load, infos) for load in loads):
         return False
     induction, carried = region.args[0], region.args[1:]
@@ -127,7 +150,8 @@ def _rewrite(parent: list, loop, infos, users, num_warps: int, num_stages: int,
             return False
 
     stages = num_stages
-    per_stage = sum(staged_tile_bytes(l.result.type.shape, l.result.element) for l in loads)
+    per_stage = sum(staged_tile_bytes(l.result.type.shape, l.result.element, swizzled)
+                    for l in loads)
     while stages > 2 and stages * per_stage > MAX_PIPELINE_BYTES:
         stages -= 1
     if stages * per_stage > MAX_PIPELINE_BYTES:
@@ -153,7 +177,7 @@ def _rewrite(parent: list, loop, infos, users, num_warps: int, num_stages: int,
             operands = copied.operands[:2 if has_mask else 1] + [stage_value]
             emitted_copy = new_op("async_copy", operands, None, has_mask=has_mask,
                                   buffer=buffers[loads.index(load)], stages=stages,
-                                  first=first and load is loads[0])
+                                  swizzled=swizzled, first=first and load is loads[0])
             emitted_copy.loc = load.loc
             cloned.append(emitted_copy)
         return emitted + cloned + [new_op("async_commit", [], None)]
@@ -186,7 +210,8 @@ def _rewrite(parent: list, loop, infos, users, num_warps: int, num_stages: int,
     # Body: wait, copy trip i+S-1, advance, read this trip's stage, the rest of the body.
     stage = kir.Value(BlockType(T.int32), hint_name="stage")
     region.args.append(stage)
-    body = [new_op("async_wait", [], None, pending=stages - 2)]
+    waits = [new_op("async_wait", [], None, pending=stages - 2, proxy_fence=swizzled)]
+    body = []
     ahead_offset = constant(stages - 1, index_type.element)
     ahead_scaled = new_op("mul", [step, ahead_offset.result], index_type)
     ahead = new_op("add", [induction, ahead_scaled.result], index_type)
@@ -205,11 +230,11 @@ def _rewrite(parent: list, loop, infos, users, num_warps: int, num_stages: int,
     body += clone_ops(update_ops, mapping)
     reads = []
     for load, buffer in zip(loads, buffers):
-        read = new_op("shared_read", [stage], load.result.type, buffer=buffer, stages=stages)
+        read = new_op("shared_read", [stage], load.result.type, buffer=buffer, stages=stages,
+                      swizzled=swizzled)
         read.result.hint_name = load.result.hint_name
         reads.append(read)
     dot.operands[0], dot.operands[1] = reads[0].result, reads[1].result
-    body += reads
     next_stage = new_op("add", [stage, wrap[2].result], BlockType(T.int32))
     next_past = new_op("cmp", [next_stage.result, wrap[1].result], BlockType(T.int1),
                        predicate="ge")
@@ -217,7 +242,15 @@ def _rewrite(parent: list, loop, infos, users, num_warps: int, num_stages: int,
     stage_after = new_op("select", [next_past.result, zero.result, next_stage.result],
                          BlockType(T.int32))
     remaining = [o for o in ops if o is not terminator and o not in loads]
-    region.body[:] = body + remaining + [next_stage, next_past, zero, stage_after, terminator]
+    if in_flight:
+        # The dot leaves its wgmma group running and waits for the previous trip's, whose
+        # stage the copies then refill: they go after the dot.
+        dot.attrs["wgmma_in_flight"] = 1
+        loop.attrs["wgmma_in_flight"] = 1
+        region.body[:] = waits + reads + remaining + body
+    else:
+        region.body[:] = waits + body + reads + remaining
+    region.body += [next_stage, next_past, zero, stage_after, terminator]
     for i in shifted:
         terminator.operands[i] = mapping.get(terminator.operands[i], terminator.operands[i])
     terminator.operands.append(stage_after.result)

@@ -1,14 +1,18 @@
 """On-disk cache of compiled kernels (JIT cubins, build fatbins).
 
 Key: the kir listing (it fixes everything codegen sees: types, hints, constexprs, inlined
-callees), the options, the target, and the versions of aotk, LLVM and ptxas. Entries are
-written to a temporary file and renamed, so an interrupted process never leaves a torn one.
+callees), the options, the target, the versions of aotk, LLVM and ptxas, and a digest of
+the compiler's own source (a changed pass must not be answered by a stale binary under an
+unchanged version number). Entries are written to a temporary file and renamed, so an
+interrupted process never leaves a torn one.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
+import pathlib
 import tempfile
 
 
@@ -17,9 +21,19 @@ def cache_dir() -> str:
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "aotk")
 
 
+@functools.lru_cache(maxsize=1)
+def compiler_digest() -> str:
+    """sha256 of every Python file of the aotk package, in path order."""
+    package = pathlib.Path(__file__).resolve().parent.parent
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        digest.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
 def cache_key(kir_text: str, options: dict, versions: dict) -> str:
-    payload = json.dumps({"kir": kir_text, "options": options, "versions": versions},
-                         sort_keys=True)
+    payload = json.dumps({"kir": kir_text, "options": options, "versions": versions,
+                          "compiler": compiler_digest()}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()
 
 

@@ -1,7 +1,8 @@
 """cubins + PTX -> one fatbin with NVIDIA's ``fatbinary``.
 
-In: ``{arch: cubin bytes}`` and the PTX of the lowest arch. Out: fatbin bytes; the driver
-picks the SASS matching the GPU or JIT-compiles the PTX on newer ones. Files are named the
+In: ``{arch: cubin bytes}`` (``sm_90a``: an arch-specific cubin, which runs on sm_90 GPUs
+only) and the PTX of the lowest arch. Out: fatbin bytes; the driver picks the SASS matching
+the GPU or JIT-compiles the PTX on newer ones. Files are named the
 same in every run (no paths leak into the output), so fatbins are reproducible.
 """
 from __future__ import annotations

@@ -60,8 +60,14 @@ _INFO_PATTERNS = {
 }
 
 
+# "Potential Performance Loss: wgmma.mma_async instructions are serialized due to ..."
+# (C7510-C7520): ptxas made each wgmma wait for the previous one, a silent 20% slowdown.
+_WGMMA_SERIALIZED = re.compile(r"wgmma\.mma_async instructions are serialized")
+
+
 def parse_verbose(text: str) -> dict:
-    """ptxas ``-v`` output -> ``registers`` (count); ``stack``, ``shared``, ``spills`` in bytes.
+    """ptxas ``-v`` output -> ``registers`` (count); ``stack``, ``shared``, ``spills`` in bytes;
+    ``wgmma_serialized`` (bool).
 
     ``spills`` adds spill stores and loads; a field ptxas does not print is 0.
     """
@@ -70,6 +76,7 @@ def parse_verbose(text: str) -> dict:
         match = pattern.search(text)
         info[key] = int(match.group(1)) if match else 0
     info["spills"] = info.pop("spill_stores") + info.pop("spill_loads")
+    info["wgmma_serialized"] = bool(_WGMMA_SERIALIZED.search(text))
     return info
 
 

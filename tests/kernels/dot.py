@@ -9,11 +9,13 @@ import numpy as np
 import aotk
 import aotk.language as tl
 from tests.kernels.elementwise import Case
+from tests.kernels.elementwise import _round_bf16 as round_bf16
 
 
 @aotk.jit
 def dot_kernel(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr,
-               TRANS_B: tl.constexpr, PRECISION: tl.constexpr, OUT16: tl.constexpr):
+               TRANS_B: tl.constexpr, PRECISION: tl.constexpr, OUT16: tl.constexpr,
+               BF16: tl.constexpr = False):
     rm = tl.arange(0, M)
     rn = tl.arange(0, N)
     rk = tl.arange(0, K)
@@ -22,6 +24,9 @@ def dot_kernel(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.cons
         b = tl.trans(tl.load(b_ptr + rn[:, None] * K + rk[None, :]))
     else:
         b = tl.load(b_ptr + rk[:, None] * N + rn[None, :])
+    if BF16:   # fp32 data rounded to bf16 operands
+        a = a.to(tl.bfloat16)
+        b = b.to(tl.bfloat16)
     if OUT16:
         c = tl.dot(a, b, out_dtype=tl.float16)
     else:
@@ -65,7 +70,8 @@ def _tf32(x):
     return (x.astype(np.float32).view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
 
 
-def _dot_case(name, dtype, m, n, k, trans_b=False, precision="ieee", out16=False, rtol=1e-4):
+def _dot_case(name, dtype, m, n, k, trans_b=False, precision="ieee", out16=False, rtol=1e-4,
+              bf16=False):
     def make(rng):
         if np.dtype(dtype).kind == "i":
             a, b = (rng.integers(-128, 128, s).astype(dtype) for s in ((m, k), (k, n)))
@@ -79,12 +85,14 @@ def _dot_case(name, dtype, m, n, k, trans_b=False, precision="ieee", out16=False
         a = args["a_ptr"].astype(np.float64)
         b = args["b_ptr"].astype(np.float64)
         b = b.T if trans_b else b
-        if precision == "tf32" and dtype == np.float32:
+        if precision == "tf32" and dtype == np.float32 and not bf16:
             a, b = _tf32(a).astype(np.float64), _tf32(b).astype(np.float64)
+        if bf16:
+            a, b = (round_bf16(x.astype(np.float32)).astype(np.float64) for x in (a, b))
         return {"c_ptr": (a @ b).astype(args["c_ptr"].dtype)}
     return Case(name, dot_kernel, make, (1,),
                 {"M": m, "N": n, "K": k, "TRANS_B": trans_b, "PRECISION": precision,
-                 "OUT16": out16}, ("c_ptr",), reference, np.dtype(dtype).kind == "i", rtol)
+                 "OUT16": out16, "BF16": bf16}, ("c_ptr",), reference, np.dtype(dtype).kind == "i", rtol)
 
 
 def _matmul_loop_reference(args):
@@ -92,6 +100,18 @@ def _matmul_loop_reference(args):
     a = args["a_ptr"].reshape(M, K).astype(np.float64)
     b = args["b_ptr"].reshape(K, N).astype(np.float64)
     return {"c_ptr": np.maximum(a @ b, 0).astype(np.float16).ravel()}
+
+
+def _matmul_loop_case(name, m, n, k, block_m, block_n, block_k):
+    """relu(A @ B) in fp16 by ``matmul_loop_kernel`` over a grid covering M x N."""
+    def make(rng):
+        return {"a_ptr": rng.standard_normal(m * k).astype(np.float16),
+                "b_ptr": rng.standard_normal(k * n).astype(np.float16),
+                "c_ptr": np.zeros(m * n, np.float16), "M": m, "N": n, "K": k}
+    grid = (-(-m // block_m), -(-n // block_n))
+    return Case(name, matmul_loop_kernel, make, grid,
+                {"BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k}, ("c_ptr",),
+                _matmul_loop_reference, False, 1e-2)
 
 
 CASES = [
@@ -105,6 +125,16 @@ CASES = [
     _dot_case("dot-fp32-tf32-64x64x32-trans-b", np.float32, 64, 64, 32, trans_b=True,
               precision="tf32", rtol=1e-3),
     _dot_case("dot-int8-64x32x128-trans-b", np.int8, 64, 32, 128, trans_b=True),
+    # Shapes wgmma takes on sm_90 (K and N whole 128-byte rows, M whole warpgroup slices):
+    # one n64 instruction; two K panels of A and a 256-wide N (n256, B's panel stride
+    # K * 128 bytes); an fp16 accumulator; and a B read transposed.
+    _dot_case("dot-fp16-64x64x64-wgmma", np.float16, 64, 64, 64, rtol=1e-3),
+    _dot_case("dot-fp16-64x256x128-wgmma", np.float16, 64, 256, 128, rtol=1e-3),
+    _dot_case("dot-bf16-128x64x64-wgmma", np.float32, 128, 64, 64, bf16=True, rtol=1e-3),
+    _dot_case("dot-fp16-128x128x64-out-fp16-wgmma", np.float16, 128, 128, 64, out16=True,
+              rtol=2e-2),
+    _dot_case("dot-fp16-128x64x128-trans-b-wgmma", np.float16, 128, 64, 128, trans_b=True,
+              rtol=1e-3),
     # 50 KB of operands: dynamic shared memory past the 48 KB default.
     _dot_case("dot-fp32-128x64x64-over-48KB-shared", np.float32, 128, 64, 64, rtol=1e-4),
     Case("dot-batched-3d", batched_dot_kernel,
@@ -115,10 +145,10 @@ CASES = [
          lambda a: {"c_ptr": np.matmul(a["a_ptr"].reshape(2, 16, 32).astype(np.float64),
                                        a["b_ptr"].reshape(2, 32, 16)).astype(np.float32).ravel()},
          False, 1e-3),
-    Case("dot-matmul-loop-odd-sizes-relu", matmul_loop_kernel,
-         lambda rng: {"a_ptr": rng.standard_normal(50 * 70).astype(np.float16),
-                      "b_ptr": rng.standard_normal(70 * 45).astype(np.float16),
-                      "c_ptr": np.zeros(50 * 45, np.float16), "M": 50, "N": 45, "K": 70},
-         (2, 2), {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32}, ("c_ptr",),
-         _matmul_loop_reference, False, 1e-2),
+    _matmul_loop_case("dot-matmul-loop-odd-sizes-relu", 50, 45, 70, 32, 32, 32),
+    # wgmma in a K loop: pipelined (sizes divisible by 16 prove 16-byte cp.async vectors;
+    # the masks still cut M and N), and not pipelined (K odd: scalar loads, operands stored
+    # into the swizzled tiles by the threads).
+    _matmul_loop_case("dot-matmul-loop-wgmma-pipelined", 200, 192, 320, 64, 64, 64),
+    _matmul_loop_case("dot-matmul-loop-wgmma-odd-k", 100, 70, 201, 64, 64, 64),
 ]

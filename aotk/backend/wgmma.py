@@ -1,0 +1,188 @@
+"""Lowering of ``dot`` on Hopper tensor cores with ``wgmma.mma_async`` (sm_90a): fp16 / bf16
+inputs, fp32 accumulation, both operands read by the tensor cores from shared memory.
+
+In: a [M, K] and b [K, N] (already in shared memory when a pipelined loop staged them, else
+in their natural blocked layouts), the accumulator in its ``Mma`` layout with warps
+(num_warps, 1) (``passes.layouts.choose_mma``). Out: the result's registers in that layout.
+
+Shared memory (both operands alike, a row-major [rows, columns] tile): the columns are cut
+into 128-byte panels, each panel is ``rows`` rows of 128 bytes, and inside each 8-row group
+the 16-byte chunk c of row r sits at chunk c ^ (r % 8): the hardware's 128B swizzle, so
+that the eight rows one core matrix reads fall in eight different bank groups. Tiles start
+on 1024-byte boundaries (the swizzle atom), so the descriptors' base offset is 0.
+
+Each warpgroup (4 warps) owns 64-row slices of C, and for every 16-deep slice of K issues
+one ``wgmma.mma_async.m64nNk16`` per slice and N-chunk (N up to 256):
+* A is K-major: the descriptor starts at the slice's row in the panel holding k, stride
+  between 8-row groups (SBO) 1024 bytes; each k16 step moves 32 bytes along the row.
+* B is N-major (imm-trans-b = 1): the descriptor starts at the N-chunk's first panel, the
+  stride between panels (LBO) is K * 128 bytes, between 8-row groups of K (SBO) 1024; each
+  k16 step moves 16 rows = 2048 bytes.
+Order: ``wgmma.fence`` (accumulator registers were written by ordinary instructions), the
+instructions, ``wgmma.commit_group``, then ``wgmma.wait_group 0`` whose asm ties every
+accumulator register, so nothing reads them before the tensor cores are done. A pipelined
+loop's dot (attribute ``wgmma_in_flight`` = 1, ``passes.pipeline``) waits only for the
+previous trip's group, so the tensor cores work while the next copies are issued; the
+loop's exit waits for the last (``wgmma_in_flight`` on the ``for``). Operands
+written by ordinary stores (or cp.async) reach the tensor cores through the async proxy:
+the writers run ``fence.proxy.async.shared::cta`` before the barrier that publishes them.
+"""
+from __future__ import annotations
+
+import llvmlite.ir as ir
+
+from ..passes.layouts import SWIZZLE_BYTES, WGMMA_ROWS, Layout
+from .llvm_types import I32, I64, llvm_type
+from .mma import place_operands, staged
+
+F32 = ir.FloatType()
+WGMMA_K = 16
+MAX_N = 256
+SWIZZLE_ATOM_BYTES = 8 * SWIZZLE_BYTES
+PROXY_FENCE = "fence.proxy.async.shared::cta;"
+
+
+def swizzled_offset(builder, row, column_bytes, rows: int):
+    """Byte offset (i32) of the element at ``row`` and byte ``column_bytes`` of its row in
+    a swizzled [rows, ...] tile (the module's text)."""
+    c = lambda v: ir.Constant(I32, v)   # noqa: E731
+    panel = builder.lshr(column_bytes, c(7))
+    within = builder.and_(column_bytes, c(SWIZZLE_BYTES - 1))
+    phase = builder.shl(builder.and_(row, c(7)), c(4))
+    linear = builder.add(builder.mul(panel, c(rows * SWIZZLE_BYTES)),
+                         builder.mul(row, c(SWIZZLE_BYTES)))
+    return builder.add(linear, builder.xor(within, phase))
+
+
+def tile_bytes(value) -> int:
+    rows, columns = value.type.shape
+    return rows * columns * value.element.itemsize
+
+
+def shared_bytes_needed(op) -> int:
+    a, b = op.operands[:2]
+    if staged(a) and staged(b):
+        return 0
+    return tile_bytes(a) + tile_bytes(b)
+
+
+def _asm(builder, text, constraints, return_type, args, side_effect=True):
+    function_type = ir.FunctionType(return_type, [a.type for a in args])
+    return builder.call(ir.InlineAsm(function_type, text, constraints,
+                                     side_effect=side_effect), args)
+
+
+def proxy_fence(builder):
+    """Orders this thread's generic-proxy shared-memory writes before async-proxy reads."""
+    _asm(builder, PROXY_FENCE, "", ir.VoidType(), [])
+
+
+def _swizzled_element(rows: int, size: int):
+    """``store_tile``'s offset function for a swizzled [rows, ...] tile."""
+    return lambda builder, row, column: swizzled_offset(
+        builder, row, builder.mul(column, ir.Constant(I32, size)), rows)
+
+
+def wait_for_wgmma(builder, accumulators: list, in_flight: int) -> list:
+    """``wgmma.wait_group in_flight``: all but the last ``in_flight`` committed groups are
+    done. The asm ties every accumulator register, so that LLVM moves no use of them above
+    it; the registers of groups still in flight are only passed through."""
+    total = len(accumulators)
+    waited = _asm(builder, f"wgmma.wait_group.sync.aligned {in_flight};",
+                  ",".join(["=f"] * total + [str(i) for i in range(total)]),
+                  ir.LiteralStructType([F32] * total), accumulators)
+    return [builder.extract_value(waited, i) for i in range(total)]
+
+
+def _descriptor_high(leading_bytes: int, stride_bytes: int) -> int:
+    """Bits 16-63 of a wgmma shared-memory matrix descriptor: leading and stride byte
+    offsets (in 16-byte units), base offset 0, layout type 1 (128B swizzle)."""
+    return ((leading_bytes >> 4) << 16) | ((stride_bytes >> 4) << 32) | (1 << 62)
+
+
+def _descriptor(builder, address, high: int):
+    """i64 descriptor of the matrix at shared-window ``address`` (i32): its 14-bit start
+    field is address / 16; offsets added later stay inside it (shared memory < 256 KB)."""
+    start = builder.and_(builder.lshr(address, ir.Constant(I32, 4)), ir.Constant(I32, 0x3FFF))
+    return builder.or_(builder.zext(start, I64), ir.Constant(I64, high))
+
+
+def _n_chunk(n: int) -> int:
+    """Columns of C per instruction: all of N when it fits, else the largest multiple of 64
+    up to 256 that divides N."""
+    if n <= MAX_N:
+        return n
+    return next(w for w in range(MAX_N, 0, -64) if n % w == 0)
+
+
+def lower_wgmma(lowering, op) -> list:
+    b = lowering.builder
+    a, b_operand, acc = op.operands
+    layout = lowering.plan.mma[op]
+    (m, k), (_, n) = a.type.shape, b_operand.type.shape
+    element = a.element
+    size = element.itemsize
+    c = lambda v: ir.Constant(I32, v)   # noqa: E731
+
+    # Staged operands were fenced for the async proxy by their loop's async_wait.
+    root, a_base, b_base = place_operands(lowering, a, b_operand, tile_bytes(a),
+                                          _swizzled_element(m, size),
+                                          _swizzled_element(k, size), proxy_fence)
+
+    # Warpgroup g's slices of C start at row 64 g of each block of 64 * warpgroups rows.
+    warpgroup = b.udiv(lowering.warp, c(4))
+    block_rows = layout.tile(0)
+    a_start = b.add(b.add(root, a_base), b.mul(warpgroup, c(WGMMA_ROWS * SWIZZLE_BYTES)))
+    desc_a = _descriptor(b, a_start, _descriptor_high(16, SWIZZLE_ATOM_BYTES))
+    desc_b = _descriptor(b, b.add(root, b_base),
+                         _descriptor_high(k * SWIZZLE_BYTES, SWIZZLE_ATOM_BYTES))
+
+    accumulator_regs = lowering.regs(acc, Layout(layout))
+    widen = acc.element.bits == 16
+    accumulators = [b.fpext(r, F32) if widen else r for r in accumulator_regs]
+    chunk = _n_chunk(n)
+    per_row = 2 * (n // 8)               # accumulator registers per slot row (Mma layout)
+    kind = "bf16" if element.is_bf16() else "f16"
+    count = chunk // 2                   # accumulator registers of one instruction
+    outputs = ", ".join(f"${i}" for i in range(count))
+    # scale-d is a predicate operand (true: D = A*B + D), as ptxas wants for chaining.
+    text = (f"wgmma.mma_async.sync.aligned.m64n{chunk}k16.f32.{kind}.{kind} "
+            f"{{{outputs}}}, ${count}, ${count + 1}, ${count + 2}, 1, 1, 0, 1;")
+    constraints = ",".join(["=f"] * count + ["l", "l", "b"] + [str(i) for i in range(count)])
+    result_type = ir.LiteralStructType([F32] * count)
+    accumulate = ir.Constant(ir.IntType(1), 1)
+
+    def slots(tm, first_column):
+        """Mma-layout register indices, in the instruction's register order."""
+        return [(2 * tm + ((i >> 1) & 1)) * per_row + 2 * (first_column // 8 + (i >> 2)) + (i & 1)
+                for i in range(count)]
+
+    def offset(descriptor, byte_offset: int):
+        return b.add(descriptor, ir.Constant(I64, byte_offset >> 4)) if byte_offset else descriptor
+
+    _asm(b, "wgmma.fence.sync.aligned;", "", ir.VoidType(), [])
+    # One accumulator's whole chain over K, then the next (as ptxas pipelines them best).
+    for tm in range(m // block_rows):
+        for first_column in range(0, n, chunk):
+            indices = slots(tm, first_column)
+            panel = first_column * size // SWIZZLE_BYTES
+            for kk in range(0, k, WGMMA_K):
+                k_bytes = kk * size
+                a_k = (k_bytes // SWIZZLE_BYTES) * m * SWIZZLE_BYTES + k_bytes % SWIZZLE_BYTES
+                descriptor_a = offset(desc_a, a_k + tm * block_rows * SWIZZLE_BYTES)
+                descriptor_b = offset(desc_b, panel * k * SWIZZLE_BYTES + kk * SWIZZLE_BYTES)
+                result = _asm(b, text, constraints, result_type,
+                              [descriptor_a, descriptor_b, accumulate] +
+                              [accumulators[i] for i in indices])
+                for position, index in enumerate(indices):
+                    accumulators[index] = b.extract_value(result, position)
+    _asm(b, "wgmma.commit_group.sync.aligned;", "", ir.VoidType(), [])
+    in_flight = op.attrs.get("wgmma_in_flight", 0)
+    accumulators = wait_for_wgmma(b, accumulators, in_flight)
+    if in_flight:
+        # Each warp waits for its own share of the previous group: all are done before
+        # anyone overwrites that group's stage.
+        lowering.barrier()
+    if widen:
+        return [b.fptrunc(r, llvm_type(acc.element)) for r in accumulators]
+    return accumulators
