@@ -6,7 +6,9 @@
    (on a GPU with triton) Triton's first-call compile of the same kernel sources;
 2. on a GPU: every example kernel through the built library (aotk.load), under Triton's
    JIT (same source, imports swapped) and torch: outputs checked before any time is
-   kept, CUDA-event medians, rotated inputs; GB/s and the ratios;
+   kept, CUDA-event medians, rotated inputs; GB/s and the ratios. The matmuls again from
+   the library built for sm_80 only, whose PTX the driver compiles for the GPU: on an
+   H100/H200 that is the mma.sync path beside the sm_90a (wgmma) one;
 3. on a GPU: launch cost, C dispatch vs raw cuLaunchKernel, Python lib.add vs Triton.
 Writes <stem>.json and <stem>.md under --out (stem: date, GPU, driver, versions) and
 prints the summary table last. Without a GPU only part 1 runs, and the rest is listed
@@ -30,6 +32,9 @@ import time
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import harness  # noqa: E402
 from timing import KERNELS, ROOT  # noqa: E402
+
+
+MMA_SYNC_SUFFIX = " [sm_80 build: mma.sync]"
 
 
 def gpu_present() -> bool:
@@ -96,13 +101,20 @@ def build_times(work: pathlib.Path, have_gpu: bool) -> tuple[dict, pathlib.Path]
     return figures, out / f"lib{manifest.name}.so"
 
 
-def kernel_rows(library: pathlib.Path, log2n: int, rotations: int = 3, only=None) -> list:
+def kernel_rows(library: pathlib.Path, log2n: int, rotations: int = 3, only=None,
+                mma_sync_library=None) -> list:
+    """Rows for every workload. With ``mma_sync_library`` (the manifest built for sm_80
+    only: on sm_90 the driver runs its PTX, so dots take the mma.sync path), the matmul
+    workloads are timed a second time, with Triton and torch beside them again, under the
+    kernel name suffixed ``MMA_SYNC_SUFFIX``."""
     import torch
 
     import aotk
     from timing import time_ms, triton_port
     from workloads import WORKLOADS
-    lib = aotk.load(library)
+    libraries = [("", aotk.load(library))]
+    if mma_sync_library is not None:
+        libraries.append((MMA_SYNC_SUFFIX, aotk.load(mma_sync_library)))
     have_triton = importlib.util.find_spec("triton") is not None
     rows = []
     for workload in WORKLOADS:
@@ -110,26 +122,35 @@ def kernel_rows(library: pathlib.Path, log2n: int, rotations: int = 3, only=None
             continue
         sets = [workload.make(torch, log2n) for _ in range(rotations)]
         module = triton_port(KERNELS / workload.triton_file) if have_triton else None
-        ways = {"aotk": lambda a: workload.aotk(lib, a), "torch": workload.torch}
-        if module is not None:
-            ways["triton"] = lambda a, m=module: workload.triton(m, a)
-        for impl in harness.IMPLEMENTATIONS:
-            if impl not in ways:
+        for suffix, lib in libraries:
+            if suffix and not workload.kernel.startswith("matmul"):
                 continue
-            for inputs in sets:   # correctness before any time is kept
-                inputs["out"].fill_(float("nan"))
-                ways[impl](inputs)
-                torch.cuda.synchronize()
-                torch.testing.assert_close(inputs["out"], workload.expected(inputs),
-                                           msg=lambda m: f"{workload.kernel}/{impl}: {m}",
-                                           **(workload.tolerance or {}))
-            turn = iter(range(1 << 62))
-            ms = time_ms(lambda: ways[impl](sets[next(turn) % rotations]))
-            rows.append(harness.kernel_row(workload.kernel, impl, ms, workload.metric,
-                                           workload.bytes_moved(sets[0])))
+            ways = {"aotk": lambda a, lib=lib: workload.aotk(lib, a), "torch": workload.torch}
+            if module is not None:
+                ways["triton"] = lambda a, m=module: workload.triton(m, a)
+            for impl in harness.IMPLEMENTATIONS:
+                if impl not in ways:
+                    continue
+                for inputs in sets:   # correctness before any time is kept
+                    inputs["out"].fill_(float("nan"))
+                    ways[impl](inputs)
+                    torch.cuda.synchronize()
+                    torch.testing.assert_close(inputs["out"], workload.expected(inputs),
+                                               msg=lambda m: f"{workload.kernel}/{impl}: {m}",
+                                               **(workload.tolerance or {}))
+                turn = iter(range(1 << 62))
+                ms = time_ms(lambda: ways[impl](sets[next(turn) % rotations]))
+                rows.append(harness.kernel_row(workload.kernel + suffix, impl, ms,
+                                               workload.metric, workload.bytes_moved(sets[0])))
         del sets
         torch.cuda.empty_cache()
     return rows
+
+
+def build_mma_sync_library(work: pathlib.Path) -> pathlib.Path:
+    """The root manifest built for sm_80 only (see ``kernel_rows``)."""
+    from aotk.buildsys.builder import build
+    return build(ROOT / "aotk.toml", out_dir=work / "lib-sm80", targets=["sm_80"]).library
 
 
 def summary(document: dict) -> str:
@@ -150,7 +171,9 @@ def main(argv=None):
     with tempfile.TemporaryDirectory(prefix="aotk-bench-") as work:
         document["build"], library = build_times(pathlib.Path(work), have_gpu)
         if have_gpu:
-            document["kernels"] = kernel_rows(library, options.log2n, only=options.kernels)
+            mma_sync = build_mma_sync_library(pathlib.Path(work))
+            document["kernels"] = kernel_rows(library, options.log2n, only=options.kernels,
+                                              mma_sync_library=mma_sync)
             from launch import measure
             document["launch"] = measure(library)
         else:

@@ -96,14 +96,16 @@ def compile_command(kernel_spec, signature, defines, num_warps, num_stages, targ
 @click.option("-j", "--jobs", type=int, help="parallel compilations (default: all cores)")
 @click.option("-v", "--verbose", is_flag=True, help="show every tool invocation")
 @click.option("--static", is_flag=True, help="also write lib<name>.a")
-def build_command(manifest, out_dir, jobs, verbose, static):
+@click.option("--target", "targets", multiple=True, metavar="SM_XY",
+              help="build for this target instead of library.targets (repeatable)")
+def build_command(manifest, out_dir, jobs, verbose, static, targets):
     """Build MANIFEST (default ./aotk.toml) into lib<name>.so, <name>.h and <name>.d."""
     from aotk.buildsys.builder import build
     from aotk.buildsys.manifest import ManifestError
     progress = _progress_bar if sys.stderr.isatty() and not verbose else None
     try:
         result = build(manifest, out_dir=out_dir, jobs=jobs, verbose=verbose, static=static,
-                       progress=progress)
+                       progress=progress, targets=list(targets) or None)
     except (ManifestError, aotk.CompilationError, ToolchainError) as exc:
         raise UserError(str(exc)) from None
     if progress:

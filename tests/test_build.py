@@ -283,3 +283,29 @@ def test_inspect_lists_every_variant_and_target(built):
     assert len(lines) == 1 + 82
     aligned_add = [l for l in lines if "add[BLOCK=1024] aligned" in l and "sm_90" in l][0]
     assert aligned_add.split()[-1] == "4"
+    # The large matmul tiles use wgmma on sm_90: the fatbin holds an sm_90a cubin for them
+    # (and mma.sync sm_80 code); kernels without a dot stay plain sm_90.
+    large = [l.split() for l in lines
+             if l.startswith("matmul ") and "BLOCK_SIZE_N=256" in l and "aligned" in l]
+    assert sorted(row[-5] for row in large) == ["sm_80", "sm_90a"]
+    assert "sm_90a" not in aligned_add and all(row[-3] == "0" for row in large)   # spills
+
+
+def test_build_target_option_replaces_the_manifest_targets(tmp_path):
+    """`aotk build --target sm_80` builds for that target alone (as nvcc -arch would); an
+    unknown target is one line naming the option, and nothing is written."""
+    project = _project(tmp_path)
+    result = CliRunner().invoke(main, ["build", str(project / "aotk.toml"), "-o",
+                                       str(tmp_path / "out"), "--target", "sm_80"])
+    assert result.exit_code == 0, result.output
+    rows = CliRunner().invoke(main, ["inspect", str(tmp_path / "out" / "libexamples.so")]).output
+    targets = {line.split()[-5] for line in rows.strip().splitlines()[1:]}
+    assert targets == {"sm_80"}
+    bad = subprocess.run([sys.executable, "-m", "aotk", "build", str(project / "aotk.toml"),
+                          "-o", str(tmp_path / "bad"), "--target", "sm_75"],
+                         capture_output=True, text=True, cwd=tmp_path,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert bad.returncode != 0 and "Traceback" not in bad.stderr
+    assert bad.stderr.strip().splitlines() == [
+        "aotk: error: --target: unknown target 'sm_75'; expected one of sm_80, sm_86, sm_89, sm_90"]
+    assert not (tmp_path / "bad").exists()

@@ -25,7 +25,7 @@ from ..toolchain.errors import ToolchainError
 from ..data import resource_dir
 from .cgen import generate, template
 from .compile_builds import compile_builds
-from .manifest import load_manifest
+from .manifest import ManifestError, check_targets, load_manifest
 from .plan import plan_builds
 
 RUNTIME = resource_dir("runtime")
@@ -79,8 +79,14 @@ def _depfile(targets, prerequisites) -> str:
 
 
 def build(manifest_path="aotk.toml", out_dir=None, jobs=None, verbose=False, static=False,
-          progress=None) -> BuildResult:
+          progress=None, targets=None) -> BuildResult:
+    """``targets`` (a list of sm_XY) replaces the manifest's ``library.targets``."""
     manifest = load_manifest(manifest_path)
+    if targets:
+        try:
+            manifest.targets = check_targets(list(targets))
+        except ValueError as exc:
+            raise ManifestError(f"--target: {exc}") from None
     out = Path(out_dir) if out_dir is not None else manifest.out_dir
     out = out.resolve()
     plans = plan_builds(manifest)

@@ -77,6 +77,15 @@ def _fail(path, key, message):
     raise ManifestError(f"{path}: {key}: {message}")
 
 
+def check_targets(targets: list) -> list:
+    """The targets, or ValueError naming the first unknown one."""
+    for target in targets:
+        if target not in KNOWN_TARGETS:
+            raise ValueError(f"unknown target {target!r}; expected one of "
+                             f"{', '.join(KNOWN_TARGETS)}")
+    return list(targets)
+
+
 def _check_keys(path, where, table, allowed):
     if not isinstance(table, dict):
         _fail(path, where, "expected a table")
@@ -166,10 +175,10 @@ def load_manifest(path) -> Manifest:
     targets = library.get("targets", list(DEFAULT_TARGETS))
     if not isinstance(targets, list) or not targets:
         _fail(path, "library.targets", "expected a non-empty list such as [\"sm_80\", \"sm_90\"]")
-    for target in targets:
-        if target not in KNOWN_TARGETS:
-            _fail(path, "library.targets", f"unknown target {target!r}; expected one of "
-                                           f"{', '.join(KNOWN_TARGETS)}")
+    try:
+        check_targets(targets)
+    except ValueError as exc:
+        _fail(path, "library.targets", str(exc))
     out_dir = path.parent / _typed(path, "library.out_dir", library.get("out_dir", "build"), str,
                                    "a string")
     kernels_data = data.get("kernel", [])
