@@ -161,7 +161,7 @@ def lower_wgmma(lowering, op) -> list:
         return b.add(descriptor, ir.Constant(I64, byte_offset >> 4)) if byte_offset else descriptor
 
     _asm(b, "wgmma.fence.sync.aligned;", "", ir.VoidType(), [])
-    # One accumulator's whole chain over K, then the next (as ptxas pipelines them best).
+    # One accumulator's whole chain over K, then the next (the order Triton issues them in).
     for tm in range(m // block_rows):
         for first_column in range(0, n, chunk):
             indices = slots(tm, first_column)
