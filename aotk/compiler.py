@@ -100,11 +100,6 @@ def target_has_wgmma(target: str) -> bool:
     return target == "sm_90"
 
 
-def uses_arch_specific(plan) -> bool:
-    return any(layout is not None and layout.instruction == "wgmma"
-               for layout in plan.mma.values())
-
-
 def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target="sm_90",
             debug=None):
     from .backend.lower import lower_to_llvm
@@ -127,7 +122,7 @@ def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target
         prefetch_dot_operands(function, num_warps)
     infos = axis_info.analyze(function)
     plan = assign_layouts(function, infos, num_warps, wgmma)
-    arch = target + "a" if uses_arch_specific(plan) else target
+    arch = target + "a" if plan.uses_wgmma else target
     module, shared_bytes = lower_to_llvm(function, plan, infos, target)
     llir, ptx = emit_ptx(str(module), arch, function.name, num_warps)
     cubin, ptxas_info = assemble(ptx, arch)

@@ -17,7 +17,8 @@ import itertools
 import llvmlite.ir as ir
 
 from ..ir.kir import ASYNC_OPS, ATOMICS, COMBINING, SHUFFLES, SIDE_EFFECT_OPS, TERMINATORS
-from ..passes.layouts import SCALAR, Layout, LayoutPlan, Mma
+from ..passes.layouts import SCALAR, Layout, LayoutPlan
+from ..passes.mma_layout import Mma
 from .atomics import lower_atomic
 from .debug import lower_debug_op
 from .dot import lower_dot

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from ..passes.layouts import MMA_TILE, SCALAR, Layout
+from ..passes.layouts import SCALAR, Layout
+from ..passes.mma_layout import MMA_TILE
 from ..passes.pipeline import padded_pitch
 from .llvm_types import I32, llvm_type
 from .views import logical_indices

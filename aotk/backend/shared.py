@@ -77,9 +77,7 @@ class SharedMemory:
             self._shared = ir.GlobalVariable(self.module, array, "shared_scratch", addrspace=3)
             self._shared.linkage = "external"
             # wgmma's swizzled tiles start on 1024-byte swizzle atoms (backend.wgmma).
-            uses_wgmma = any(layout is not None and layout.instruction == "wgmma"
-                             for layout in self.plan.mma.values())
-            self._shared.align = SWIZZLE_ATOM_BYTES if uses_wgmma else 16
+            self._shared.align = SWIZZLE_ATOM_BYTES if self.plan.uses_wgmma else 16
             self.shared_bytes = needed
 
     def barrier(self):

@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from ..passes.layouts import SWIZZLE_BYTES, WGMMA_ROWS, Layout
+from ..passes.layouts import Layout
+from ..passes.mma_layout import SWIZZLE_BYTES, WGMMA_ROWS
 from .llvm_types import I32, I64, llvm_type
 from .mma import place_operands, staged
 

@@ -48,9 +48,10 @@ from __future__ import annotations
 from ..ir import kir
 from ..ir import types as T
 from ..ir.types import BlockType
-from .layouts import choose_mma, memory_vector_width
+from .layouts import memory_vector_width
+from .mma_layout import choose_mma
 from .rewrite import (body_slice, clone_ops, constant, dot_operand_loads, new_op,
-                      ops_with_blocks, remove_unused_pure_ops, users_of)
+                      remove_unused_pure_ops, upward_for_loops, users_of)
 
 # Leaves room (of the H100/H200's 227 KB per block) for the epilogue's layout conversion.
 MAX_PIPELINE_BYTES = 160 * 1024
@@ -65,7 +66,7 @@ def padded_pitch(columns: int, element) -> int:
 
 def staged_tile_bytes(shape: tuple, element, swizzled: bool = False) -> int:
     """Bytes of one stage of a [rows, columns] tile: padded rows rounded up to 16, or the
-    tile itself when swizzled (whole 1024-byte swizzle atoms, as ``wgmma_fits`` ensures)."""
+    tile itself when swizzled (whole 1024-byte swizzle atoms, as ``mma_layout.wgmma_fits`` ensures)."""
     rows, columns = shape
     if swizzled:
         return rows * columns * element.itemsize
@@ -81,9 +82,8 @@ def pipeline_dot_loops(function: kir.Function, infos: dict, num_warps: int,
         return 0
     users = users_of(function.body)
     count = 0
-    for block, op in list(ops_with_blocks(function.body)):
-        if op.opcode == "for" and op.attrs.get("direction") == "up" and \
-                _rewrite(block, op, infos, users, num_warps, num_stages, wgmma, count):
+    for block, loop in upward_for_loops(function):
+        if _rewrite(block, loop, infos, users, num_warps, num_stages, wgmma, count):
             count += 1
     return count
 

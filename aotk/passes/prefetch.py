@@ -25,8 +25,8 @@ from __future__ import annotations
 from ..ir import kir
 from ..ir import types as T
 from ..ir.types import BlockType
-from .rewrite import (clone_ops, dot_operand_loads, new_op, ops_with_blocks,
-                      remove_unused_pure_ops, users_of)
+from .rewrite import (clone_ops, dot_operand_loads, new_op, remove_unused_pure_ops,
+                      upward_for_loops, users_of)
 
 
 MAX_PREFETCH_BYTES = 64
@@ -36,9 +36,8 @@ def prefetch_dot_operands(function: kir.Function, num_warps: int) -> int:
     """Rewrites every qualifying loop; returns how many were rewritten."""
     count = 0
     budget = MAX_PREFETCH_BYTES * 32 * num_warps
-    for block, op in list(ops_with_blocks(function.body)):
-        if op.opcode == "for" and op.attrs.get("direction") == "up" and \
-                _rewrite(block, op, budget):
+    for block, loop in upward_for_loops(function):
+        if _rewrite(block, loop, budget):
             count += 1
     return count
 

@@ -20,6 +20,14 @@ def ops_with_blocks(block: list):
             yield from ops_with_blocks(region.body)
 
 
+def upward_for_loops(function: kir.Function) -> list:
+    """(the list holding it, loop) for every ``for`` counting up, nested ones included,
+    collected before any rewrite inserts ops around them (what ``prefetch`` and
+    ``pipeline`` rewrite)."""
+    return [(block, op) for block, op in ops_with_blocks(function.body)
+            if op.opcode == "for" and op.attrs.get("direction") == "up"]
+
+
 def users_of(ops) -> dict:
     """value -> the ops (nested ones included) that take it as an operand."""
     users: dict = {}

@@ -1,0 +1,111 @@
+"""Tensor-core accumulator layouts: which instruction computes a ``dot`` and where its
+result's elements live.
+
+In: a kir ``dot`` op, ``num_warps``, whether the target has Hopper's ``wgmma``. Out: an
+``Mma`` layout naming the instruction (``wgmma`` or ``mma.sync``) and how warps tile the
+result, or None when the dot runs on CUDA cores. ``passes.layouts`` gives the dot's result
+(and a loop's accumulator) this layout; ``passes.pipeline`` stages the operands for the
+instruction it names.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+def _i32(n: int):
+    """An i32 constant for the thread-index math of layouts (llvmlite loaded on use)."""
+    import llvmlite.ir as ir
+    return ir.Constant(ir.IntType(32), n)
+
+
+MMA_TILE = (16, 8)   # rows x columns of one mma.sync m16n8kK accumulator tile
+
+
+@dataclass(frozen=True)
+class Mma:
+    """The accumulator fragments of ``mma.sync`` m16n8: in each 16x8 tile, lane l holds rows
+    l/4 and l/4 + 8 at columns 2*(l%4) and 2*(l%4) + 1. Warps tile [M, N] as
+    ``warps_per_cta`` (warp w sits at (w % wm, w / wm)); the CTA tile repeats over the block.
+
+    Hopper's ``wgmma`` m64nN accumulator is this same layout with warps (num_warps, 1): warp
+    w of a warpgroup holds rows 16w..16w+15 of the group's 64, in the same 16x8 fragments.
+    ``instruction`` says which one computes the dot; it does not change where elements live,
+    so two layouts that differ only there are equal."""
+    warps_per_cta: tuple    # (along M, along N)
+    instruction: str = field(default="mma.sync", compare=False)
+    rank = 2
+
+    def tile(self, dim: int) -> int:
+        return MMA_TILE[dim] * self.warps_per_cta[dim]
+
+    def slot_offsets(self, axis: int, size: int) -> list:
+        if size == 1:
+            return [0]
+        pair = (0, 8) if axis == 0 else (0, 1)
+        return [r * self.tile(axis) + p for r in range(max(1, size // self.tile(axis)))
+                for p in pair]
+
+    def thread_base(self, builder, lane, warp, axis: int):
+        wm = self.warps_per_cta[0]
+        if axis == 0:
+            warp_coord, lane_coord = builder.urem(warp, _i32(wm)), builder.udiv(lane, _i32(4))
+        else:
+            warp_coord = builder.udiv(warp, _i32(wm))
+            lane_coord = builder.mul(builder.urem(lane, _i32(4)), _i32(2))
+        return builder.add(builder.mul(warp_coord, _i32(MMA_TILE[axis])), lane_coord,
+                           name=f"mma_base{axis}")
+
+    def __str__(self) -> str:
+        return f"#mma<m16n8 wpc={list(self.warps_per_cta)} {self.instruction}>"
+
+
+WGMMA_ROWS = 64          # rows of C one warpgroup's wgmma computes
+SWIZZLE_BYTES = 128      # wgmma operands: 128-byte rows, 128B-swizzled (backend.wgmma)
+
+
+def wgmma_fits(op, num_warps: int) -> bool:
+    """Whether Hopper's ``wgmma`` can compute this dot: fp16 / bf16 operands (the only ones
+    whose B may be N-major, as it is staged), whole warpgroups, M a multiple of 64 rows per
+    warpgroup, and K (A's rows) and N (B's rows) whole 128-byte swizzle rows."""
+    a, b = op.operands[:2]
+    if len(op.result.type.shape) != 2 or a.element != b.element or \
+            not (a.element.is_fp16() or a.element.is_bf16()):
+        return False
+    (m, k), (_, n) = a.type.shape, b.type.shape
+    row_elements = SWIZZLE_BYTES // a.element.itemsize
+    return num_warps % 4 == 0 and m % (WGMMA_ROWS * num_warps // 4) == 0 and \
+        k % row_elements == 0 and n % row_elements == 0
+
+
+def choose_mma(op, num_warps: int, wgmma: bool = False):
+    """The accumulator layout of a ``dot`` that tensor cores can compute, else None (the dot
+    then runs on CUDA cores). With ``wgmma`` (an sm_90 target) and a dot ``wgmma_fits``,
+    warps stack along M as warpgroups need. Otherwise mma.sync (fp16 / bf16, fp32 as tf32,
+    int8; K a multiple of the instruction's depth), its warps splitting M and N as evenly as
+    the tile counts allow (Triton's rule)."""
+    if wgmma and wgmma_fits(op, num_warps):
+        return Mma((num_warps, 1), "wgmma")
+    a, b = op.operands[:2]
+    if len(op.result.type.shape) != 2 or a.element != b.element:
+        return None
+    element = a.element
+    if element.is_fp16() or element.is_bf16():
+        depth = 16
+    elif element.is_fp32() and op.attrs.get("precision") == "tf32":
+        depth = 8
+    elif element.is_int() and element.is_int_signed() and element.bits == 8:
+        depth = 32
+    else:
+        return None
+    if a.type.shape[1] % depth:
+        return None
+    m, n = op.result.type.shape
+    warps = [1, 1]
+    while warps[0] * warps[1] < num_warps:
+        if m // (MMA_TILE[0] * warps[0]) >= n // (MMA_TILE[1] * warps[1]):
+            warps[0] *= 2
+        else:
+            warps[1] *= 2
+    if m < MMA_TILE[0] * warps[0] or n < MMA_TILE[1] * warps[1]:
+        return None
+    return Mma(tuple(warps))
