@@ -10,9 +10,9 @@ loop is rewritten over S shared-memory stages per operand:
     after:   for s in 0 .. S-2 (unrolled): copy the tiles of trip s into stage s; commit
              for i (c, stage):            # c now holds the values of trip i + S-1
                  async_wait(S-2)          # trip i's group has landed; barrier
+                 acc = dot(shared_read(a, stage), shared_read(b, stage), acc)
                  copy the tiles of trip i+S-1 (masked off past the end) into stage (stage-1)%S
                  commit; c' = next(i + (S-1)*step, c)
-                 acc = dot(shared_read(a, stage), shared_read(b, stage), acc)
                  yield ..., c', (stage+1)%S
              async_wait(0)                # nothing may land in shared memory after the loop
 
@@ -35,13 +35,15 @@ copies and reads): rows padded by 16 bytes for ``ldmatrix`` (mma.sync), or 128-b
 swizzled panels for ``wgmma`` (``backend.wgmma``), whose reads go through the async proxy:
 then each ``async_wait`` carries ``proxy_fence``, ordering the copies before the dot.
 
-With wgmma and an fp32 accumulator, the dot does not wait for its own tensor-core work
-(``wgmma_in_flight`` = 1 on the dot and the loop): it waits for the previous trip's, and
-the copies of trip i+S-1 move after the dot, into the stage that previous trip read. So the
-tensor cores run trip i while the threads issue the copies and reach trip i+1's barrier:
+The copies come after the dot because ptxas never moves a shared-memory read above a
+``cp.async`` (it cannot prove their addresses apart): copies first would hold every warp's
+``ldmatrix`` and so the tensor cores until all of them were issued. After the dot, ptxas
+interleaves their address math with the last ``mma.sync`` instructions.
 
-    for i (c, stage):  async_wait(S-2); acc = dot(shared_read(a, stage), ..., acc)
-                       copy trip i+S-1 into stage (stage-1)%S; commit; c' = next(...)
+With wgmma and an fp32 accumulator, the dot does not wait for its own tensor-core work
+(``wgmma_in_flight`` = 1 on the dot and the loop): it waits for the previous trip's group,
+then a barrier, before the copies refill the stage that group read. So the tensor cores
+run trip i while the threads issue the copies and reach trip i+1's barrier.
 """
 from __future__ import annotations
 
@@ -244,12 +246,14 @@ def _rewrite(parent: list, loop, infos, users, num_warps: int, num_stages: int,
     remaining = [o for o in ops if o is not terminator and o not in loads]
     if in_flight:
         # The dot leaves its wgmma group running and waits for the previous trip's, whose
-        # stage the copies then refill: they go after the dot.
+        # stage the copies then refill.
         dot.attrs["wgmma_in_flight"] = 1
         loop.attrs["wgmma_in_flight"] = 1
-        region.body[:] = waits + reads + remaining + body
-    else:
-        region.body[:] = waits + body + reads + remaining
+    # The copies go after the dot: their target stage was last read in the previous trip,
+    # and the wait's barrier ordered those reads first. Shared-memory reads cannot move
+    # above a cp.async (ptxas cannot tell the addresses apart), so copies placed first
+    # would keep the tensor cores idle while every thread issues them.
+    region.body[:] = waits + reads + remaining + body
     region.body += [next_stage, next_past, zero, stage_after, terminator]
     for i in shifted:
         terminator.operands[i] = mapping.get(terminator.operands[i], terminator.operands[i])
