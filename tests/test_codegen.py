@@ -212,7 +212,7 @@ def test_matmul_on_sm_90_runs_wgmma_from_swizzled_stages(block_n, num_warps, ins
     assert "fence.proxy.async.shared::cta;" in ptx and "wgmma.fence.sync.aligned;" in ptx
     assert "wgmma.wait_group.sync.aligned 1;" in ptx and "wgmma.wait_group.sync.aligned 0;" in ptx
     assert kernel.metadata["spills"] == 0 and kernel.metadata["wgmma_serialized"] is False
-    # sm_80 has no wgmma: the same kernel there is mma.sync from padded stages.
+    # sm_80 has no wgmma: the same kernel there is mma.sync from swizzled stages.
     ampere = aotk.compile(module.matmul_kernel, MATMUL_ALIGNED, constants,
                           num_warps=num_warps, target="sm_80")
     assert ".target sm_80" in ampere.ptx and ampere.metadata["arch"] == "sm_80"

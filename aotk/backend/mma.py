@@ -4,10 +4,10 @@ accumulation (m16n8k16), fp32 inputs as tf32 (m16n8k8), int8 into int32 (m16n8k3
 In: a [M, K] and b [K, N] in their natural blocked layouts, the accumulator in its ``Mma``
 layout (``passes.layouts.choose_mma``). Out: the result's registers in that ``Mma`` layout.
 
-1. a and b are written to shared memory row-major with 16 bytes of padding per row (so the
-   eight 16-byte rows one ``ldmatrix`` reads fall in eight different bank groups), in vector
-   stores of each thread's contiguous elements; one barrier. Inside a pipelined loop
-   (``passes.pipeline``) cp.async already put them there, in the same layout.
+1. a and b are in shared memory in the swizzled layout of ``backend.swizzle`` (the eight
+   16-byte rows one ``ldmatrix`` matrix reads fall in eight different bank groups): a
+   pipelined loop (``passes.pipeline``) put them there with cp.async, else the threads
+   store them in vector stores of their contiguous elements, then one barrier.
 2. For each instruction-deep slice of K, each warp loads its A fragments (one
    ``ldmatrix.x4`` per 16-row tile: four 8-row x 16-byte matrices, whatever the element
    size) and B fragments (16-bit elements: ``ldmatrix.x4.trans`` per pair of 8-column
@@ -22,8 +22,8 @@ import llvmlite.ir as ir
 
 from ..passes.layouts import SCALAR, Layout
 from ..passes.mma_layout import MMA_TILE
-from ..passes.pipeline import padded_pitch
 from .llvm_types import I32, llvm_type
+from .swizzle import CHUNK_BYTES, aligned_tile_bytes, tile_of
 from .views import logical_indices
 
 F32 = ir.FloatType()
@@ -35,17 +35,11 @@ def staged(value) -> bool:
     return value.owner is not None and value.owner.opcode == "shared_read"
 
 
-def _aligned(n: int) -> int:
-    return (n + 15) // 16 * 16
-
-
 def shared_bytes_needed(op) -> int:
     a, b = op.operands[:2]
     if staged(a) and staged(b):
         return 0
-    (m, k), (_, n) = a.type.shape, b.type.shape
-    size = a.element.itemsize
-    return _aligned(m * padded_pitch(k, a.element) * size) + k * padded_pitch(n, b.element) * size
+    return aligned_tile_bytes(tile_of(a)) + tile_of(b).bytes
 
 
 def _asm(lowering, text, constraints, return_type, args):
@@ -127,18 +121,13 @@ def lower_mma(lowering, op) -> list:
     (m, k), (_, n) = a.type.shape, b_operand.type.shape
     element = a.element
     size = element.itemsize
-    pitch_a, pitch_b = padded_pitch(k, element), padded_pitch(n, element)
-    b_base = _aligned(m * pitch_a * size)
+    tile_a, tile_b = tile_of(a), tile_of(b_operand)
+    root, a_base, b_base = place_operands(lowering, a, b_operand, aligned_tile_bytes(tile_a),
+                                          tile_a.element_offset, tile_b.element_offset)
+    # 32-bit shared-window addresses: ldmatrix takes them, and they cost half the adds.
+    a_root, b_root = b.add(root, a_base), b.add(root, b_base)
 
     c = lambda v: ir.Constant(I32, v)   # noqa: E731
-
-    def padded(pitch):
-        return lambda builder, row, column: builder.mul(
-            builder.add(builder.mul(row, c(pitch)), column), c(size))
-
-    root, a_base, b_base = place_operands(lowering, a, b_operand, b_base, padded(pitch_a),
-                                          padded(pitch_b))
-
     lane, warp = lowering.lane, lowering.warp
     warp_row = b.mul(b.urem(warp, c(wm)), c(MMA_TILE[0]))
     warp_col = b.mul(b.udiv(warp, c(wm)), c(MMA_TILE[1]))
@@ -148,11 +137,7 @@ def lower_mma(lowering, op) -> list:
     tiles_m, tiles_n = m // layout.tile(0), n // layout.tile(1)
     depth, mma_text, accumulator_kind = _instruction(element)
     per_register = 4 // size                 # elements of one operand register
-
-    def shared_address(row, column, byte_base, pitch):
-        linear = b.add(b.mul(row, c(pitch)), column)
-        # 32-bit shared-window addresses: ldmatrix takes them, and they cost half the adds.
-        return b.add(root, b.add(byte_base, b.mul(linear, c(size))))
+    chunk_elements = CHUNK_BYTES // size
 
     def b_fragment(kk, tn):
         """The two registers of B's column tile tn at depth kk, element by element: the
@@ -165,8 +150,8 @@ def lower_mma(lowering, op) -> list:
             for r in range(per_register):
                 row = b.add(c(kk + j * depth // 2 + r),
                             b.mul(thread_in_group, c(per_register)))
-                pointer = b.inttoptr(shared_address(row, column, b_base, pitch_b),
-                                     llvm_type(element).as_pointer(3))
+                address = b.add(b_root, tile_b.element_offset(b, row, column))
+                pointer = b.inttoptr(address, llvm_type(element).as_pointer(3))
                 values.append(b.load(pointer))
             if per_register == 1:
                 registers.append(b.bitcast(values[0], I32))
@@ -184,24 +169,28 @@ def lower_mma(lowering, op) -> list:
     columns_per_thread_row = 2 * tiles_n     # acc registers per slot row in the Mma layout
     constraints = ",".join([f"={accumulator_kind}"] * 4 + ["r"] * 6 + [accumulator_kind] * 4)
     for kk in range(0, k, depth):
+        # Fragment addresses split into the lanes' part and constants (swizzle.split_offset):
+        # warps and the 16 rows / two 16-byte halves a lane addresses vary by register;
+        # tiles and K steps move by whole 8-row groups and by chunk bits above those.
         a_fragments = []
+        lane_row = b.add(warp_row, row_in_tile)
         for tm in range(tiles_m):
-            row = b.add(b.add(warp_row, c(tm * layout.tile(0))), row_in_tile)
-            column = b.add(c(kk), b.mul(half, c(16 // size)))
-            a_fragments.append(_ldmatrix(lowering, shared_address(row, column, a_base, pitch_a), False))
+            offset = tile_a.split_offset(b, lane_row, half, tm * layout.tile(0),
+                                         kk // chunk_elements)
+            a_fragments.append(_ldmatrix(lowering, b.add(a_root, offset), False))
         b_fragments = []
         if size != 2:
             b_fragments = [b_fragment(kk, tn) for tn in range(tiles_n)]
+        pair = 1 if tiles_n > 1 else 0
+        # Lanes 0-15 address the first column tile (k rows 0-15), lanes 16-31 the next.
+        lane_column = b.add(warp_col, b.mul(half, c(pair * layout.tile(1))))
+        lane_chunk = b.udiv(lane_column, c(chunk_elements))
         for tn in range(0, tiles_n if size == 2 else 0, 2):
-            # Lanes 0-15 address the first column tile (k rows 0-15), lanes 16-31 the next.
-            second = min(tn + 1, tiles_n - 1)
-            tile_column = b.add(c(tn * layout.tile(1)),
-                                b.mul(half, c((second - tn) * layout.tile(1))))
-            row = b.add(c(kk), row_in_tile)
-            column = b.add(warp_col, tile_column)
-            regs = _ldmatrix(lowering, shared_address(row, column, b_base, pitch_b), True)
+            offset = tile_b.split_offset(b, row_in_tile, lane_chunk, kk,
+                                         tn * layout.tile(1) // chunk_elements)
+            regs = _ldmatrix(lowering, b.add(b_root, offset), True)
             b_fragments.append(regs[0:2])
-            if second != tn:
+            if pair:
                 b_fragments.append(regs[2:4])
         for tm in range(tiles_m):
             for tn in range(tiles_n):

@@ -13,11 +13,10 @@ In: the ops, the pointers and masks of a copy in their natural blocked layout. O
   proxy) then a CTA barrier, since other threads' copies must be visible too.
 
 Shared memory: each pipelined loop's buffers are laid out from byte 0, operand after
-operand, each ``stages`` slots of a tile (``passes.pipeline.staged_tile_bytes``): rows
-padded for ``ldmatrix`` (mma.sync), or swizzled 128-byte panels (``wgmma.swizzled_offset``),
-whose 1024-byte slots keep every stage on a swizzle-atom boundary. Other shared memory used
-inside that loop sits above them (``KernelLowering.shared_floor``); loops are never live at
-the same time.
+operand, each ``stages`` slots of a tile in the swizzled layout of ``backend.swizzle``
+(``passes.pipeline.staged_tile_bytes``: slots start on 128-byte lines, or on 1024-byte
+swizzle atoms for wgmma). Other shared memory used inside that loop sits above them
+(``KernelLowering.shared_floor``); loops are never live at the same time.
 """
 from __future__ import annotations
 
@@ -25,30 +24,26 @@ import llvmlite.ir as ir
 
 from ..ir.kir import walk
 from ..passes.layouts import SCALAR
-from ..passes.pipeline import padded_pitch, staged_tile_bytes
+from ..passes.pipeline import staged_tile_bytes
 from .llvm_types import I32, I64, llvm_type
 from .memory import emit_load
 from .views import logical_indices
-from .wgmma import proxy_fence, swizzled_offset
+from .swizzle import SwizzledTile
+from .wgmma import proxy_fence
 
 
 class StagedBuffer:
     """Where one operand's stages live: ``offset`` bytes into the scratch buffer, slots of
-    ``stage_bytes``, rows of ``pitch`` elements or swizzled panels."""
+    ``stage_bytes``, each a ``SwizzledTile``."""
 
-    def __init__(self, offset: int, shape: tuple, element, stages: int, swizzled: bool):
+    def __init__(self, offset: int, shape: tuple, element, stages: int, async_proxy: bool):
         self.offset, self.shape, self.element, self.stages = offset, shape, element, stages
-        self.swizzled = swizzled
-        self.pitch = padded_pitch(shape[1], element)
-        self.stage_bytes = staged_tile_bytes(shape, element, swizzled)
+        self.tile = SwizzledTile(shape[0], shape[1], element)
+        self.stage_bytes = staged_tile_bytes(shape, element, async_proxy)
 
     def tile_offset(self, builder, row, column):
         """Byte offset (i32) of element (row, column) inside a slot."""
-        column_bytes = builder.mul(column, ir.Constant(I32, self.element.itemsize))
-        if self.swizzled:
-            return swizzled_offset(builder, row, column_bytes, self.shape[0])
-        return builder.add(builder.mul(row, ir.Constant(I32, self.pitch * self.element.itemsize)),
-                           column_bytes)
+        return self.tile.element_offset(builder, row, column)
 
     def stage_base(self, builder, stage):
         """Byte offset (i32) of slot ``stage`` (an i32 register)."""
@@ -62,12 +57,12 @@ def plan_buffers(function) -> tuple:
     for op in walk(function.body):
         if op.opcode == "shared_read":
             found[op.attrs["buffer"]] = (op.result.type.shape, op.result.element,
-                                         op.attrs["stages"], op.attrs.get("swizzled", False))
+                                         op.attrs["stages"], op.attrs.get("async_proxy", False))
     buffers, totals = {}, {}
     for buffer in sorted(found):
-        shape, element, stages, swizzled = found[buffer]
+        shape, element, stages, async_proxy = found[buffer]
         loop = buffer[0]
-        staged = StagedBuffer(totals.get(loop, 0), shape, element, stages, swizzled)
+        staged = StagedBuffer(totals.get(loop, 0), shape, element, stages, async_proxy)
         buffers[buffer] = staged
         totals[loop] = staged.offset + stages * staged.stage_bytes
     return buffers, totals

@@ -5,11 +5,10 @@ In: a [M, K] and b [K, N] (already in shared memory when a pipelined loop staged
 in their natural blocked layouts), the accumulator in its ``Mma`` layout with warps
 (num_warps, 1) (``passes.layouts.choose_mma``). Out: the result's registers in that layout.
 
-Shared memory (both operands alike, a row-major [rows, columns] tile): the columns are cut
-into 128-byte panels, each panel is ``rows`` rows of 128 bytes, and inside each 8-row group
-the 16-byte chunk c of row r sits at chunk c ^ (r % 8): the hardware's 128B swizzle, so
-that the eight rows one core matrix reads fall in eight different bank groups. Tiles start
-on 1024-byte boundaries (the swizzle atom), so the descriptors' base offset is 0.
+Shared memory: both operands in the swizzled layout of ``backend.swizzle``, whose rows here
+are whole 128-byte panels (``mma_layout.wgmma_fits``): inside each 8-row group the 16-byte
+chunk c of row r sits at chunk c ^ (r % 8), the hardware's 128B swizzle. Tiles start on
+1024-byte boundaries (the swizzle atom), so the descriptors' base offset is 0.
 
 Each warpgroup (4 warps) owns 64-row slices of C, and for every 16-deep slice of K issues
 one ``wgmma.mma_async.m64nNk16`` per slice and N-chunk (N up to 256):
@@ -35,24 +34,13 @@ from ..passes.layouts import Layout
 from ..passes.mma_layout import SWIZZLE_BYTES, WGMMA_ROWS
 from .llvm_types import I32, I64, llvm_type
 from .mma import place_operands, staged
+from .swizzle import tile_of
 
 F32 = ir.FloatType()
 WGMMA_K = 16
 MAX_N = 256
 SWIZZLE_ATOM_BYTES = 8 * SWIZZLE_BYTES
 PROXY_FENCE = "fence.proxy.async.shared::cta;"
-
-
-def swizzled_offset(builder, row, column_bytes, rows: int):
-    """Byte offset (i32) of the element at ``row`` and byte ``column_bytes`` of its row in
-    a swizzled [rows, ...] tile (the module's text)."""
-    c = lambda v: ir.Constant(I32, v)   # noqa: E731
-    panel = builder.lshr(column_bytes, c(7))
-    within = builder.and_(column_bytes, c(SWIZZLE_BYTES - 1))
-    phase = builder.shl(builder.and_(row, c(7)), c(4))
-    linear = builder.add(builder.mul(panel, c(rows * SWIZZLE_BYTES)),
-                         builder.mul(row, c(SWIZZLE_BYTES)))
-    return builder.add(linear, builder.xor(within, phase))
 
 
 def tile_bytes(value) -> int:
@@ -76,12 +64,6 @@ def _asm(builder, text, constraints, return_type, args, side_effect=True):
 def proxy_fence(builder):
     """Orders this thread's generic-proxy shared-memory writes before async-proxy reads."""
     _asm(builder, PROXY_FENCE, "", ir.VoidType(), [])
-
-
-def _swizzled_element(rows: int, size: int):
-    """``store_tile``'s offset function for a swizzled [rows, ...] tile."""
-    return lambda builder, row, column: swizzled_offset(
-        builder, row, builder.mul(column, ir.Constant(I32, size)), rows)
 
 
 def wait_for_wgmma(builder, accumulators: list, in_flight: int) -> list:
@@ -127,8 +109,8 @@ def lower_wgmma(lowering, op) -> list:
 
     # Staged operands were fenced for the async proxy by their loop's async_wait.
     root, a_base, b_base = place_operands(lowering, a, b_operand, tile_bytes(a),
-                                          _swizzled_element(m, size),
-                                          _swizzled_element(k, size), proxy_fence)
+                                          tile_of(a).element_offset,
+                                          tile_of(b_operand).element_offset, proxy_fence)
 
     # Warpgroup g's slices of C start at row 64 g of each block of 64 * warpgroups rows.
     warpgroup = b.udiv(lowering.warp, c(4))

@@ -30,10 +30,10 @@ carried values ``c`` that nothing else reads (their next values computed from th
 alone): those are the values the rewrite shifts S-1 trips ahead. The stages must fit in
 ``MAX_PIPELINE_BYTES`` of shared memory; S shrinks (down to 2) until they do.
 
-Stages are laid out for the instruction that reads them (attribute ``swizzled`` of the
-copies and reads): rows padded by 16 bytes for ``ldmatrix`` (mma.sync), or 128-byte
-swizzled panels for ``wgmma`` (``backend.wgmma``), whose reads go through the async proxy:
-then each ``async_wait`` carries ``proxy_fence``, ordering the copies before the dot.
+Stages hold each tile in the swizzled layout of ``backend.swizzle``, which both ``ldmatrix``
+(mma.sync) and ``wgmma`` read. wgmma reads them through the async proxy (attribute
+``async_proxy`` of the copies and reads): then each ``async_wait`` carries ``proxy_fence``,
+ordering the copies before the dot, and stages start on 1024-byte swizzle atoms.
 
 The copies come after the dot because ptxas never moves a shared-memory read above a
 ``cp.async`` (it cannot prove their addresses apart): copies first would hold every warp's
@@ -57,23 +57,16 @@ from .rewrite import (body_slice, clone_ops, constant, dot_operand_loads, new_op
 
 # Leaves room (of the H100/H200's 227 KB per block) for the epilogue's layout conversion.
 MAX_PIPELINE_BYTES = 160 * 1024
-ROW_PADDING_BYTES = 16
+STAGE_ALIGNMENT = 128             # one 128-byte line: every stage starts a swizzle phase
+WGMMA_STAGE_ALIGNMENT = 1024      # wgmma descriptors assume whole 1024-byte swizzle atoms
 
 
-def padded_pitch(columns: int, element) -> int:
-    """Row pitch, in elements, of a tile staged in shared memory: the row plus 16 bytes, so
-    that the eight 16-byte rows one ``ldmatrix`` reads fall in eight different bank groups."""
-    return columns + ROW_PADDING_BYTES // element.itemsize
-
-
-def staged_tile_bytes(shape: tuple, element, swizzled: bool = False) -> int:
-    """Bytes of one stage of a [rows, columns] tile: padded rows rounded up to 16, or the
-    tile itself when swizzled (whole 1024-byte swizzle atoms, as ``mma_layout.wgmma_fits`` ensures)."""
+def staged_tile_bytes(shape: tuple, element, async_proxy: bool = False) -> int:
+    """Bytes of one stage of a [rows, columns] tile: the tile itself (the swizzle needs no
+    padding), rounded up to the next stage's alignment."""
     rows, columns = shape
-    if swizzled:
-        return rows * columns * element.itemsize
-    size = rows * padded_pitch(columns, element) * element.itemsize
-    return (size + 15) // 16 * 16
+    alignment = WGMMA_STAGE_ALIGNMENT if async_proxy else STAGE_ALIGNMENT
+    return (rows * columns * element.itemsize + alignment - 1) // alignment * alignment
 
 
 def pipeline_dot_loops(function: kir.Function, infos: dict, num_warps: int,
@@ -119,9 +112,9 @@ def _rewrite(parent: list, loop, infos, users, num_warps: int, num_stages: int,
     if layout is None:
         return False
     dot, loads, load_ops = shape
-    swizzled = layout.instruction == "wgmma"
+    async_proxy = layout.instruction == "wgmma"
     # wgmma runs asynchronously across trips, keeping the accumulator in fp32 registers.
-    in_flight = swizzled and dot.result.element.is_fp32()
+    in_flight = async_proxy and dot.result.element.is_fp32()
     if not all(_copyable(load, infos) for load in loads):
         return False
     induction, carried = region.args[0], region.args[1:]
@@ -152,7 +145,7 @@ def _rewrite(parent: list, loop, infos, users, num_warps: int, num_stages: int,
             return False
 
     stages = num_stages
-    per_stage = sum(staged_tile_bytes(l.result.type.shape, l.result.element, swizzled)
+    per_stage = sum(staged_tile_bytes(l.result.type.shape, l.result.element, async_proxy)
                     for l in loads)
     while stages > 2 and stages * per_stage > MAX_PIPELINE_BYTES:
         stages -= 1
@@ -179,7 +172,7 @@ def _rewrite(parent: list, loop, infos, users, num_warps: int, num_stages: int,
             operands = copied.operands[:2 if has_mask else 1] + [stage_value]
             emitted_copy = new_op("async_copy", operands, None, has_mask=has_mask,
                                   buffer=buffers[loads.index(load)], stages=stages,
-                                  swizzled=swizzled, first=first and load is loads[0])
+                                  async_proxy=async_proxy, first=first and load is loads[0])
             emitted_copy.loc = load.loc
             cloned.append(emitted_copy)
         return emitted + cloned + [new_op("async_commit", [], None)]
@@ -212,7 +205,7 @@ def _rewrite(parent: list, loop, infos, users, num_warps: int, num_stages: int,
     # Body: wait, copy trip i+S-1, advance, read this trip's stage, the rest of the body.
     stage = kir.Value(BlockType(T.int32), hint_name="stage")
     region.args.append(stage)
-    waits = [new_op("async_wait", [], None, pending=stages - 2, proxy_fence=swizzled)]
+    waits = [new_op("async_wait", [], None, pending=stages - 2, proxy_fence=async_proxy)]
     body = []
     ahead_offset = constant(stages - 1, index_type.element)
     ahead_scaled = new_op("mul", [step, ahead_offset.result], index_type)
@@ -233,7 +226,7 @@ def _rewrite(parent: list, loop, infos, users, num_warps: int, num_stages: int,
     reads = []
     for load, buffer in zip(loads, buffers):
         read = new_op("shared_read", [stage], load.result.type, buffer=buffer, stages=stages,
-                      swizzled=swizzled)
+                      async_proxy=async_proxy)
         read.result.hint_name = load.result.hint_name
         reads.append(read)
     dot.operands[0], dot.operands[1] = reads[0].result, reads[1].result
