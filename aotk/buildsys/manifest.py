@@ -30,6 +30,13 @@ _C_KEYWORDS = {"auto", "break", "case", "char", "const", "continue", "default", 
                "delete", "template", "this", "stream"}
 
 
+def _specialize(path, where: str, value) -> str:
+    if value not in SPECIALIZE_VALUES:
+        _fail(path, where, "expected one of " + ", ".join(f'"{v}"' for v in SPECIALIZE_VALUES)
+              + f", got {value!r}")
+    return value
+
+
 class ManifestError(Exception):
     """One line: ``<manifest>: <key>: <what is wrong>``."""
 
@@ -42,6 +49,7 @@ class Variant:
     num_warps: int
     num_stages: int
     signature: str
+    specialize: str = "auto"     # the kernel's unless the variant says otherwise
 
 
 @dataclass
@@ -69,7 +77,10 @@ class Manifest:
 _LIBRARY_KEYS = {"name", "targets", "out_dir"}
 _KERNEL_KEYS = {"name", "source", "function", "signature", "grid", "num_warps", "num_stages",
                 "specialize", "variant", "constants", "when"}
-_VARIANT_KEYS = {"when", "constants", "num_warps", "num_stages", "signature"}
+_VARIANT_KEYS = {"when", "constants", "num_warps", "num_stages", "signature", "specialize"}
+# "auto": the aligned/divisible build, then the generic one; "none": the generic build only;
+# "aligned": the aligned/divisible build only (a variant worth running on aligned data alone).
+SPECIALIZE_VALUES = ("auto", "none", "aligned")
 _TOP_KEYS = {"library", "kernel"}
 
 
@@ -206,9 +217,7 @@ def load_manifest(path) -> Manifest:
         grid = table["grid"]
         if not isinstance(grid, list) or not 1 <= len(grid) <= 3:
             _fail(path, f"{where}.grid", "expected a list of 1 to 3 C expressions")
-        specialize = table.get("specialize", "auto")
-        if specialize not in ("auto", "none"):
-            _fail(path, f"{where}.specialize", f"expected \"auto\" or \"none\", got {specialize!r}")
+        specialize = _specialize(path, f"{where}.specialize", table.get("specialize", "auto"))
         kernel = Kernel(kernel_name, source,
                         _typed(path, f"{where}.function", table["function"], str, "a string"),
                         _typed(path, f"{where}.signature", table["signature"], str, "a string"),
@@ -237,6 +246,8 @@ def load_manifest(path) -> Manifest:
                 _typed(path, f"{vwhere}.num_stages", variant.get("num_stages", kernel.num_stages),
                        int, "an integer"),
                 _typed(path, f"{vwhere}.signature", variant.get("signature", kernel.signature),
-                       str, "a string")))
+                       str, "a string"),
+                _specialize(path, f"{vwhere}.specialize",
+                            variant.get("specialize", kernel.specialize))))
         kernels.append(kernel)
     return Manifest(path.resolve(), name, list(targets), out_dir, kernels)

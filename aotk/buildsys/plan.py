@@ -2,8 +2,9 @@
 
 In: a validated ``Manifest``. Out: per kernel, its ``JITFunction``, C parameter list and
 ``Build``s in dispatch order: for each variant (manifest order), with ``specialize =
-"auto"``, first the build that assumes every pointer 16-byte aligned and every integer
-divisible by 16, then the generic one. Checks against the Python function happen here:
+"auto"`` (the variant's, else its kernel's), first the build that assumes every pointer
+16-byte aligned and every integer divisible by 16, then the generic one; ``"none"`` keeps
+only the generic build, ``"aligned"`` only the specialized one. Checks against the Python function happen here:
 signature length, constexpr values present, grid and ``when`` naming only scalar
 parameters and constants.
 """
@@ -27,7 +28,7 @@ class Parameter:
 class Build:
     index: int                 # position in dispatch order (the C variant index)
     variant: object            # manifest.Variant
-    specialized: bool          # the "auto" aligned/divisible build
+    specialized: bool          # the aligned/divisible build ("auto" or "aligned")
     signature: str             # with hints, as aotk.compile takes it
     description: str           # for the generated C comment and variant_name
 
@@ -86,7 +87,7 @@ def plan_builds(manifest) -> list:
                                             variant.signature, len(parameters))
             constants_text = ", ".join(f"{k}={v}" for k, v in variant.constants.items())
             label = f"{kernel.name}[{constants_text}]" if constants_text else kernel.name
-            if kernel.specialize == "auto":
+            if variant.specialize in ("auto", "aligned"):
                 specialized = []
                 for param, part in zip(parameters, variant_parts):
                     base = part.partition(":")[0]
@@ -96,7 +97,9 @@ def plan_builds(manifest) -> list:
                     specialized.append(hinted)
                 plan.builds.append(Build(len(plan.builds), variant, True, ", ".join(specialized),
                                          f"{label} aligned"))
-            plan.builds.append(Build(len(plan.builds), variant, False, ", ".join(variant_parts),
-                                     f"{label} generic" if kernel.specialize == "auto" else label))
+            if variant.specialize != "aligned":
+                plan.builds.append(Build(len(plan.builds), variant, False, ", ".join(variant_parts),
+                                         f"{label} generic" if variant.specialize == "auto"
+                                         else label))
         plans.append(plan)
     return plans
