@@ -22,7 +22,7 @@ import json
 import os
 from dataclasses import dataclass, field
 
-from .ir.types import parse_type
+from .ir.types import HINTS_TEXT, SIGNATURE_HINTS, parse_type
 from .passes import axis_info
 from .passes.layouts import assign_layouts
 from .passes.pipeline import pipeline_dot_loops
@@ -80,8 +80,8 @@ def parse_signature(kernel, signature) -> tuple[dict, dict]:
         types[name] = parse_type(type_text)
         if hint_text:
             hint = int(hint_text)
-            if hint not in (1, 16):
-                raise ValueError(f"hint :{hint} on {name} is not supported (use :16 or :1)")
+            if hint not in SIGNATURE_HINTS:
+                raise ValueError(f"hint :{hint} on {name} is not supported ({HINTS_TEXT})")
             if hint == 1 and not types[name].is_int():
                 raise ValueError(f"hint :1 needs an integer parameter, {name} is {types[name]}")
             if types[name].is_floating():

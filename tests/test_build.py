@@ -138,22 +138,26 @@ def test_library_has_no_link_time_cuda_dependency(built):
                                            text=True).stdout
 
 
-@pytest.mark.parametrize("size, chosen", [
-    (4096, "matmul[BLOCK_SIZE_M=128, BLOCK_SIZE_N=256, BLOCK_SIZE_K=64, GROUP_SIZE_M=8, "
-           "ACTIVATION=] aligned"),
-    # Not divisible by 16: the large tiles exist aligned only, so the small tiles run.
-    (1000, "matmul[BLOCK_SIZE_M=64, BLOCK_SIZE_N=64, BLOCK_SIZE_K=32, GROUP_SIZE_M=8, "
-           "ACTIVATION=] generic"),
-    (64, "matmul[BLOCK_SIZE_M=64, BLOCK_SIZE_N=64, BLOCK_SIZE_K=32, GROUP_SIZE_M=8, "
-         "ACTIVATION=] aligned")])
-def test_large_matmul_tiles_run_on_aligned_calls_only(built, size, chosen):
+LARGE = "BLOCK_SIZE_M=128, BLOCK_SIZE_N=256, BLOCK_SIZE_K=64, GROUP_SIZE_M=8, ACTIVATION="
+SMALL = "BLOCK_SIZE_M=64, BLOCK_SIZE_N=64, BLOCK_SIZE_K=32, GROUP_SIZE_M=8, ACTIVATION="
+
+
+@pytest.mark.parametrize("m, n, k, chosen", [
+    (4096, 4096, 4096, f"matmul[{LARGE}] aligned"),
+    # Divisible by 8, not 16: the large tiles' aligned-only build does not apply, their
+    # ":8" build does (16-byte rows all the same).
+    (3000, 3000, 3000, f"matmul[{LARGE}]"),
+    (1000, 1200, 3000, f"matmul[{LARGE}]"),
+    # Odd sizes go to the small tiles' generic build, never to large unaligned tiles.
+    (1001, 1100, 1000, f"matmul[{SMALL}] generic"),
+    (64, 64, 64, f"matmul[{SMALL}] aligned")])
+def test_large_matmul_tiles_run_on_aligned_calls_only(built, m, n, k, chosen):
     """specialize = "aligned" on a variant: only its aligned build exists, so a call it
     cannot take goes on to the next variant (the README's dispatch order)."""
     lib = aotk.load(built[1].library)
-    n = size
-    assert lib.matmul.select(1 << 20, 1 << 21, 1 << 22, n, n, n, n, 1, n, 1, n, 1) == chosen
+    assert lib.matmul.select(1 << 20, 1 << 21, 1 << 22, m, n, k, k, 1, n, 1, n, 1) == chosen
     assert not [name for name in lib.kernels["matmul"]["variants"]
-                if "BLOCK_SIZE_N=256" in name and "generic" in name]
+                if LARGE in name and "generic" in name]
 
 
 def test_python_load_select_and_errors(built):
@@ -265,6 +269,8 @@ BAD_MANIFESTS = [
      'expected one of "auto", "none", "aligned", got \'always\''),
     ("kernel.add.signature", lambda t: t.replace("*fp32, *fp32, *fp32, i32", "*fp32, *fp32, i32"),
      "has 3 entries, the kernel has 4"),
+    ("kernel.add.signature", lambda t: t.replace("*fp32, *fp32, *fp32, i32", "*fp32, *fp32, *fp32, i32:3"),
+     "hint ':3' in 'i32:3' is not supported (use :1, :2, :4, :8 or :16)"),
 ]
 
 
@@ -299,9 +305,9 @@ def test_inspect_lists_every_variant_and_target(built):
     assert lines[0].split() == ["kernel", "variant", "target", "registers", "spills", "shared",
                                 "vector"]
     # add has 4 builds, copy, copy2d and transpose 2 each, softmax and layer_norm 6 each,
-    # row_argmax 4, matmul 5 and matmul_leaky_relu 3 (large tiles specialize = "aligned"),
-    # batched_matmul 5 (specialize = "none"); 2 targets: 78 rows.
-    assert len(lines) == 1 + 78
+    # row_argmax 4, matmul 6 and matmul_leaky_relu 3 (large tiles aligned only, and for
+    # matmul one ":8" build), batched_matmul 5 (specialize = "none"); 2 targets: 80 rows.
+    assert len(lines) == 1 + 80
     aligned_add = [l for l in lines if "add[BLOCK=1024] aligned" in l and "sm_90" in l][0]
     assert aligned_add.split()[-1] == "4"
     # The large matmul tiles use wgmma on sm_90: the fatbin holds an sm_90a cubin for them

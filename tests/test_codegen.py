@@ -52,6 +52,19 @@ def test_2d_copy_vectorizes_along_rows_when_strides_divisible():
     assert not any(".v4." in l for l in _memory_lines(unhinted.ptx))
 
 
+def test_divisibility_hints_set_the_vector_width():
+    """":8" on fp16 strides proves 16-byte rows as ":16" does; ":4" proves 8 bytes, ":2"
+    one 4-byte pair; unsupported hints are refused by name."""
+    def widths(hint):
+        signature = f"*fp16:16, *fp16:16, i32:{hint}, i32:{hint}, i32:{hint}, i32:{hint}"
+        return aotk.compile(copy2d_kernel, signature,
+                            {"BLOCK_M": 32, "BLOCK_N": 64}).metadata["vector_widths"]
+    assert widths(16) == widths(8) == [8] and widths(4) == [4] and widths(2) == [2]
+    with pytest.raises(ValueError, match=r"hint :32 on M is not supported \(use :1, :2"):
+        aotk.compile(copy2d_kernel, "*fp16:16, *fp16:16, i32:32, i32, i32, i32",
+                     {"BLOCK_M": 32, "BLOCK_N": 64})
+
+
 def test_compiled_kernel_api():
     compiled = aotk.compile(add_kernel, ALIGNED_ADD, {"BLOCK": 256}, num_warps=2, target="sm_80")
     assert compiled.name == "add_kernel"

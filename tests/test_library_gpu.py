@@ -96,7 +96,8 @@ def test_transpose_against_torch(lib, rows, cols):
 
 
 @pytest.mark.parametrize("m, n, k", [(512, 512, 512), (1000, 1000, 1000), (64, 2048, 80),
-                                     (2048, 1024, 4096), (8192, 8192, 8192)])
+                                     (2048, 1024, 4096), (8192, 8192, 8192), (1000, 1200, 3000),
+                                     (1001, 1100, 1000)])
 def test_matmul_against_torch(lib, m, n, k):
     _check_matmul(lib, m, n, k)
 
@@ -146,7 +147,7 @@ def lib_sm80(tmp_path_factory):
 
 
 @pytest.mark.parametrize("m, n, k", [(512, 512, 512), (1000, 1000, 1000), (64, 2048, 80),
-                                     (4096, 4096, 4096)])
+                                     (4096, 4096, 4096), (1000, 1200, 3000)])
 def test_matmul_mma_sync_build_against_torch(lib_sm80, m, n, k):
     torch = pytest.importorskip("torch")
     a = _check_matmul(lib_sm80, m, n, k)

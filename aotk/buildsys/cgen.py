@@ -64,9 +64,9 @@ def _hint_clauses(plan, build) -> list:
     clauses = []
     for param, part in zip(plan.parameters, build.signature.split(",")):
         hint = part.strip().partition(":")[2]
-        if hint == "16":
-            clauses.append(f"AOTK_ALIGNED16({param.name})" if param.type.is_ptr()
-                           else f"{param.name} % 16 == 0")
+        if hint and hint != "1":
+            clauses.append(f"AOTK_ALIGNED({param.name}, {hint})" if param.type.is_ptr()
+                           else f"{param.name} % {hint} == 0")
         elif hint == "1":
             clauses.append(f"{param.name} == 1")
     return clauses

@@ -17,7 +17,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10
     import tomli as tomllib
 
-from ..ir.types import parse_type
+from ..ir.types import HINTS_TEXT, SIGNATURE_HINTS, parse_type
 
 DEFAULT_TARGETS = ("sm_80", "sm_90")
 KNOWN_TARGETS = ("sm_80", "sm_86", "sm_89", "sm_90")
@@ -159,8 +159,8 @@ def check_signature(path, key, text, parameter_count=None):
             parse_type(type_text)
         except ValueError as exc:
             _fail(path, key, str(exc))
-        if hint and hint not in ("1", "16"):
-            _fail(path, key, f"hint ':{hint}' in {part!r} is not supported (use :16 or :1)")
+        if hint and hint not in [str(h) for h in SIGNATURE_HINTS]:
+            _fail(path, key, f"hint ':{hint}' in {part!r} is not supported ({HINTS_TEXT})")
     if parameter_count is not None and len(parts) != parameter_count:
         _fail(path, key, f"has {len(parts)} entries, the kernel has {parameter_count} "
                          "runtime parameters")

@@ -130,6 +130,13 @@ DTYPE_BY_SHORT = {t.short: t for t in ALL_DTYPES}
 DTYPE_BY_NAME = {t.name: t for t in ALL_DTYPES}
 
 
+# Hints after a signature type: ":1", an integer equal to 1; ":D", a pointer aligned to D
+# bytes or an integer divisible by D (Triton's JIT only ever infers 16).
+DIVISIBILITY_HINTS = (2, 4, 8, 16)
+SIGNATURE_HINTS = (1,) + DIVISIBILITY_HINTS
+HINTS_TEXT = "use :1, :2, :4, :8 or :16"
+
+
 def parse_type(text: str):
     """'fp32' -> float32, '*fp16' -> PointerType(float16). Raises ValueError on junk."""
     text = text.strip()

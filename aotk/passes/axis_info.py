@@ -1,7 +1,7 @@
 """Axis info: what is provable about the integers and pointers in each kir value.
 
-In: a kir ``Function`` whose params carry specialization hints (16 = aligned/divisible, 1 =
-equal to one). Out: ``{value: AxisInfo}`` for every value. Per dimension:
+In: a kir ``Function`` whose params carry specialization hints (D: aligned to D bytes or
+divisible by D; 1: equal to one). Out: ``{value: AxisInfo}`` for every value. Per dimension:
 
 - contiguity:   values come in runs of this many consecutive integers (pointers: elements)
 - divisibility: the first value of every such run is a multiple of this (pointers: bytes)
@@ -126,7 +126,8 @@ def analyze(function: Function) -> dict:
     infos: dict = {}
     for param in function.params:
         hint = param.hint
-        infos[param.value] = _scalar(16 if hint == 16 else 1, 1 if hint == 1 else None)
+        # ":D": divisible by D (a pointer: aligned to D bytes); ":1": equal to 1.
+        infos[param.value] = _scalar(hint if hint and hint > 1 else 1, 1 if hint == 1 else None)
     _analyze_ops(function.body, infos)
     return infos
 
