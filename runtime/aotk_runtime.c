@@ -31,6 +31,7 @@ static struct {
                               unsigned, unsigned, CUstream, void **, void **);
     CUresult (*get_error_name)(CUresult, const char **);
     CUresult (*get_error_string)(CUresult, const char **);
+    CUresult (*ctx_get_id)(CUcontext, unsigned long long *);   /* CUDA 12.0+, else NULL */
     int status;            /* 0 once loaded; else the failure's status */
     char message[256];
 } driver;
@@ -84,6 +85,7 @@ static void load_driver(void)
             return;
         }
     }
+    driver.ctx_get_id = (CUresult (*)(CUcontext, unsigned long long *))dlsym(library, "cuCtxGetId");
     CUresult result = driver.init(0);
     if (result != 0) {
         driver.status = result;
@@ -102,26 +104,44 @@ static int driver_error(CUresult result, const aotk_variant *variant, const char
                      variant->description, what, name ? name : "?", text ? text : "");
 }
 
+/* The slot of ``context`` in the variant's loaded list, or -1. A slot whose context id
+ * differs belongs to a destroyed context whose handle was reused: ``*stale`` says so. */
+static int find_loaded(aotk_variant *variant, int count, CUcontext context,
+                       unsigned long long context_id, int *stale)
+{
+    for (int i = 0; i < count; i++) {
+        if (variant->loaded[i].context != context)
+            continue;
+        if (__atomic_load_n(&variant->loaded[i].context_id, __ATOMIC_ACQUIRE) == context_id)
+            return i;
+        *stale = i;
+    }
+    return -1;
+}
+
 /* The variant's function in the current context, loading its module on first use. */
 static int function_for_context(aotk_variant *variant, CUcontext context, CUfunction *function)
 {
+    unsigned long long context_id = 0;
+    if (driver.ctx_get_id && driver.ctx_get_id(context, &context_id) != 0)
+        context_id = 0;
+    int stale = -1;
     int count = __atomic_load_n(&variant->loaded_count, __ATOMIC_ACQUIRE);
-    for (int i = 0; i < count; i++) {
-        if (variant->loaded[i].context == context) {
-            *function = variant->loaded[i].function;
-            return 0;
-        }
+    int slot = find_loaded(variant, count, context, context_id, &stale);
+    if (slot >= 0) {
+        *function = variant->loaded[slot].function;
+        return 0;
     }
     pthread_mutex_lock(&load_lock);
     int status = 0;
+    stale = -1;
     count = variant->loaded_count;
-    for (int i = 0; i < count; i++) {
-        if (variant->loaded[i].context == context) {
-            *function = variant->loaded[i].function;
-            goto done;
-        }
+    slot = find_loaded(variant, count, context, context_id, &stale);
+    if (slot >= 0) {
+        *function = variant->loaded[slot].function;
+        goto done;
     }
-    if (count == AOTK_MAX_CONTEXTS) {
+    if (stale < 0 && count == AOTK_MAX_CONTEXTS) {
         status = aotk_fail(AOTK_STATUS_TOO_MANY_CONTEXTS, "%s (%s): more than %d CUDA contexts",
                            variant->kernel, variant->description, AOTK_MAX_CONTEXTS);
         goto done;
@@ -145,9 +165,14 @@ static int function_for_context(aotk_variant *variant, CUcontext context, CUfunc
             goto done;
         }
     }
-    variant->loaded[count].context = context;
-    variant->loaded[count].function = *function;
-    __atomic_store_n(&variant->loaded_count, count + 1, __ATOMIC_RELEASE);
+    /* A stale slot is reused in place: its function first, then (release) the id that
+     * makes readers take it. */
+    slot = stale >= 0 ? stale : count;
+    variant->loaded[slot].function = *function;
+    variant->loaded[slot].context = context;
+    __atomic_store_n(&variant->loaded[slot].context_id, context_id, __ATOMIC_RELEASE);
+    if (stale < 0)
+        __atomic_store_n(&variant->loaded_count, count + 1, __ATOMIC_RELEASE);
 done:
     pthread_mutex_unlock(&load_lock);
     return status;

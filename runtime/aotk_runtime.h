@@ -21,6 +21,8 @@
 
 typedef struct aotk_loaded {
     void *context;
+    unsigned long long context_id;    /* cuCtxGetId: a destroyed context's handle may be
+                                         reused by a new one, its id never is (0: no id) */
     void *function;
 } aotk_loaded;
 

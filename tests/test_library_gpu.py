@@ -242,12 +242,29 @@ def test_eight_threads_on_eight_streams(lib):
         assert (outputs[i] == 2.0 * i).all()
 
 
-def test_two_contexts_each_get_a_module(lib):
+class _DeviceFloats:
+    """A CUDA array over driver-allocated memory, for the JIT launcher."""
+
+    def __init__(self, address, n):
+        self.address, self.n = address, n
+
+    @property
+    def __cuda_array_interface__(self):
+        return {"data": (self.address, False), "typestr": "<f4", "shape": (self.n,),
+                "version": 3}
+
+
+def test_each_context_gets_its_own_modules(lib):
+    """Contexts created and destroyed one after another: the driver hands a new context
+    the handle of a destroyed one, whose modules died with it, so both the library and the
+    JIT launcher tell contexts apart by id, not by handle."""
     from cuda.bindings import driver
+
+    from tests.kernels.elementwise import add_kernel
     assert driver.cuInit(0)[0] == 0
     _, device = driver.cuDeviceGet(0)
     n = 4096
-    for _ in range(2):
+    for _ in range(4):
         result = driver.cuCtxCreate(None, 0, device)
         error, context = result[0], result[1]
         assert error == 0
@@ -257,11 +274,18 @@ def test_two_contexts_each_get_a_module(lib):
         host = (ctypes.c_float * n)(*[float(i) for i in range(n)])
         assert driver.cuMemcpyHtoD(base, host, n * 4)[0] == 0
         assert driver.cuMemcpyHtoD(base + n * 4, host, n * 4)[0] == 0
-        lib.add(base, base + n * 4, base + 2 * n * 4, n)
-        assert driver.cuCtxSynchronize()[0] == 0
-        result = (ctypes.c_float * n)()
-        assert driver.cuMemcpyDtoH(result, base + 2 * n * 4, n * 4)[0] == 0
-        assert list(result)[:5] == [0.0, 2.0, 4.0, 6.0, 8.0] and result[n - 1] == 2.0 * (n - 1)
+        for launch in ("library", "jit"):
+            assert driver.cuMemsetD8(base + 2 * n * 4, 0, n * 4)[0] == 0
+            if launch == "library":
+                lib.add(base, base + n * 4, base + 2 * n * 4, n)
+            else:
+                x, y, out = (_DeviceFloats(base + i * n * 4, n) for i in range(3))
+                add_kernel[(n // 256,)](x, y, out, n, BLOCK=256)
+            assert driver.cuCtxSynchronize()[0] == 0
+            result = (ctypes.c_float * n)()
+            assert driver.cuMemcpyDtoH(result, base + 2 * n * 4, n * 4)[0] == 0
+            assert list(result)[:5] == [0.0, 2.0, 4.0, 6.0, 8.0], launch
+            assert result[n - 1] == 2.0 * (n - 1), launch
         driver.cuMemFree(memory)
         driver.cuCtxDestroy(context)
 

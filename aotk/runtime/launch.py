@@ -16,8 +16,8 @@ from ..jit import cuda_array_dtype, scalar_type_of
 from . import cache
 
 _lock = threading.Lock()
-_modules: dict = {}      # (context handle, cubin key) -> CUfunction
-_launchable: dict = {}   # (kernel, context, specialization) -> (CUfunction, metadata)
+_modules: dict = {}      # ((context handle, id), cubin key) -> CUfunction
+_launchable: dict = {}   # (kernel, (context handle, id), specialization) -> (CUfunction, metadata)
 _targets: dict = {}      # device ordinal -> "sm_XY"
 
 
@@ -39,6 +39,9 @@ _initialized = False
 
 
 def _current_context():
+    """(the current context, creating device 0's primary one if none, its cache key). The
+    key holds the context's unique id where the driver has cuCtxGetId (CUDA 12.0+): a
+    destroyed context's handle can be reused by a new one, whose modules are not loaded."""
     global _initialized
     driver = _driver()
     if not _initialized:
@@ -49,7 +52,8 @@ def _current_context():
         device = _check(driver.cuDeviceGet(0), "cuDeviceGet")
         context = _check(driver.cuDevicePrimaryCtxRetain(device), "cuDevicePrimaryCtxRetain")
         _check(driver.cuCtxSetCurrent(context), "cuCtxSetCurrent")
-    return context
+    get_id = getattr(driver, "cuCtxGetId", None)
+    return context, (int(context), _check(get_id(context), "cuCtxGetId") if get_id else 0)
 
 
 def _target() -> str:
@@ -136,13 +140,13 @@ def _stream_handle(stream, runtime_args):
     return 0   # the legacy default stream, as for any CUDA array without a stream of its own
 
 
-def _load_function(kernel, context, types, hints, constants, num_warps, num_stages):
+def _load_function(kernel, context_key, types, hints, constants, num_warps, num_stages):
     driver = _driver()
     # A ":1" parameter is folded into the code but still passed: the ABI stays fixed.
     key, cubin, metadata = _compiled(kernel, types, hints, constants, num_warps, num_stages,
                                      _target())
     with _lock:
-        module_key = (int(context), key)
+        module_key = (context_key, key)
         function = _modules.get(module_key)
         if function is None:
             module = _check(driver.cuModuleLoadData(cubin), "cuModuleLoadData")
@@ -162,15 +166,16 @@ STATIC_SHARED_LIMIT = 48 * 1024
 
 def launch_on_device(kernel, grid, runtime_args, constants, num_warps, num_stages, stream):
     driver = _driver()
-    context = _current_context()
+    _, context_key = _current_context()
     types, hints, values = specialize(kernel, runtime_args)
     # The hot path: a launch seen before skips kir, hashing and the disk cache.
-    fast_key = (kernel, int(context), tuple(types.values()), tuple(sorted(hints.items())),
+    fast_key = (kernel, context_key, tuple(types.values()), tuple(sorted(hints.items())),
                 tuple(sorted((k, repr(v)) for k, v in constants.items())), num_warps, num_stages,
                 kernel.debug)
     found = _launchable.get(fast_key)
     if found is None:
-        found = _load_function(kernel, context, types, hints, constants, num_warps, num_stages)
+        found = _load_function(kernel, context_key, types, hints, constants, num_warps,
+                               num_stages)
         _launchable[fast_key] = found
     function, metadata = found
     if 0 in grid:
