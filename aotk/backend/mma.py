@@ -178,20 +178,21 @@ def lower_mma(lowering, op) -> list:
             offset = tile_a.split_offset(b, lane_row, half, tm * layout.tile(0),
                                          kk // chunk_elements)
             a_fragments.append(_ldmatrix(lowering, b.add(a_root, offset), False))
-        b_fragments = []
         if size != 2:
             b_fragments = [b_fragment(kk, tn) for tn in range(tiles_n)]
-        pair = 1 if tiles_n > 1 else 0
-        # Lanes 0-15 address the first column tile (k rows 0-15), lanes 16-31 the next.
-        lane_column = b.add(warp_col, b.mul(half, c(pair * layout.tile(1))))
-        lane_chunk = b.udiv(lane_column, c(chunk_elements))
-        for tn in range(0, tiles_n if size == 2 else 0, 2):
-            offset = tile_b.split_offset(b, row_in_tile, lane_chunk, kk,
-                                         tn * layout.tile(1) // chunk_elements)
-            regs = _ldmatrix(lowering, b.add(b_root, offset), True)
-            b_fragments.append(regs[0:2])
-            if pair:
-                b_fragments.append(regs[2:4])
+        else:
+            b_fragments = []
+            pair = 1 if tiles_n > 1 else 0
+            # Lanes 0-15 address the first column tile (k rows 0-15), lanes 16-31 the next.
+            lane_column = b.add(warp_col, b.mul(half, c(pair * layout.tile(1))))
+            lane_chunk = b.udiv(lane_column, c(chunk_elements))
+            for tn in range(0, tiles_n, 2):
+                offset = tile_b.split_offset(b, row_in_tile, lane_chunk, kk,
+                                             tn * layout.tile(1) // chunk_elements)
+                regs = _ldmatrix(lowering, b.add(b_root, offset), True)
+                b_fragments.append(regs[0:2])
+                if pair:
+                    b_fragments.append(regs[2:4])
         for tm in range(tiles_m):
             for tn in range(tiles_n):
                 slots = [(2 * tm + i) * columns_per_thread_row + 2 * tn + j
