@@ -38,9 +38,9 @@ def _check(result, what: str):
 _initialized = False
 
 
-def _current_context():
-    """(the current context, creating device 0's primary one if none, its cache key). The
-    key holds the context's unique id where the driver has cuCtxGetId (CUDA 12.0+): a
+def _current_context_key():
+    """The current context's cache key (creating device 0's primary context if none): its
+    handle and, where the driver has cuCtxGetId (CUDA 12.0+), its unique id, since a
     destroyed context's handle can be reused by a new one, whose modules are not loaded."""
     global _initialized
     driver = _driver()
@@ -53,7 +53,7 @@ def _current_context():
         context = _check(driver.cuDevicePrimaryCtxRetain(device), "cuDevicePrimaryCtxRetain")
         _check(driver.cuCtxSetCurrent(context), "cuCtxSetCurrent")
     get_id = getattr(driver, "cuCtxGetId", None)
-    return context, (int(context), _check(get_id(context), "cuCtxGetId") if get_id else 0)
+    return int(context), (_check(get_id(context), "cuCtxGetId") if get_id else 0)
 
 
 def _target() -> str:
@@ -166,7 +166,7 @@ STATIC_SHARED_LIMIT = 48 * 1024
 
 def launch_on_device(kernel, grid, runtime_args, constants, num_warps, num_stages, stream):
     driver = _driver()
-    _, context_key = _current_context()
+    context_key = _current_context_key()
     types, hints, values = specialize(kernel, runtime_args)
     # The hot path: a launch seen before skips kir, hashing and the disk cache.
     fast_key = (kernel, context_key, tuple(types.values()), tuple(sorted(hints.items())),
