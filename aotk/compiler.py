@@ -2,6 +2,7 @@
 
 The pipeline, one line per stage:
   kir     frontend: Python AST -> typed block SSA, specialized on types, hints, constexprs
+  (desc)  passes.descriptors: tensor-descriptor loads and stores become pointer ones
   (pipe)  passes.pipeline: with num_stages > 1, loads feeding a dot become cp.async copies
           num_stages - 1 trips ahead into shared memory; passes.prefetch: loops it could
           not pipeline get their dot's loads issued one trip early, in registers
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 
 from .ir.types import HINTS_TEXT, SIGNATURE_HINTS, parse_type
 from .passes import axis_info
+from .passes.descriptors import lower_descriptors
 from .passes.layouts import assign_layouts
 from .passes.pipeline import pipeline_dot_loops
 from .passes.prefetch import prefetch_dot_operands
@@ -113,9 +115,10 @@ def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target
     types, hints = parse_signature(kernel, signature)
     function = kernel.kir(types, hints, constants or {}, debug)
     wgmma = target_has_wgmma(target)
+    # Passes below may rewrite the kir; the memoized function stays as generated.
+    function = copy.deepcopy(function)
+    lower_descriptors(function)
     if num_stages > 1:
-        # Passes below may rewrite the kir; the memoized function stays as generated.
-        function = copy.deepcopy(function)
         if target_has_async_copy(target):
             pipeline_dot_loops(function, axis_info.analyze(function), num_warps, num_stages,
                                wgmma)

@@ -47,12 +47,16 @@ def test_constexpr_folds_in_python():
 def test_errors_name_file_line_and_caret(kernel, types, constants, line, fragment):
     with pytest.raises(aotk.CompilationError) as info:
         kernel.kir(types, {}, constants)
-    message = str(info.value)
-    assert f"frontend_cases.py:{line}:" in message
+    assert_points_at(str(info.value), "frontend_cases.py", line, fragment)
+
+
+def assert_points_at(message, filename, line, fragment):
+    """A compile error's text: ``fragment``, then the file and line, the source line and a
+    caret under a non-blank character of it."""
+    assert f"{filename}:{line}:" in message
     assert fragment in message
     source_line, caret_line = message.splitlines()[1:3]
     assert caret_line.strip() == "^"
-    # The caret sits under a non-blank character of the shown source line.
     assert source_line[caret_line.index("^")] != " "
 
 

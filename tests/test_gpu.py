@@ -4,11 +4,12 @@ import pytest
 
 from tests.kernels import atomics as atomic_kernels
 from tests.kernels import batched_matmul
-from tests.kernels import combine, control_flow, dot, reductions, scans, views
+from tests.kernels import combine, control_flow, descriptors, dot, reductions, scans, views
 from tests.kernels.elementwise import CASES as ELEMENTWISE_CASES, run_interpreter
 
 CASES = (ELEMENTWISE_CASES + reductions.CASES + control_flow.CASES + views.CASES + dot.CASES
-         + atomic_kernels.CASES + scans.CASES + combine.CASES + batched_matmul.CASES)
+         + atomic_kernels.CASES + scans.CASES + combine.CASES + batched_matmul.CASES
+         + descriptors.CASES)
 
 pytestmark = pytest.mark.gpu
 
@@ -59,3 +60,4 @@ def test_stream_and_unaligned_specialization():
         add_kernel[(40,)](x[1:], y[1:], out[1:], 10_000, BLOCK=256)
     stream.synchronize()
     torch.testing.assert_close(out[1:], x[1:] + y[1:])
+

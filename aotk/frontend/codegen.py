@@ -15,7 +15,7 @@ from .. import semantic
 from ..errors import CompilationError
 from ..ir import kir
 from ..ir.types import BlockType
-from ..language.core import constexpr, is_builtin, tensor
+from ..language.core import constexpr, is_builtin, tensor, tensor_descriptor
 from ..language.functions import range as tl_range
 from ..language.functions import static_range
 
@@ -141,7 +141,8 @@ class CodeGenerator(ast.NodeVisitor):
         if isinstance(target, ast.Name):
             if isinstance(value, tensor) and value.handle.hint_name is None:
                 value.handle.hint_name = target.id
-            if not isinstance(value, (tensor, constexpr, tuple)) and value is not None:
+            if not isinstance(value, (tensor, tensor_descriptor, constexpr, tuple)) \
+                    and value is not None:
                 value = _wrap(value)
             self.scope[target.id] = value
         elif isinstance(target, (ast.Tuple, ast.List)):
@@ -490,7 +491,8 @@ class CodeGenerator(ast.NodeVisitor):
             for other in args[1:]:
                 result = combine(result, other)
             return result
-        if is_builtin(fn) or fn in (static_range, tl_range) or isinstance(getattr(fn, "__self__", None), tensor):
+        if is_builtin(fn) or fn in (static_range, tl_range) or \
+                isinstance(getattr(fn, "__self__", None), (tensor, tensor_descriptor)):
             return fn(*args, **kwargs)
         if fn in _STATIC_BUILTINS or getattr(fn, "__module__", "") in ("math",):
             if any(isinstance(a, tensor) for a in list(args) + list(kwargs.values())):

@@ -236,12 +236,14 @@ RULES = {
     "argreduce": _argreduce,
 }
 
-# Side-effect ops live in their own modules, which build on the helpers above.
+# Side-effect and descriptor ops live in their own modules, which build on the helpers above.
 from .atomics import RULES as _ATOMIC_RULES  # noqa: E402
 from .debug import RULES as _DEBUG_RULES  # noqa: E402
+from .descriptors import RULES as _DESCRIPTOR_RULES  # noqa: E402
 
 RULES.update(_ATOMIC_RULES)
 RULES.update(_DEBUG_RULES)
+RULES.update(_DESCRIPTOR_RULES)
 from .combine import REGION_RULES  # noqa: E402  (reduce / scan with a combine region)
 
 

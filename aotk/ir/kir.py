@@ -29,6 +29,16 @@ The op set, with operands and attributes:
   cast                        (x)                     bitcast: bool   -> result type
   load                        (ptr, [mask], [other])  cache, eviction, volatile, has_mask, has_other
   store                       (ptr, value, [mask])    cache, eviction, has_mask   -> no result
+  descriptor_load             (base, shape_0..shape_{R-1}, stride_0..stride_{R-1},
+                               offset_0..offset_{R-1})  rank=R, block_shape=(B_0, ..)
+                              -> block[B_0, ..] of base's element type: element i is
+                              base[sum_d (offset_d + i_d) * stride_d] where every
+                              0 <= offset_d + i_d < shape_d, else 0
+  descriptor_store            (base, shapes.., strides.., offsets.., value)  same attrs
+                              -> no result; elements outside the shape are not written
+      base is a scalar pointer; shapes, strides and offsets are integer scalars (i32 or
+      i64); the last stride is the constant 1 (``tl.make_tensor_descriptor``).
+      ``passes.descriptors`` rewrites them into load/store; the GPU may copy them with TMA
   hint                        (x)                     multiple_of | max_contiguous | max_constancy
                                                       (each a tuple per dim or None) -> x unchanged
   reduce                      (x)                     axis, combine   -> x's shape without axis
@@ -114,6 +124,8 @@ ASYNC_OPS = frozenset(("async_copy", "async_commit", "async_wait"))
 SIDE_EFFECT_OPS = ATOMICS | ASYNC_OPS | frozenset(("debug_barrier", "device_print",
                                                    "device_assert"))
 TERMINATORS = frozenset(("yield", "condition"))
+# Tensor-descriptor memory ops: a tile addressed by (base, shape, strides, offsets).
+DESCRIPTOR_OPS = frozenset(("descriptor_load", "descriptor_store"))
 
 
 class Value:
@@ -167,6 +179,15 @@ def walk(ops):
         yield op
         for region in op.regions:
             yield from walk(region.body)
+
+
+def descriptor_operands(op: Op) -> tuple:
+    """(base, shapes, strides, offsets, value) of a descriptor op; value is None for a load."""
+    rank = op.attrs["rank"]
+    operands = op.operands
+    value = operands[1 + 3 * rank] if op.opcode == "descriptor_store" else None
+    return (operands[0], operands[1:1 + rank], operands[1 + rank:1 + 2 * rank],
+            operands[1 + 2 * rank:1 + 3 * rank], value)
 
 
 @dataclass(eq=False)

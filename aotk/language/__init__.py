@@ -1,7 +1,7 @@
 """``import aotk.language as tl``: the kernel language, named and behaving like triton.language."""
 from ..ir.types import (DType as dtype, PointerType as pointer_type, bfloat16, float16, float32,
                         float64, int1, int8, int16, int32, int64, uint8, uint16, uint32, uint64)
-from .core import constexpr, tensor
+from .core import constexpr, tensor, tensor_descriptor
 from .functions import (abs, arange, argmax, argmin, max, min, sum, xor_sum, broadcast, broadcast_to, cast, cdiv, ceil, clamp, cos, exp,
                         exp2, expand_dims, floor, fma, full, load, log, log2, max_constancy,
                         max_contiguous, maximum, minimum, multiple_of, num_programs, program_id,
@@ -9,6 +9,7 @@ from .functions import (abs, arange, argmax, argmin, max, min, sum, xor_sum, bro
                          sigmoid, sin, sqrt, static_assert, static_print, static_range,
                         store, where, zeros, zeros_like)
 from .functions import associative_scan, reduce
+from .functions import load_tensor_descriptor, make_tensor_descriptor, store_tensor_descriptor
 from .functions import (atomic_add, atomic_and, atomic_cas, atomic_max, atomic_min, atomic_or,
                         atomic_xchg, atomic_xor, debug_barrier, device_assert, device_print)
 
@@ -27,3 +28,5 @@ __all__ = [
 __all__ += ["atomic_add", "atomic_and", "atomic_cas", "atomic_max", "atomic_min", "atomic_or",
             "atomic_xchg", "atomic_xor", "debug_barrier", "device_assert", "device_print"]
 __all__ += ["associative_scan", "reduce"]
+__all__ += ["tensor_descriptor", "make_tensor_descriptor", "load_tensor_descriptor",
+            "store_tensor_descriptor"]

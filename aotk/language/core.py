@@ -1,5 +1,6 @@
-"""The value types a kernel manipulates: ``constexpr`` (a compile-time Python value) and
-``tensor`` (a typed kir value, scalar or block).
+"""The value types a kernel manipulates: ``constexpr`` (a compile-time Python value),
+``tensor`` (a typed kir value, scalar or block) and ``tensor_descriptor`` (a compile-time
+tile view of global memory whose parts are tensors).
 
 Operators on tensors forward to ``aotk.semantic``, which owns every typing rule; nothing here
 decides a result type.
@@ -165,6 +166,45 @@ class tensor:
     __hash__ = object.__hash__
 
 
+class tensor_descriptor:
+    """``tl.make_tensor_descriptor(...)``: a tile view of a tensor in global memory.
+
+    A compile-time object, not a kir value: it holds the base pointer (a scalar tensor), the
+    shape and strides (tuples of integer scalar tensors) and the block shape (ints). Each
+    ``load`` / ``store`` emits one ``descriptor_load`` / ``descriptor_store`` op carrying
+    all of them as operands, so passes and the interpreter never see a descriptor value."""
+
+    def __init__(self, base: tensor, shape: tuple, strides: tuple, block_shape: tuple):
+        self.base = base
+        self.shape = tuple(shape)
+        self.strides = tuple(strides)
+        self._block_shape = tuple(block_shape)
+
+    @property
+    def dtype(self):
+        return self.base.dtype.element_ty
+
+    @property
+    def block_shape(self):
+        return [constexpr(s) for s in self._block_shape]
+
+    @property
+    def block_type(self) -> BlockType:
+        return BlockType(self.dtype, self._block_shape)
+
+    def __repr__(self) -> str:
+        return f"tensor_descriptor<{self.block_type}>"
+
+    def load(self, offsets):
+        """The block at ``offsets`` (one per dimension); elements outside the shape read 0."""
+        return _semantic().descriptor_load(self, offsets)
+
+    def store(self, offsets, value):
+        """Writes ``value`` (a block of the block shape) at ``offsets``; elements outside the
+        shape are dropped."""
+        _semantic().descriptor_store(self, offsets, value)
+
+
 def builtin(fn):
     """Marks a ``tl`` function: callable only while a kernel is being compiled."""
     fn.__aotk_builtin__ = True
@@ -175,4 +215,5 @@ def is_builtin(fn) -> bool:
     return getattr(fn, "__aotk_builtin__", False)
 
 
-__all__ = ["constexpr", "tensor", "builtin", "is_builtin", "DType", "PointerType", "BlockType"]
+__all__ = ["constexpr", "tensor", "tensor_descriptor", "builtin", "is_builtin", "DType",
+           "PointerType", "BlockType"]

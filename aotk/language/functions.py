@@ -43,6 +43,25 @@ def store(pointer, value, mask=None, boundary_check=(), cache_modifier="", evict
 
 
 @builtin
+def make_tensor_descriptor(base, shape, strides, block_shape, padding_option="zero"):
+    """A ``tensor_descriptor`` of the tensor at ``base`` (a scalar pointer) with ``shape`` and
+    ``strides`` (integers, the last stride 1) read and written in tiles of ``block_shape``."""
+    return semantic.make_tensor_descriptor(base, shape, strides, block_shape, padding_option)
+
+
+@builtin
+def load_tensor_descriptor(desc, offsets):
+    """``desc.load(offsets)``."""
+    return semantic.descriptor_load(desc, offsets)
+
+
+@builtin
+def store_tensor_descriptor(desc, offsets, value):
+    """``desc.store(offsets, value)``."""
+    semantic.descriptor_store(desc, offsets, value)
+
+
+@builtin
 def where(condition, x, y):
     return semantic.where(condition, x, y)
 

@@ -94,11 +94,13 @@ def clone_ops(ops, mapping: dict, in_range=None) -> list:
 def dot_operand_loads(loop) -> tuple | None:
     """(dot, [load a, load b], their address ops in body order) when ``loop``'s body holds
     no nested regions, stores or side effects, exactly one dot, and its two operands are
-    distinct loads used by nothing else whose addresses and masks are pure functions of
-    the body's arguments and outside values; else None. The loop shape that moving a dot's
-    loads to earlier trips (``prefetch``, ``pipeline``) starts from."""
+    distinct loads (pointer or tensor-descriptor ones) used by nothing else whose
+    addresses and masks are pure functions of the body's arguments and outside values;
+    else None. The loop shape that moving a dot's loads to earlier trips (``prefetch``,
+    ``pipeline``) starts from."""
     ops = loop.regions[0].body
-    if any(o.regions or o.opcode == "store" or o.opcode in kir.SIDE_EFFECT_OPS for o in ops):
+    if any(o.regions or o.opcode in ("store", "descriptor_store")
+           or o.opcode in kir.SIDE_EFFECT_OPS for o in ops):
         return None
     dots = [o for o in ops if o.opcode == "dot"]
     if len(dots) != 1:
@@ -106,7 +108,8 @@ def dot_operand_loads(loop) -> tuple | None:
     dot = dots[0]
     users = users_of(ops)
     loads = [v.owner for v in dot.operands[:2]]
-    if any(l is None or l.opcode != "load" or users.get(l.result) != [dot] for l in loads) \
+    if any(l is None or l.opcode not in ("load", "descriptor_load")
+           or users.get(l.result) != [dot] for l in loads) \
             or loads[0] is loads[1]:
         return None
     body_ids = {id(o) for o in ops}

@@ -21,3 +21,4 @@ from .scans import *         # noqa: F401,F403
 from .combine import *       # noqa: F401,F403
 from .atomics import *       # noqa: F401,F403
 from .debug import *         # noqa: F401,F403
+from .descriptors import *   # noqa: F401,F403

@@ -1,0 +1,176 @@
+"""Tensor-descriptor kernels (``tl.make_tensor_descriptor``) against numpy references.
+
+Shared by the interpreter tests (direct, and after the pointer fallback) and the GPU tests;
+the matmul is the example's (``examples/kernels/matmul_descriptor.py``): Triton's grouped
+program order, A and B tiles read through descriptors with runtime shapes and strides in a
+runtime K loop, fp32 accumulation, C written through a descriptor in fp16.
+Arrays carry padding columns past the described shape: zero fill must not read them and
+dropped stores must not write them.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import aotk
+import aotk.language as tl
+from examples.kernels.matmul_descriptor import matmul_descriptor_kernel
+from tests.kernels.elementwise import Case
+
+SENTINEL = -7   # what the padding of output arrays holds; it must survive every store
+
+
+@aotk.jit
+def tile_copy_kernel(src, dst, tiles, M, N, stride_src, stride_dst, SHIFT_M: tl.constexpr,
+                     SHIFT_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Program (i, j) reads the tile at (i * BLOCK_M - SHIFT_M, j * BLOCK_N - SHIFT_N), so the
+    first tiles start before the tensor and the last run past its end. It stores the tile
+    back at the same place in dst through a descriptor (what lies outside is dropped) and,
+    as read, into ``tiles`` (zero fill visible)."""
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    src_desc = tl.make_tensor_descriptor(src, [M, N], [stride_src, 1], [BLOCK_M, BLOCK_N])
+    dst_desc = tl.make_tensor_descriptor(dst, shape=[M, N], strides=[stride_dst, 1],
+                                         block_shape=[BLOCK_M, BLOCK_N])
+    row = pid_m * BLOCK_M - SHIFT_M
+    col = pid_n * BLOCK_N - SHIFT_N
+    tile = src_desc.load([row, col])
+    dst_desc.store([row, col], tile)
+    rows = tl.arange(0, BLOCK_M)
+    cols = tl.arange(0, BLOCK_N)
+    first = (pid_m * tl.num_programs(1) + pid_n) * BLOCK_M * BLOCK_N
+    tl.store(tiles + first + rows[:, None] * BLOCK_N + cols[None, :], tile)
+
+
+@aotk.jit
+def _scale_tile(src_desc, dst_desc, offset):
+    """An inlined helper taking descriptors: dst = src * 3 - 1 at ``offset``, through the
+    free functions and the descriptor's properties."""
+    x = tl.load_tensor_descriptor(src_desc, [offset])
+    tl.static_assert(src_desc.block_shape[0] == x.shape[0])
+    y = (x * 3 - 1).to(dst_desc.dtype)
+    tl.store_tensor_descriptor(dst_desc, [offset], y)
+
+
+@aotk.jit
+def scale_1d_kernel(x, y, N: tl.constexpr, BLOCK: tl.constexpr):
+    """A 1-D descriptor whose shape is a constexpr; the last program runs past N."""
+    x_desc = tl.make_tensor_descriptor(x, [N], [1], [BLOCK])
+    y_desc = tl.make_tensor_descriptor(y, [N], [1], [BLOCK])
+    _scale_tile(x_desc, y_desc, tl.program_id(0) * BLOCK)
+
+
+@aotk.jit
+def copy_3d_kernel(src, dst, B, M, N, src_stride_b, src_stride_m, dst_stride_b, dst_stride_m,
+                   SHIFT_M: tl.constexpr, BLOCK_B: tl.constexpr, BLOCK_M: tl.constexpr,
+                   BLOCK_N: tl.constexpr):
+    """dst = src + 1 over a 3-D tensor, tiles shifted up by SHIFT_M rows; 64-bit strides
+    (when given) make the fallback's index arithmetic i64."""
+    src_desc = tl.make_tensor_descriptor(src, [B, M, N], [src_stride_b, src_stride_m, 1],
+                                         [BLOCK_B, BLOCK_M, BLOCK_N])
+    dst_desc = tl.make_tensor_descriptor(dst, [B, M, N], [dst_stride_b, dst_stride_m, 1],
+                                         [BLOCK_B, BLOCK_M, BLOCK_N])
+    offsets = [tl.program_id(0) * BLOCK_B, tl.program_id(1) * BLOCK_M - SHIFT_M,
+               tl.program_id(2) * BLOCK_N]
+    dst_desc.store(offsets, src_desc.load(offsets) + 1)
+
+
+def _cdiv(a, b):
+    return -(-a // b)
+
+
+def _padded(rng, dtype, shape, padding):
+    """A random array whose last dimension has ``padding`` extra columns."""
+    shape = tuple(shape[:-1]) + (shape[-1] + padding,)
+    if np.dtype(dtype).kind == "f":
+        return rng.standard_normal(shape).astype(dtype)
+    return rng.integers(-1000, 1000, shape).astype(dtype)
+
+
+def _tile_copy_case(name, dtype, m, n, shift_m, shift_n, block_m, block_n):
+    grid = (_cdiv(m + shift_m, block_m), _cdiv(n + shift_n, block_n))
+
+    def make(rng):
+        src = _padded(rng, dtype, (m, n), 3)
+        dst = np.full((m, n + 5), SENTINEL, dtype)
+        tiles = np.zeros(grid + (block_m, block_n), dtype)
+        return {"src": src, "dst": dst, "tiles": tiles, "M": m, "N": n,
+                "stride_src": src.shape[1], "stride_dst": dst.shape[1]}
+
+    def reference(args):
+        src = args["src"][:, :n]
+        dst = np.full_like(args["dst"], SENTINEL)
+        dst[:, :n] = src
+        # Zero fill: the tensor inside a frame of zeros, cut into the shifted tiles.
+        framed = np.zeros((grid[0] * block_m, grid[1] * block_n), dtype)
+        framed[shift_m:shift_m + m, shift_n:shift_n + n] = src
+        tiles = framed.reshape(grid[0], block_m, grid[1], block_n).transpose(0, 2, 1, 3)
+        return {"dst": dst, "tiles": tiles}
+    return Case(name, tile_copy_kernel, make, grid,
+                {"SHIFT_M": shift_m, "SHIFT_N": shift_n, "BLOCK_M": block_m,
+                 "BLOCK_N": block_n}, ("dst", "tiles"), reference)
+
+
+def _scale_1d_case(name, dtype, n, block):
+    def make(rng):
+        return {"x": _padded(rng, dtype, (n,), 4), "y": np.full(n + 4, SENTINEL, dtype)}
+
+    def reference(args):
+        y = np.full_like(args["y"], SENTINEL)
+        y[:n] = args["x"][:n] * 3 - 1
+        return {"y": y}
+    return Case(name, scale_1d_kernel, make, (_cdiv(n, block),), {"N": n, "BLOCK": block},
+                ("y",), reference)
+
+
+def _copy_3d_case(name, dtype, b, m, n, shift_m, blocks, wide_strides=False):
+    block_b, block_m, block_n = blocks
+    stride = np.int64 if wide_strides else int
+
+    def make(rng):
+        src = _padded(rng, dtype, (b, m, n), 2)
+        dst = np.full((b, m, n + 3), SENTINEL, dtype)
+        return {"src": src, "dst": dst, "B": b, "M": m, "N": n,
+                "src_stride_b": stride(src.strides[0] // src.itemsize),
+                "src_stride_m": stride(src.strides[1] // src.itemsize),
+                "dst_stride_b": stride(dst.strides[0] // dst.itemsize),
+                "dst_stride_m": stride(dst.strides[1] // dst.itemsize)}
+
+    def reference(args):
+        dst = np.full_like(args["dst"], SENTINEL)
+        dst[:, :, :n] = args["src"][:, :, :n] + 1
+        return {"dst": dst}
+    grid = (_cdiv(b, block_b), _cdiv(m + shift_m, block_m), _cdiv(n, block_n))
+    return Case(name, copy_3d_kernel, make, grid,
+                {"SHIFT_M": shift_m, "BLOCK_B": block_b, "BLOCK_M": block_m,
+                 "BLOCK_N": block_n}, ("dst",), reference)
+
+
+def _matmul_case(name, m, n, k, block_m=64, block_n=64, block_k=32, group_m=2):
+    def make(rng):
+        a = rng.standard_normal((m, k)).astype(np.float16)
+        b = rng.standard_normal((k, n)).astype(np.float16)
+        c = np.zeros((m, n), np.float16)
+        return {"a_ptr": a, "b_ptr": b, "c_ptr": c, "M": m, "N": n, "K": k,
+                "stride_am": k, "stride_bk": n, "stride_cm": n}
+
+    def reference(args):
+        product = args["a_ptr"].astype(np.float64) @ args["b_ptr"].astype(np.float64)
+        return {"c_ptr": product.astype(np.float16)}
+    return Case(name, matmul_descriptor_kernel, make,
+                (_cdiv(m, block_m) * _cdiv(n, block_n),),
+                {"BLOCK_SIZE_M": block_m, "BLOCK_SIZE_N": block_n, "BLOCK_SIZE_K": block_k,
+                 "GROUP_SIZE_M": group_m}, ("c_ptr",), reference, False, 1e-2)
+
+
+CASES = [
+    _tile_copy_case("descriptor-2d-fp32-zero-fill-and-dropped-stores", np.float32, 37, 45,
+                    3, 5, 16, 16),
+    _tile_copy_case("descriptor-2d-fp16-zero-fill-and-dropped-stores", np.float16, 50, 70,
+                    7, 9, 32, 32),
+    _scale_1d_case("descriptor-1d-int32-constexpr-shape-helper", np.int32, 1000, 128),
+    _copy_3d_case("descriptor-3d-fp32", np.float32, 3, 10, 20, 2, (2, 8, 16)),
+    _copy_3d_case("descriptor-3d-fp16-int64-strides", np.float16, 5, 12, 40, 3, (4, 4, 32),
+                  wide_strides=True),
+    _matmul_case("descriptor-matmul-fp16-odd-200x136x72", 200, 136, 72),
+    _matmul_case("descriptor-matmul-fp16-128x128x64", 128, 128, 64),
+]
