@@ -7,12 +7,13 @@ __version__ = "0.1.0"
 
 
 def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target="sm_90",
-            debug=None):
+            debug=None, tma=True):
     """Compiles ``kernel`` for one signature; see ``aotk.compiler.compile``. ``debug``
-    (default: the kernel's own setting) compiles device asserts in."""
+    (default: the kernel's own setting) compiles device asserts in; ``tma=False`` reads
+    tensor descriptors with pointer loads even where TMA could copy them."""
     from .compiler import compile as _compile
     return _compile(kernel, signature, constants=constants, num_warps=num_warps,
-                    num_stages=num_stages, target=target, debug=debug)
+                    num_stages=num_stages, target=target, debug=debug, tma=tma)
 
 
 def build(manifest="aotk.toml", out_dir=None, jobs=None, **options):

@@ -2,10 +2,11 @@
 
 The pipeline, one line per stage:
   kir     frontend: Python AST -> typed block SSA, specialized on types, hints, constexprs
-  (desc)  passes.descriptors: tensor-descriptor loads and stores become pointer ones
-  (pipe)  passes.pipeline: with num_stages > 1, loads feeding a dot become cp.async copies
-          num_stages - 1 trips ahead into shared memory; passes.prefetch: loops it could
-          not pipeline get their dot's loads issued one trip early, in registers
+  (desc)  passes.descriptors: tensor-descriptor loads and stores become pointer ones, except
+          those a pipelined wgmma loop copies with TMA (passes.pipeline.tma_loads)
+  (pipe)  passes.pipeline: with num_stages > 1, loads feeding a dot become cp.async (or TMA)
+          copies num_stages - 1 trips ahead into shared memory; passes.prefetch: loops it
+          could not pipeline get their dot's loads issued one trip early, in registers
   axis    passes.axis_info: contiguity / divisibility / constancy of every value
   gir     passes.layouts: a distributed layout per value, vector width per memory op, and
           which tensor-core instruction computes each dot (wgmma on sm_90, else mma.sync)
@@ -24,10 +25,11 @@ import os
 from dataclasses import dataclass, field
 
 from .ir.types import HINTS_TEXT, SIGNATURE_HINTS, parse_type
+from .ir.kir import walk
 from .passes import axis_info
-from .passes.descriptors import lower_descriptors
 from .passes.layouts import assign_layouts
-from .passes.pipeline import pipeline_dot_loops
+from .passes.descriptors import lower_descriptors
+from .passes.pipeline import pipeline_dot_loops, tma_loads
 from .passes.prefetch import prefetch_dot_operands
 
 SUPPORTED_TARGETS = ("sm_80", "sm_86", "sm_89", "sm_90")
@@ -103,9 +105,13 @@ def target_has_wgmma(target: str) -> bool:
 
 
 def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target="sm_90",
-            debug=None):
+            debug=None, tma=True):
+    """Compiles one specialization. ``tma=False`` keeps tensor-descriptor loads on pointer
+    loads even where TMA could copy them (the JIT launcher's build for sizes a tensor map
+    cannot describe)."""
     from .backend.lower import lower_to_llvm
     from .backend.ptx import emit_ptx
+    from .backend.tma import grid_constant_params
     from .toolchain.ptxas import assemble
 
     if target not in SUPPORTED_TARGETS:
@@ -117,17 +123,25 @@ def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target
     wgmma = target_has_wgmma(target)
     # Passes below may rewrite the kir; the memoized function stays as generated.
     function = copy.deepcopy(function)
-    lower_descriptors(function)
+    pipelined = num_stages > 1 and target_has_async_copy(target)
+    # Tensor-descriptor loads that feed a pipelined wgmma loop become TMA copies; every
+    # other descriptor op becomes pointer loads and stores first.
+    tma_copied = tma_loads(function, num_warps, num_stages, wgmma) if pipelined and tma \
+        else set()
+    lower_descriptors(function, keep=tma_copied)
     if num_stages > 1:
-        if target_has_async_copy(target):
+        if pipelined:
             pipeline_dot_loops(function, axis_info.analyze(function), num_warps, num_stages,
                                wgmma)
         prefetch_dot_operands(function, num_warps)
+    left = [op for op in walk(function.body) if op.opcode == "descriptor_load"]
+    assert not left, "a TMA loop was not pipelined"
     infos = axis_info.analyze(function)
     plan = assign_layouts(function, infos, num_warps, wgmma)
     arch = target + "a" if plan.uses_wgmma else target
     module, shared_bytes = lower_to_llvm(function, plan, infos, target)
-    llir, ptx = emit_ptx(str(module), arch, function.name, num_warps)
+    llvm_text = grid_constant_params(str(module), len(function.tensor_maps))
+    llir, ptx = emit_ptx(llvm_text, arch, function.name, num_warps)
     cubin, ptxas_info = assemble(ptx, arch)
     vector_widths = sorted({w for w in plan.vector_width.values()})
     metadata = {
@@ -136,6 +150,8 @@ def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target
         "registers": ptxas_info.get("registers"), "spills": ptxas_info.get("spills"),
         "wgmma_serialized": ptxas_info.get("wgmma_serialized", False),
         "vector_widths": vector_widths,
+        # Passed after the params, encoded by the launcher (cuTensorMapEncodeTiled).
+        "tensor_maps": [recipe.to_json() for recipe in function.tensor_maps],
     }
     compiled = CompiledKernel(function.name, function, plan.describe(), llir, ptx, cubin, metadata)
     dump_dir = os.environ.get("AOTK_DUMP")

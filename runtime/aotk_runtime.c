@@ -32,6 +32,9 @@ static struct {
     CUresult (*get_error_name)(CUresult, const char **);
     CUresult (*get_error_string)(CUresult, const char **);
     CUresult (*ctx_get_id)(CUcontext, unsigned long long *);   /* CUDA 12.0+, else NULL */
+    CUresult (*tensor_map_encode_tiled)(void *, int, unsigned, void *, const uint64_t *,
+                                        const uint64_t *, const unsigned *, const unsigned *,
+                                        int, int, int, int);   /* CUDA 12.0+, else NULL */
     int status;            /* 0 once loaded; else the failure's status */
     char message[256];
 } driver;
@@ -86,6 +89,7 @@ static void load_driver(void)
         }
     }
     driver.ctx_get_id = (CUresult (*)(CUcontext, unsigned long long *))dlsym(library, "cuCtxGetId");
+    *(void **)&driver.tensor_map_encode_tiled = dlsym(library, "cuTensorMapEncodeTiled");
     CUresult result = driver.init(0);
     if (result != 0) {
         driver.status = result;
@@ -213,5 +217,39 @@ int aotk_launch(aotk_variant *variant, void *stream, const int64_t grid[3], void
                                   variant->threads, 1, 1, variant->dynamic_shared, stream, params, NULL);
     if (result != 0)
         return driver_error(result, variant, "cuLaunchKernel");
+    return 0;
+}
+
+/* CUtensorMapSwizzle / CUtensorMapL2promotion / CUtensorMapFloatOOBfill values. */
+#define CU_TENSOR_MAP_SWIZZLE_128B 3
+#define CU_TENSOR_MAP_L2_PROMOTION_L2_256B 3
+#define CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE 0
+
+int aotk_encode_tensor_map(aotk_variant *variant, aotk_tensor_map *map, const char *name,
+                           int data_type, const void *base, int64_t rows, int64_t columns,
+                           int64_t row_stride_bytes, unsigned box_rows, unsigned box_columns)
+{
+    pthread_once(&driver_once, load_driver);
+    if (driver.status != 0)
+        return aotk_fail(driver.status, "%s: %s", variant->kernel, driver.message);
+    memset(map, 0, sizeof *map);
+    if (!driver.tensor_map_encode_tiled)
+        return 0;
+    /* Innermost dimension first; the column stride is the element itself. */
+    const uint64_t dims[2] = {(uint64_t)columns, (uint64_t)rows};
+    const uint64_t strides[1] = {(uint64_t)row_stride_bytes};
+    const unsigned box[2] = {box_columns, box_rows};
+    const unsigned element_strides[2] = {1, 1};
+    CUresult result = driver.tensor_map_encode_tiled(
+        map, data_type, 2, (void *)base, dims, strides, box, element_strides, 0,
+        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (result != 0) {
+        char what[160];
+        snprintf(what, sizeof what, "cuTensorMapEncodeTiled for %s ([%lld, %lld], row stride "
+                 "%lld bytes)", name, (long long)rows, (long long)columns,
+                 (long long)row_stride_bytes);
+        return driver_error(result, variant, what);
+    }
     return 0;
 }

@@ -37,10 +37,23 @@ typedef struct aotk_variant {
     int loaded_count;                 /* published with release/acquire ordering */
 } aotk_variant;
 
+/* A CUtensorMap: what cuTensorMapEncodeTiled fills, passed to TMA kernels by value. */
+typedef struct aotk_tensor_map {
+    _Alignas(64) unsigned char bytes[128];
+} aotk_tensor_map;
+
 __attribute__((visibility("hidden"))) int aotk_fail(int status, const char *format, ...)
     __attribute__((format(printf, 2, 3)));
 __attribute__((visibility("hidden"))) const char *aotk_last_error(void);
 __attribute__((visibility("hidden"))) int aotk_launch(aotk_variant *variant, void *stream,
                                                       const int64_t grid[3], void **params);
+/* Encodes the tensor map of a row-major [rows, columns] matrix at base (row stride in
+ * bytes), copied in boxes of [box_rows, box_columns] with the 128-byte swizzle, zeros
+ * outside the matrix. A driver without tensor maps (before CUDA 12) runs no TMA code: the
+ * map is zeroed and 0 returned. */
+__attribute__((visibility("hidden"))) int aotk_encode_tensor_map(
+    aotk_variant *variant, aotk_tensor_map *map, const char *name, int data_type,
+    const void *base, int64_t rows, int64_t columns, int64_t row_stride_bytes,
+    unsigned box_rows, unsigned box_columns);
 
 #endif

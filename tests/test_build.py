@@ -133,6 +133,8 @@ def test_library_has_no_link_time_cuda_dependency(built):
                      "examples_matmul_leaky_relu", "examples_matmul_leaky_relu_select",
                      "examples_matmul_leaky_relu_variant_name", "examples_batched_matmul",
                      "examples_batched_matmul_select", "examples_batched_matmul_variant_name",
+                     "examples_matmul_descriptor", "examples_matmul_descriptor_select",
+                     "examples_matmul_descriptor_variant_name",
                      "examples_last_error", "examples_info"}
     assert "libcuda" not in subprocess.run(["ldd", str(result.library)], capture_output=True,
                                            text=True).stdout
@@ -165,7 +167,7 @@ def test_python_load_select_and_errors(built):
     lib = aotk.load(result.library)
     assert set(lib.kernels) == {"add", "copy", "copy2d", "softmax", "layer_norm",
                                 "row_argmax", "transpose", "matmul", "matmul_leaky_relu",
-                                "batched_matmul"}
+                                "matmul_descriptor", "batched_matmul"}
     assert lib.kernels["add"]["params"][3] == {"name": "n", "type": "i32"}
     assert lib.add.select(256, 512, 768, 4096) == "add[BLOCK=256] aligned"
     assert lib.add.select(260, 512, 768, 1 << 20) == "add[BLOCK=1024] generic"
@@ -306,8 +308,9 @@ def test_inspect_lists_every_variant_and_target(built):
                                 "vector"]
     # add has 4 builds, copy, copy2d and transpose 2 each, softmax and layer_norm 6 each,
     # row_argmax 4, matmul 6 and matmul_leaky_relu 3 (large tiles aligned only, and for
-    # matmul one ":8" build), batched_matmul 5 (specialize = "none"); 2 targets: 80 rows.
-    assert len(lines) == 1 + 80
+    # matmul one ":8" build), matmul_descriptor 3 (its large build listed by hand),
+    # batched_matmul 5 (specialize = "none"); 2 targets: 86 rows.
+    assert len(lines) == 1 + 86
     aligned_add = [l for l in lines if "add[BLOCK=1024] aligned" in l and "sm_90" in l][0]
     assert aligned_add.split()[-1] == "4"
     # The large matmul tiles use wgmma on sm_90: the fatbin holds an sm_90a cubin for them

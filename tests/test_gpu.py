@@ -61,3 +61,47 @@ def test_stream_and_unaligned_specialization():
     stream.synchronize()
     torch.testing.assert_close(out[1:], x[1:] + y[1:])
 
+
+def _descriptor_matmul(torch, m, n, k, block_n=256, warps=8):
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parent.parent / "examples" / "kernels" / "matmul_descriptor.py"
+    spec = importlib.util.spec_from_file_location("matmul_descriptor_example", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+    b = torch.randn(k, n, device="cuda", dtype=torch.float16)
+    out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float16)
+    grid = (-(-m // 128) * -(-n // block_n),)
+    module.matmul_descriptor_kernel[grid](a, b, out, m, n, k, max(k, 16), n, n, BLOCK_SIZE_M=128,
+                                          BLOCK_SIZE_N=block_n, BLOCK_SIZE_K=64, GROUP_SIZE_M=8,
+                                          num_warps=warps)
+    torch.cuda.synchronize()
+    return a, b, out
+
+
+@pytest.mark.parametrize("m, n, k, block_n, warps", [(1024, 2048, 512, 256, 8),
+                                                     (528, 272, 1040, 128, 4)])
+def test_jit_copies_descriptor_tiles_with_tma(m, n, k, block_n, warps):
+    """Through the JIT launcher, on sm_90: the tensor maps are encoded per launch and the
+    tiles arrive by TMA (the compiled kernel takes two maps); sizes end mid-tile."""
+    torch = pytest.importorskip("torch")
+    from aotk.runtime import launch
+    launch._launchable.clear()
+    a, b, out = _descriptor_matmul(torch, m, n, k, block_n, warps)
+    reference = a.float() @ b.float()
+    assert (torch.linalg.norm(out.float() - reference) / torch.linalg.norm(reference)) < 1e-2
+    maps = [len(metadata["tensor_maps"]) for _, metadata in launch._launchable.values()]
+    target = torch.cuda.get_device_capability()
+    assert maps == ([2] if target == (9, 0) else [0])
+
+
+def test_jit_descriptor_with_empty_dimension_runs_without_tma():
+    """K = 0 has no tensor map: the launcher compiles the build without TMA and runs it."""
+    torch = pytest.importorskip("torch")
+    from aotk.runtime import launch
+    launch._launchable.clear()
+    _, _, out = _descriptor_matmul(torch, 512, 512, 0)
+    assert torch.count_nonzero(out).item() == 0
+    if torch.cuda.get_device_capability() == (9, 0):
+        assert sorted(len(m["tensor_maps"]) for _, m in launch._launchable.values()) == [0, 2]

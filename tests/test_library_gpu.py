@@ -137,6 +137,41 @@ def test_matmul_any_strides_and_leaky_relu(lib):
     assert (torch.linalg.norm(out.float() - leaky) / torch.linalg.norm(leaky)) < 1e-2
 
 
+LARGE_DESCRIPTOR = "matmul_descriptor[BLOCK_SIZE_M=128, BLOCK_SIZE_N=256"
+
+
+@pytest.mark.parametrize("m, n, k, variant", [
+    (512, 512, 512, "BLOCK_SIZE_M=64"), (4096, 4096, 4096, LARGE_DESCRIPTOR),
+    (8192, 8192, 8192, LARGE_DESCRIPTOR), (1000, 1200, 3000, LARGE_DESCRIPTOR),
+    (1030, 1032, 200, LARGE_DESCRIPTOR), (2048, 1024, 72, LARGE_DESCRIPTOR),
+    (200, 136, 72, "generic"), (1001, 1100, 1000, "generic")])
+def test_descriptor_matmul_against_torch(lib, m, n, k, variant):
+    """examples/kernels/matmul_descriptor.py: on the H200 its large build copies the tiles
+    with TMA, reading zeros past M, N and K (1030 rows, K = 72 and 200 end mid-tile);
+    sizes whose rows are not 16-byte multiples take pointer loads."""
+    torch = pytest.importorskip("torch")
+    a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+    b = torch.randn(k, n, device="cuda", dtype=torch.float16)
+    out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float16)
+    assert variant in lib.matmul_descriptor.select(a, b, out, m, n, k, k, n, n)
+    lib.matmul_descriptor(a, b, out, m, n, k, k, n, n)
+    torch.cuda.synchronize()
+    assert _relative_error(out, a.float() @ b.float()) < 1e-2
+
+
+def test_descriptor_matmul_of_empty_k_is_zero(lib):
+    """K = 0 cannot be a tensor map (dimensions start at 1): dispatch passes the TMA builds
+    over, and the pointer build writes the empty sums."""
+    torch = pytest.importorskip("torch")
+    a = torch.empty(2048, 0, device="cuda", dtype=torch.float16)
+    b = torch.empty(0, 1024, device="cuda", dtype=torch.float16)
+    out = torch.full((2048, 1024), float("nan"), device="cuda", dtype=torch.float16)
+    assert "generic" in lib.matmul_descriptor.select(a, b, out, 2048, 1024, 0, 16, 1024, 1024)
+    lib.matmul_descriptor(a, b, out, 2048, 1024, 0, 16, 1024, 1024)
+    torch.cuda.synchronize()
+    assert torch.count_nonzero(out).item() == 0
+
+
 @pytest.fixture(scope="module")
 def lib_sm80(tmp_path_factory):
     """The manifest built for sm_80 alone: on the H200 the driver compiles its PTX, so the
@@ -151,6 +186,12 @@ def lib_sm80(tmp_path_factory):
 def test_matmul_mma_sync_build_against_torch(lib_sm80, m, n, k):
     torch = pytest.importorskip("torch")
     a = _check_matmul(lib_sm80, m, n, k)
+    # The descriptor matmul's sm_80 cubins read the tiles with pointer loads (no TMA).
+    b = torch.randn(k, n, device="cuda", dtype=torch.float16)
+    out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float16)
+    lib_sm80.matmul_descriptor(a, b, out, m, n, k, k, n, n)
+    torch.cuda.synchronize()
+    assert _relative_error(out, a.float() @ b.float()) < 1e-2
     out = torch.empty(m, n, device="cuda", dtype=torch.float16)
     b_t = torch.randn(n, k, device="cuda", dtype=torch.float16)   # any strides: generic
     lib_sm80.matmul_leaky_relu(a, b_t.t(), out, m, n, k, k, 1, 1, k, n, 1)

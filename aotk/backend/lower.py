@@ -29,6 +29,7 @@ from .pipeline import ASYNC_LOWERING, plan_buffers
 from .reduce import lower_reduce
 from .scans import lower_scan
 from .shared import SharedMemory
+from .tma import tensor_map_parameters
 from .views import lower_shuffle
 from .wgmma import lower_wgmma, wait_for_wgmma
 
@@ -82,6 +83,8 @@ class KernelLowering(SharedMemory):
         self.module.triple = "nvptx64-nvidia-cuda"
         arg_types = [ir.PointerType(addrspace=1) if p.value.element.is_ptr()
                      else llvm_type(p.value.element) for p in function.params]
+        # TMA tensor maps follow the params (by value: ``backend.tma.grid_constant_params``).
+        arg_types += [ir.PointerType()] * len(function.tensor_maps)
         self.kernel = ir.Function(self.module, ir.FunctionType(ir.VoidType(), arg_types),
                                   name=function.name)
         self.kernel.calling_convention = "ptx_kernel"
@@ -95,7 +98,7 @@ class KernelLowering(SharedMemory):
         self.shared_bytes = 0
         # Pipelined loops' operand stages (passes.pipeline), and the bytes below which other
         # shared-memory users must stay out while such a loop runs.
-        self.staged_buffers, self._pipeline_bytes = plan_buffers(function)
+        self.staged_buffers, self._pipeline_bytes, self.mbarrier_offsets = plan_buffers(function)
         self.shared_floor = 0
         b = self.builder
         self.tid = self._sreg("tid.x", "tid")
@@ -106,6 +109,7 @@ class KernelLowering(SharedMemory):
             value = b.ptrtoint(arg, I64, name=param.name + "_addr") if param.value.element.is_ptr() \
                 else arg
             self.registers[(param.value, SCALAR)] = [value]
+        tensor_map_parameters(self, len(function.params))
         # The entry block keeps thread geometry; the kernel body starts in the next block.
         body = self.kernel.append_basic_block("body")
         b.branch(body)

@@ -13,7 +13,7 @@ In: the ops, the pointers and masks of a copy in their natural blocked layout. O
   proxy) then a CTA barrier, since other threads' copies must be visible too.
 
 Shared memory: each pipelined loop's buffers are laid out from byte 0, operand after
-operand, each ``stages`` slots of a tile in the swizzled layout of ``backend.swizzle``
+operand (then, for TMA, one mbarrier per stage: ``backend.tma``), each ``stages`` slots of a tile in the swizzled layout of ``backend.swizzle``
 (``passes.pipeline.staged_tile_bytes``: slots start on 128-byte lines, or on 1024-byte
 swizzle atoms for wgmma). Other shared memory used inside that loop sits above them
 (``KernelLowering.shared_floor``); loops are never live at the same time.
@@ -29,6 +29,7 @@ from .llvm_types import I32, I64, llvm_type
 from .memory import emit_load
 from .views import logical_indices
 from .swizzle import SwizzledTile
+from .tma import MBARRIER_BYTES, TMA_LOWERING
 from .wgmma import proxy_fence
 
 
@@ -52,12 +53,15 @@ class StagedBuffer:
 
 
 def plan_buffers(function) -> tuple:
-    """({buffer id: StagedBuffer}, {pipelined loop number: bytes of its buffers})."""
-    found = {}
+    """({buffer id: StagedBuffer}, {pipelined loop number: bytes of its buffers},
+    {TMA loop number: offset of its mbarriers, one per stage after the stages})."""
+    found, tma_stages = {}, {}
     for op in walk(function.body):
         if op.opcode == "shared_read":
             found[op.attrs["buffer"]] = (op.result.type.shape, op.result.element,
                                          op.attrs["stages"], op.attrs.get("async_proxy", False))
+        if op.opcode == "tma_init":
+            tma_stages[op.attrs["loop"]] = op.attrs["stages"]
     buffers, totals = {}, {}
     for buffer in sorted(found):
         shape, element, stages, async_proxy = found[buffer]
@@ -65,7 +69,11 @@ def plan_buffers(function) -> tuple:
         staged = StagedBuffer(totals.get(loop, 0), shape, element, stages, async_proxy)
         buffers[buffer] = staged
         totals[loop] = staged.offset + stages * staged.stage_bytes
-    return buffers, totals
+    mbarriers = {}
+    for loop, stages in tma_stages.items():
+        mbarriers[loop] = totals[loop]
+        totals[loop] += stages * MBARRIER_BYTES
+    return buffers, totals, mbarriers
 
 
 def _asm(builder, text, constraints, args):
@@ -141,4 +149,4 @@ def lower_async_wait(lowering, op):
 
 
 ASYNC_LOWERING = {"async_copy": lower_async_copy, "async_commit": lower_async_commit,
-                  "async_wait": lower_async_wait}
+                  "async_wait": lower_async_wait, **TMA_LOWERING}

@@ -72,6 +72,46 @@ def _hint_clauses(plan, build) -> list:
     return clauses
 
 
+def _tensor_map_entry(entry) -> str:
+    kind, content = entry
+    return content if kind == "param" else f"{content}LL"
+
+
+def _tensor_map_clauses(plan, maps: list) -> list:
+    """What cuTensorMapEncodeTiled needs beyond the build's hints (which prove 16-byte
+    alignment): dimensions from 1 to 2^32, row strides from 1 element up, under 2^40 bytes.
+    Calls outside them go to the next variant, whose pointer loads take any size."""
+    types = {p.name: p.type for p in plan.parameters}
+    clauses = []
+    for recipe in maps:
+        for kind, name in recipe["shape"]:
+            if kind == "param":
+                clauses.append(f"{name} >= 1")
+                if types[name].bits > 32:
+                    clauses.append(f"(uint64_t){name} <= 4294967296ull")
+        kind, name = recipe["row_stride"]
+        if kind == "param":
+            clauses.append(f"{name} >= 1")
+            if types[name].bits > 32:
+                clauses.append(f"(uint64_t){name} < (1ull << 40) / {recipe['itemsize']}")
+    return list(dict.fromkeys(clauses))
+
+
+def _tensor_map_lines(maps: list, variant: str, indent: str) -> list:
+    """The launch's calls that encode each tensor map the build's TMA code reads."""
+    lines = []
+    for index, recipe in enumerate(maps):
+        rows, columns = (_tensor_map_entry(e) for e in recipe["shape"])
+        stride = _tensor_map_entry(recipe["row_stride"])
+        box_rows, box_columns = recipe["box"]
+        lines += [f"{indent}status = aotk_encode_tensor_map({variant}, &tensor_maps[{index}], "
+                  f"{c_string(recipe['base'])}, {recipe['data_type']}, {recipe['base']}, "
+                  f"{rows}, {columns}, (int64_t){stride} * {recipe['itemsize']}, "
+                  f"{box_rows}u, {box_columns}u);",
+                  f"{indent}if (status != 0)", f"{indent}    return status;"]
+    return lines
+
+
 def describe(plan, build) -> str:
     """The comment over a variant: what it is specialized for."""
     hints = _hint_clauses(plan, build)
@@ -83,10 +123,14 @@ def describe(plan, build) -> str:
     return text
 
 
-def _kernel_source(plan, first: int, library_name: str, manifest_dir: Path) -> str:
+def _kernel_source(plan, first: int, library_name: str, manifest_dir: Path,
+                   compiled: dict) -> str:
     conditions, grids = [], []
+    map_count = 0
     for build in plan.builds:
-        clauses = _hint_clauses(plan, build)
+        maps = compiled[(plan.kernel.name, build.index)].metadata.get("tensor_maps") or []
+        map_count = max(map_count, len(maps))
+        clauses = _hint_clauses(plan, build) + _tensor_map_clauses(plan, maps)
         if build.variant.when:
             clauses.append(f"({build.variant.when})")
         body = _constant_lines(build.constants, "        ")
@@ -96,6 +140,8 @@ def _kernel_source(plan, first: int, library_name: str, manifest_dir: Path) -> s
         grid_lines = _constant_lines(build.constants, "        ")
         for axis, expression in enumerate(plan.kernel.grid):
             grid_lines.append(f"        grid[{axis}] = (int64_t)({expression});")
+        grid_lines += _tensor_map_lines(
+            maps, f"&{library_name}_variants[{first + build.index}]", "        ")
         grids.append(f"    case {build.index}: {{ /* {build.description} */\n" +
                      "\n".join(grid_lines) + "\n        break;\n    }")
     scalars = [p for p in plan.parameters if not p.type.is_ptr()]
@@ -121,7 +167,10 @@ def _kernel_source(plan, first: int, library_name: str, manifest_dir: Path) -> s
         parameters=parameters or "void", arguments=arguments,
         comma_parameters=(", " + parameters) if parameters else "",
         conditions="\n".join(conditions),
-        addresses=", ".join(f"&{p.name}" for p in plan.parameters) or "NULL",
+        addresses=", ".join([f"&{p.name}" for p in plan.parameters] +
+                            [f"&tensor_maps[{i}]" for i in range(map_count)]) or "NULL",
+        tensor_maps=(f"\n    aotk_tensor_map tensor_maps[{map_count}];   /* TMA builds: per launch */"
+                     "\n    int status;") if map_count else "",
         grids="\n".join(grids), first=first,
         format=c_string("(" + ", ".join(fmt) + ")")[1:-1] if fmt else "",
         format_arguments="".join(", " + a for a in fmt_args))
@@ -177,7 +226,7 @@ def generate(manifest, plans, compiled: dict) -> dict:
                 f"{c_string(result.metadata['name'])}, {symbol}, "
                 f"{32 * build.variant.num_warps}u, {int(result.metadata['shared'])}u, "
                 f"{{{{0, 0}}}}, 0}},")
-        kernels.append(_kernel_source(plan, offset, name, manifest_dir))
+        kernels.append(_kernel_source(plan, offset, name, manifest_dir, compiled))
         offset += len(plan.builds)
     common = {"name": name, "NAME": name.upper(), "version": __version__,
               "manifest": manifest.path.name}

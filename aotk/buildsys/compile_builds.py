@@ -37,18 +37,23 @@ def _compile_one(job) -> tuple:
     from .sources import load_kernel
     source, function_name, signature, constants, num_warps, num_stages, targets, key = job
     kernel, _ = load_kernel(source, function_name)
-    cubins, per_target, lowest_ptx, name, shared = {}, {}, None, None, 0
+    cubins, per_target, lowest_ptx, name, shared, tensor_maps = {}, {}, None, None, 0, []
     for target in sorted(targets):
         compiled = compile(kernel, signature, constants, num_warps, num_stages, target)
         # A kernel on wgmma is an sm_90a cubin: the fatbin entry says so.
         cubins[compiled.metadata["arch"]] = compiled.cubin
         per_target[target] = {k: compiled.metadata[k] for k in ("arch", "registers", "spills",
                                                                   "vector_widths")}
-        name, shared = compiled.name, compiled.metadata["shared"]
+        # One launch size for the fatbin: the most any of its cubins needs.
+        name, shared = compiled.name, max(shared, compiled.metadata["shared"])
+        # Only the TMA (sm_90a) cubin reads the tensor maps; the others ignore the extra
+        # launch parameters.
+        tensor_maps = compiled.metadata.get("tensor_maps") or tensor_maps
         if lowest_ptx is None:
             lowest_ptx = (target, compiled.ptx)
     fatbin = pack(cubins, *lowest_ptx)
-    metadata = {"name": name, "shared": shared, "num_warps": num_warps, "targets": per_target}
+    metadata = {"name": name, "shared": shared, "num_warps": num_warps, "targets": per_target,
+                "tensor_maps": tensor_maps}
     cache.store(key, fatbin, metadata, kind="fatbin")
     return fatbin, metadata
 

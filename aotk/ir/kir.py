@@ -85,6 +85,20 @@ Software pipelining (made by ``passes.pipeline`` for the GPU only; never interpr
   shared_read                 (stage:i32)             buffer, stages -> the block in slot
                               stage of buffer (only a dot that mma computes reads one)
 
+  With TMA (operands read through tensor descriptors, on wgmma): one mbarrier per stage.
+  tma_init                    ()                      loop, stages -> the stages' mbarriers
+                              initialized (count 1), then a CTA barrier
+  tma_expect                  (stage, in_range:int1)  loop, stages, bytes -> one thread arms
+                              the stage's mbarrier to expect bytes (nothing if !in_range)
+  tma_copy                    (row, column, stage, in_range) loop, buffer, stages,
+                              tensor_map, box -> one thread copies the [rows, columns] block
+                              at (row, column) of the kernel's tensor map into slot stage,
+                              one box per 128-byte panel (zeros outside the tensor)
+  tma_wait                    (stage, phase:i32)      loop, stages -> every thread waits for
+                              phase parity ``phase`` of the stage's mbarrier
+  tma_release                 ()                      loop, stages -> CTA barrier; the
+                              mbarriers are invalidated (their bytes may be reused)
+
 Structured control flow (regions; every carried value keeps one type throughout):
 
   for                         (lb, ub, step, *init)   region body(iv, *carried) ends in yield
@@ -120,7 +134,8 @@ SHUFFLES = frozenset(("permute", "reshape", "join", "split"))
 CONTROL_FLOW = frozenset(("for", "if", "while"))
 ATOMICS = frozenset(("atomic_rmw", "atomic_cas"))
 # Ops kept for their effect on memory or output, whether or not their result is used.
-ASYNC_OPS = frozenset(("async_copy", "async_commit", "async_wait"))
+ASYNC_OPS = frozenset(("async_copy", "async_commit", "async_wait", "tma_init", "tma_expect",
+                       "tma_copy", "tma_wait", "tma_release"))
 SIDE_EFFECT_OPS = ATOMICS | ASYNC_OPS | frozenset(("debug_barrier", "device_print",
                                                    "device_assert"))
 TERMINATORS = frozenset(("yield", "condition"))
@@ -207,6 +222,8 @@ class Function:
     constants: dict = field(default_factory=dict)   # constexpr name -> Python value
     filename: str = "<unknown>"
     debug: bool = False   # device_assert / runtime `assert` are compiled in only when set
+    # TMA tensor maps the kernel takes after its params (passes.tensor_maps recipes).
+    tensor_maps: list = field(default_factory=list)
 
     def __str__(self) -> str:
         return print_function(self)

@@ -35,6 +35,15 @@ Stages hold each tile in the swizzled layout of ``backend.swizzle``, which both 
 ``async_proxy`` of the copies and reads): then each ``async_wait`` carries ``proxy_fence``,
 ordering the copies before the dot, and stages start on 1024-byte swizzle atoms.
 
+TMA (``tma_loads``): when both operands are tensor-descriptor loads that TMA can copy
+(``tensor_maps.tensor_map_recipe``) and the dot runs on wgmma, the copies are one elected
+thread's ``tma_expect`` + ``tma_copy`` per trip into the same stages, completing on one
+mbarrier per stage; ``async_wait`` becomes ``tma_wait`` on a carried phase bit that flips
+each time the stages wrap, and the loop is bracketed by ``tma_init`` / ``tma_release``.
+Copies past the end are not issued at all (so nothing is in flight after the loop). The
+copies still follow the dot, whose wait for the previous wgmma group and barrier free the
+stage they refill (without wgmma in flight, a ``debug_barrier`` does that).
+
 The copies come after the dot because ptxas never moves a shared-memory read above a
 ``cp.async`` (it cannot prove their addresses apart): copies first would hold every warp's
 ``ldmatrix`` and so the tensor cores until all of them were issued. After the dot, ptxas
@@ -47,11 +56,14 @@ run trip i while the threads issue the copies and reach trip i+1's barrier.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..ir import kir
 from ..ir import types as T
 from ..ir.types import BlockType
 from .layouts import memory_vector_width
 from .mma_layout import choose_mma
+from .tensor_maps import tensor_map_recipe
 from .rewrite import (body_slice, clone_ops, constant, dot_operand_loads, new_op,
                       remove_unused_pure_ops, upward_for_loops, users_of)
 
@@ -59,6 +71,7 @@ from .rewrite import (body_slice, clone_ops, constant, dot_operand_loads, new_op
 MAX_PIPELINE_BYTES = 160 * 1024
 STAGE_ALIGNMENT = 128             # one 128-byte line: every stage starts a swizzle phase
 WGMMA_STAGE_ALIGNMENT = 1024      # wgmma descriptors assume whole 1024-byte swizzle atoms
+MBARRIER_BYTES = 8                # a TMA stage's mbarrier
 
 
 def staged_tile_bytes(shape: tuple, element, async_proxy: bool = False) -> int:
@@ -78,7 +91,7 @@ def pipeline_dot_loops(function: kir.Function, infos: dict, num_warps: int,
     users = users_of(function.body)
     count = 0
     for block, loop in upward_for_loops(function):
-        if _rewrite(block, loop, infos, users, num_warps, num_stages, wgmma, count):
+        if _rewrite(function, block, loop, infos, users, num_warps, num_stages, wgmma, count):
             count += 1
     return count
 
@@ -100,23 +113,46 @@ def _copyable(load, infos) -> bool:
     return memory_vector_width(load, infos) * load.result.element.itemsize >= 4
 
 
-def _rewrite(parent: list, loop, infos, users, num_warps: int, num_stages: int,
-             wgmma: bool, number: int) -> bool:
+@dataclass
+class _LoopShape:
+    """What ``_analyze`` found in a loop it can pipeline."""
+    dot: kir.Op
+    loads: list              # the dot's two operand loads
+    load_ops: list           # the ops computing them, in body order
+    async_proxy: bool        # the dot runs on wgmma
+    in_flight: bool          # ... and leaves its group running across trips
+    shifted: list            # indices of the carried values the addresses read
+    update_slice: dict       # id -> op: the ops computing their next values
+    stages: int
+    recipes: list | None     # TMA: the operands' tensor-map recipes; None: cp.async
+
+
+def _analyze(function, loop, infos, users, num_warps: int, num_stages: int,
+             wgmma: bool) -> _LoopShape | None:
+    """The loop's shape when it qualifies (see the module text), else None. Operands
+    loaded through tensor descriptors qualify only as TMA copies (wgmma, both operands,
+    ``tensor_maps.tensor_map_recipe``); ``infos`` is only read for pointer loads (None:
+    looking for TMA loops only)."""
     region = loop.regions[0]
     ops = region.body
     terminator = region.terminator
     shape = dot_operand_loads(loop)
     if shape is None:
-        return False
-    layout = choose_mma(shape[0], num_warps, wgmma)
-    if layout is None:
-        return False
+        return None
     dot, loads, load_ops = shape
+    layout = choose_mma(dot, num_warps, wgmma)
+    if layout is None:
+        return None
     async_proxy = layout.instruction == "wgmma"
     # wgmma runs asynchronously across trips, keeping the accumulator in fp32 registers.
     in_flight = async_proxy and dot.result.element.is_fp32()
-    if not all(_copyable(load, infos) for load in loads):
-        return False
+    recipes = None
+    if any(load.opcode == "descriptor_load" for load in loads):
+        recipes = [tensor_map_recipe(load, function) for load in loads]
+        if not async_proxy or None in recipes:
+            return None
+    elif infos is None or not all(_copyable(load, infos) for load in loads):
+        return None
     induction, carried = region.args[0], region.args[1:]
     body_ids = {id(o) for o in ops}
     load_slice = {id(o): o for o in load_ops}
@@ -131,26 +167,59 @@ def _rewrite(parent: list, loop, infos, users, num_warps: int, num_stages: int,
         for o in body_slice(terminator.operands[index], body_ids):
             update_slice[id(o)] = o
     if any(o.opcode not in kir.PURE_OPS for o in update_slice.values()):
-        return False
+        return None
     for o in list(load_slice.values()) + list(update_slice.values()):
         for value in o.operands:
             if value in carried and value not in shifted_args:
-                return False
+                return None
     allowed_users = set(load_slice) | set(update_slice) | {id(l) for l in loads}
     for index in shifted:
         if any(id(user) not in allowed_users and user is not terminator
                for user in users.get(carried[index], [])):
-            return False
+            return None
         if users.get(loop.results[index]):
-            return False
+            return None
 
     stages = num_stages
     per_stage = sum(staged_tile_bytes(l.result.type.shape, l.result.element, async_proxy)
-                    for l in loads)
+                    for l in loads) + (MBARRIER_BYTES if recipes else 0)
     while stages > 2 and stages * per_stage > MAX_PIPELINE_BYTES:
         stages -= 1
     if stages * per_stage > MAX_PIPELINE_BYTES:
+        return None
+    return _LoopShape(dot, loads, load_ops, async_proxy, in_flight, shifted, update_slice,
+                      stages, recipes)
+
+
+def tma_loads(function: kir.Function, num_warps: int, num_stages: int, wgmma: bool) -> set:
+    """ids of the ``descriptor_load``s that ``pipeline_dot_loops`` will copy with TMA;
+    every other descriptor op goes to the pointer fallback first (``passes.descriptors``)."""
+    if not wgmma or num_stages < 2:
+        return set()
+    users = users_of(function.body)
+    found = set()
+    for _, loop in upward_for_loops(function):
+        shape = _analyze(function, loop, None, users, num_warps, num_stages, wgmma)
+        if shape is not None and shape.recipes:
+            found |= {id(load) for load in shape.loads}
+    return found
+
+
+def _rewrite(function, parent: list, loop, infos, users, num_warps: int, num_stages: int,
+             wgmma: bool, number: int) -> bool:
+    shape = _analyze(function, loop, infos, users, num_warps, num_stages, wgmma)
+    if shape is None:
         return False
+    region = loop.regions[0]
+    ops = region.body
+    terminator = region.terminator
+    induction, carried = region.args[0], region.args[1:]
+    dot, loads, load_ops = shape.dot, shape.loads, shape.load_ops
+    async_proxy, in_flight, stages = shape.async_proxy, shape.in_flight, shape.stages
+    shifted, update_slice = shape.shifted, shape.update_slice
+    tma = shape.recipes is not None
+    if tma:
+        maps = [_tensor_map_index(function, recipe) for recipe in shape.recipes]
 
     update_ops = [o for o in ops if id(o) in update_slice]
     start, end, step = loop.operands[:3]
@@ -164,6 +233,8 @@ def _rewrite(parent: list, loop, infos, users, num_warps: int, num_stages: int,
         emitted = []
         in_range = new_op("cmp", [trip, end], BlockType(T.int1), predicate="lt")
         emitted.append(in_range)
+        if tma:
+            return emitted + tma_copies(mapping, in_range.result, stage_value)
         cloned = clone_ops(load_ops, mapping, in_range.result)
         for load in loads:
             copied = cloned[[o.result for o in cloned].index(mapping[load.result])]
@@ -177,8 +248,24 @@ def _rewrite(parent: list, loop, infos, users, num_warps: int, num_stages: int,
             cloned.append(emitted_copy)
         return emitted + cloned + [new_op("async_commit", [], None)]
 
+    def tma_copies(mapping, in_range, stage_value) -> list:
+        """One elected thread arms the stage's mbarrier with the bytes of both tiles and
+        issues their TMA copies (nothing when the trip is past the end)."""
+        emitted = clone_ops([o for o in load_ops if o not in loads], mapping)
+        tile_bytes = sum(l.result.type.numel * l.result.element.itemsize for l in loads)
+        emitted.append(new_op("tma_expect", [stage_value, in_range], None, loop=number,
+                              stages=stages, bytes=tile_bytes))
+        for load, buffer, tensor_map in zip(loads, buffers, maps):
+            offsets = [mapping.get(v, v) for v in kir.descriptor_operands(load)[3]]
+            copy = new_op("tma_copy", offsets + [stage_value, in_range], None, loop=number,
+                          buffer=buffer, stages=stages, tensor_map=tensor_map,
+                          box=shape.recipes[loads.index(load)].box)
+            copy.loc = load.loc
+            emitted.append(copy)
+        return emitted
+
     # Prologue: trips 0 .. S-2 into stages 0 .. S-2, advancing the shifted values.
-    prologue = []
+    prologue = [new_op("tma_init", [], None, loop=number, stages=stages)] if tma else []
     state = {carried[i]: loop.operands[3 + i] for i in shifted}
     trip = start
     for s in range(stages - 1):
@@ -205,7 +292,14 @@ def _rewrite(parent: list, loop, infos, users, num_warps: int, num_stages: int,
     # Body: wait, copy trip i+S-1, advance, read this trip's stage, the rest of the body.
     stage = kir.Value(BlockType(T.int32), hint_name="stage")
     region.args.append(stage)
-    waits = [new_op("async_wait", [], None, pending=stages - 2, proxy_fence=async_proxy)]
+    if tma:
+        # The parity of the stage's mbarrier phase this trip waits for: it flips each time
+        # the stages wrap around.
+        phase = kir.Value(BlockType(T.int32), hint_name="phase")
+        region.args.append(phase)
+        waits = [new_op("tma_wait", [stage, phase], None, loop=number, stages=stages)]
+    else:
+        waits = [new_op("async_wait", [], None, pending=stages - 2, proxy_fence=async_proxy)]
     body = []
     ahead_offset = constant(stages - 1, index_type.element)
     ahead_scaled = new_op("mul", [step, ahead_offset.result], index_type)
@@ -246,18 +340,43 @@ def _rewrite(parent: list, loop, infos, users, num_warps: int, num_stages: int,
     # and the wait's barrier ordered those reads first. Shared-memory reads cannot move
     # above a cp.async (ptxas cannot tell the addresses apart), so copies placed first
     # would keep the tensor cores idle while every thread issues them.
+    if tma and not in_flight:
+        # Without wgmma left in flight the dot has no barrier of its own, and the wait for
+        # the mbarrier is none: every warp must be done reading the stage the copies refill.
+        body.insert(0, new_op("debug_barrier", [], None))
     region.body[:] = waits + reads + remaining + body
-    region.body += [next_stage, next_past, zero, stage_after, terminator]
+    region.body += [next_stage, next_past, zero, stage_after]
+    carried_out = [stage_after]
+    if tma:
+        flip = constant(1, T.int32)
+        flipped = new_op("xor", [phase, flip.result], BlockType(T.int32))
+        phase_after = new_op("select", [next_past.result, flipped.result, phase],
+                             BlockType(T.int32))
+        region.body += [flip, flipped, phase_after]
+        carried_out.append(phase_after)
+    region.body.append(terminator)
     for i in shifted:
         terminator.operands[i] = mapping.get(terminator.operands[i], terminator.operands[i])
-    terminator.operands.append(stage_after.result)
-    initial_stage = constant(0, T.int32)
-    parent.insert(parent.index(loop), initial_stage)
-    loop.operands.append(initial_stage.result)
-    result = kir.Value(BlockType(T.int32))
-    result.owner = loop
-    loop.results.append(result)
+    for value_op in carried_out:
+        terminator.operands.append(value_op.result)
+        initial = constant(0, T.int32)
+        parent.insert(parent.index(loop), initial)
+        loop.operands.append(initial.result)
+        result = kir.Value(BlockType(T.int32))
+        result.owner = loop
+        loop.results.append(result)
     loop.attrs["pipeline"] = number
     remove_unused_pure_ops(region.body)
-    parent.insert(parent.index(loop) + 1, new_op("async_wait", [], None, pending=0))
+    # Nothing may land in shared memory after the loop: every copy issued was waited for
+    # (TMA copies past the end are never issued), so TMA only retires its mbarriers.
+    after = new_op("tma_release", [], None, loop=number, stages=stages) if tma else \
+        new_op("async_wait", [], None, pending=0)
+    parent.insert(parent.index(loop) + 1, after)
     return True
+
+
+def _tensor_map_index(function, recipe) -> int:
+    """The index of ``recipe`` among the kernel's tensor-map parameters (added if new)."""
+    if recipe not in function.tensor_maps:
+        function.tensor_maps.append(recipe)
+    return function.tensor_maps.index(recipe)

@@ -14,6 +14,7 @@ from ..errors import AotkError
 from ..ir import types as T
 from ..jit import cuda_array_dtype, scalar_type_of
 from . import cache
+from .tensor_maps import encode_tensor_maps
 
 _lock = threading.Lock()
 _modules: dict = {}      # ((context handle, id), cubin key) -> CUfunction
@@ -112,16 +113,19 @@ def _versions() -> dict:
     return {"aotk": __version__, "llvm": llvm_version(), "ptxas": find_ptxas().version}
 
 
-def _compiled(kernel, types, hints, constants, num_warps, num_stages, target):
+def _compiled(kernel, types, hints, constants, num_warps, num_stages, target, tma=True):
     function = kernel.kir(types, hints, constants)
     options = {"num_warps": num_warps, "num_stages": num_stages, "target": target}
+    if not tma:
+        options["tma"] = False
     key = cache.cache_key(str(function), options, _versions())
     hit = cache.load(key)
     if hit is None:
         from ..compiler import compile
         signature = {n: types[n].short + (f":{hints[n]}" if n in hints else "")
                      for n in kernel.runtime_names}
-        compiled = compile(kernel, signature, constants, num_warps, num_stages, target)
+        compiled = compile(kernel, signature, constants, num_warps, num_stages, target,
+                           tma=tma)
         cache.store(key, compiled.cubin, compiled.metadata)
         hit = compiled.cubin, compiled.metadata
     return key, hit[0], hit[1]
@@ -140,11 +144,12 @@ def _stream_handle(stream, runtime_args):
     return 0   # the legacy default stream, as for any CUDA array without a stream of its own
 
 
-def _load_function(kernel, context_key, types, hints, constants, num_warps, num_stages):
+def _load_function(kernel, context_key, types, hints, constants, num_warps, num_stages,
+                   tma=True):
     driver = _driver()
     # A ":1" parameter is folded into the code but still passed: the ABI stays fixed.
     key, cubin, metadata = _compiled(kernel, types, hints, constants, num_warps, num_stages,
-                                     _target())
+                                     _target(), tma)
     with _lock:
         module_key = (context_key, key)
         function = _modules.get(module_key)
@@ -182,7 +187,22 @@ def launch_on_device(kernel, grid, runtime_args, constants, num_warps, num_stage
         return
     # kernelParams as a void*[] built with ctypes: far cheaper than cuda-python's packing.
     holders = [ctype(value) for value, ctype in values]
-    pointers = (ctypes.c_void_p * len(holders))(*[ctypes.addressof(h) for h in holders])
+    addresses = [ctypes.addressof(h) for h in holders]
+    if metadata.get("tensor_maps"):
+        maps = encode_tensor_maps(metadata["tensor_maps"], runtime_args, _address)
+        if maps is None:
+            # Sizes a tensor map cannot describe (an empty dimension): the build without TMA.
+            fast_key += ("no TMA",)
+            found = _launchable.get(fast_key)
+            if found is None:
+                found = _load_function(kernel, context_key, types, hints, constants,
+                                       num_warps, num_stages, tma=False)
+                _launchable[fast_key] = found
+            function, metadata = found
+        else:
+            holders.append(maps)
+            addresses += [m.address for m in maps]
+    pointers = (ctypes.c_void_p * len(addresses))(*addresses)
     _check(driver.cuLaunchKernel(function, grid[0], grid[1], grid[2], 32 * num_warps, 1, 1,
                                  metadata.get("shared", 0), _stream_handle(stream, runtime_args),
                                  ctypes.addressof(pointers), 0), f"launching {kernel.name}")

@@ -1,0 +1,94 @@
+"""Which ``descriptor_load``s can be TMA copies, and the host-side recipe of their tensor maps.
+
+In: a ``descriptor_load`` op (``tl.make_tensor_descriptor(...).load(...)``) and the kernel's
+parameters. Out: a ``TensorMapRecipe``, or None where the descriptor cannot become a TMA
+tensor map, which leaves it to the pointer-load fallback (``passes.descriptors``).
+
+A tensor map (``CUtensorMap``, 128 bytes) is encoded on the host by
+``cuTensorMapEncodeTiled`` and passed to the kernel as a ``.param`` (a grid constant). So
+everything the map holds must be known at launch: the descriptor's base must be a kernel
+parameter, its shape and row stride kernel parameters or constants. The driver refuses a
+base that is not 16-byte aligned or a row stride that is not a multiple of 16 bytes, so
+both must be proven by the build's specialization (``:16`` on the pointer, a stride hint
+times the element size a multiple of 16).
+
+One copy fills one 128-byte panel of ``backend.swizzle``'s layout (box: all rows of the
+block, 128 bytes of columns) with the hardware's 128B swizzle, which is exactly that
+layout: a block of C panels takes C copies at column offsets 0, 128/size, ...
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..ir.kir import descriptor_operands
+
+SWIZZLE_BYTES = 128       # the box's inner extent: one swizzle panel
+MAX_BOX_ROWS = 256        # cuTensorMapEncodeTiled: boxDim[i] <= 256
+TMA_ALIGNMENT = 16        # global address and strides: multiples of 16 bytes
+# cuTensorMapDataType per element type (the driver's enum values).
+DATA_TYPES = {"int8": 0, "uint8": 0, "uint16": 1, "int16": 1, "uint32": 2, "int32": 3,
+              "uint64": 4, "int64": 5, "float16": 6, "float32": 7, "float64": 8,
+              "bfloat16": 9}
+
+
+@dataclass(frozen=True)
+class TensorMapRecipe:
+    """How the host encodes one 2-D tensor map. Dimension entries are ("param", name) or
+    ("value", int); ``shape`` and ``box`` are (rows, columns), the row stride in elements
+    (the column stride is 1)."""
+    base: str
+    element: str
+    itemsize: int
+    shape: tuple
+    row_stride: tuple
+    box: tuple
+
+    def to_json(self) -> dict:
+        return {"base": self.base, "element": self.element, "itemsize": self.itemsize,
+                "data_type": DATA_TYPES[self.element], "shape": [list(s) for s in self.shape],
+                "row_stride": list(self.row_stride), "box": list(self.box),
+                "swizzle": SWIZZLE_BYTES}
+
+
+def _entry(value, params: dict):
+    """("param", name) for a kernel parameter, ("value", n) for a constant, else None."""
+    if value.owner is None:
+        param = params.get(value)
+        return ("param", param.name) if param is not None else None
+    if value.owner.opcode == "constant" and not value.type.shape:
+        return ("value", int(value.owner.attrs["value"]))
+    return None
+
+
+def _multiple_of_16_bytes(entry, params_by_name: dict, itemsize: int) -> bool:
+    kind, content = entry
+    if kind == "value":
+        return content > 0 and content * itemsize % TMA_ALIGNMENT == 0
+    hint = params_by_name[content].hint or 1
+    return hint > 1 and hint * itemsize % TMA_ALIGNMENT == 0
+
+
+def tensor_map_recipe(op, function) -> TensorMapRecipe | None:
+    """The recipe of a 2-D ``descriptor_load`` that TMA can copy, else None."""
+    if op.opcode != "descriptor_load" or op.attrs["rank"] != 2:
+        return None
+    params = {p.value: p for p in function.params}
+    by_name = {p.name: p for p in function.params}
+    base, shapes, strides, _, _ = descriptor_operands(op)
+    element = op.result.element
+    itemsize = element.itemsize
+    rows, columns = op.attrs["block_shape"]
+    base_entry = _entry(base, params)
+    entries = [_entry(v, params) for v in shapes + strides]
+    if base_entry is None or base_entry[0] != "param" or None in entries:
+        return None
+    if (by_name[base_entry[1]].hint or 1) < TMA_ALIGNMENT:
+        return None
+    if entries[3] != ("value", 1) or not _multiple_of_16_bytes(entries[2], by_name, itemsize):
+        return None
+    if any(kind == "value" and not 0 < n < 2 ** 32 for kind, n in entries[:2]):
+        return None
+    if columns * itemsize % SWIZZLE_BYTES or rows > MAX_BOX_ROWS or element.name not in DATA_TYPES:
+        return None
+    return TensorMapRecipe(base_entry[1], element.name, itemsize, tuple(entries[:2]),
+                           entries[2], (rows, SWIZZLE_BYTES // itemsize))

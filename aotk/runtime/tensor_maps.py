@@ -1,0 +1,74 @@
+"""Host side of TMA for the JIT launcher: the tensor maps a kernel's recipes describe.
+
+In: the ``tensor_maps`` recipes of a compiled kernel (``passes.tensor_maps``) and the launch's
+arguments. Out: per recipe a 64-byte-aligned 128-byte ``CUtensorMap`` filled by the driver's
+``cuTensorMapEncodeTiled`` (called through ctypes: cuda-python's wrapper costs more than
+the launch), or None when an argument is outside what a tensor map can describe: the
+launcher then runs a build without TMA.
+"""
+from __future__ import annotations
+
+import ctypes
+
+from ..errors import AotkError
+
+TENSOR_MAP_BYTES = 128
+TENSOR_MAP_ALIGNMENT = 64
+SWIZZLE_128B = 3            # CUtensorMapSwizzle
+L2_PROMOTION_256B = 3       # CUtensorMapL2promotion
+OOB_FILL_NONE = 0           # CUtensorMapFloatOOBfill: zeros outside the tensor
+MAX_DIMENSION = 2 ** 32
+MAX_STRIDE_BYTES = 2 ** 40
+
+_encode = None
+
+
+def _encoder():
+    global _encode
+    if _encode is None:
+        function = ctypes.CDLL("libcuda.so.1").cuTensorMapEncodeTiled
+        function.restype = ctypes.c_int
+        function.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint, ctypes.c_void_p,
+                             ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint64),
+                             ctypes.POINTER(ctypes.c_uint), ctypes.POINTER(ctypes.c_uint),
+                             ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
+        _encode = function
+    return _encode
+
+
+class TensorMap:
+    """128 bytes at a 64-byte-aligned address inside a ctypes buffer it keeps alive."""
+
+    def __init__(self):
+        self._storage = ctypes.create_string_buffer(TENSOR_MAP_BYTES + TENSOR_MAP_ALIGNMENT)
+        start = ctypes.addressof(self._storage)
+        self.address = start + (-start) % TENSOR_MAP_ALIGNMENT
+
+
+def _value(entry, arguments: dict) -> int:
+    kind, content = entry
+    return int(arguments[content]) if kind == "param" else int(content)
+
+
+def encode_tensor_maps(recipes: list, arguments: dict, address_of) -> list | None:
+    """``arguments``: parameter name -> launch argument (``address_of`` gives a device
+    array's address). None when a shape or stride cannot be encoded."""
+    maps = []
+    for recipe in recipes:
+        rows, columns = (_value(e, arguments) for e in recipe["shape"])
+        stride_bytes = _value(recipe["row_stride"], arguments) * recipe["itemsize"]
+        if not (1 <= rows <= MAX_DIMENSION and 1 <= columns <= MAX_DIMENSION
+                and 1 <= stride_bytes < MAX_STRIDE_BYTES):
+            return None
+        tensor_map = TensorMap()
+        box_rows, box_columns = recipe["box"]
+        result = _encoder()(
+            tensor_map.address, recipe["data_type"], 2, address_of(arguments[recipe["base"]]),
+            (ctypes.c_uint64 * 2)(columns, rows), (ctypes.c_uint64 * 1)(stride_bytes),
+            (ctypes.c_uint * 2)(box_columns, box_rows), (ctypes.c_uint * 2)(1, 1),
+            0, SWIZZLE_128B, L2_PROMOTION_256B, OOB_FILL_NONE)
+        if result != 0:
+            raise AotkError(f"cuTensorMapEncodeTiled failed (CUDA error {result}) for "
+                            f"{recipe['base']}: [{rows}, {columns}], row stride {stride_bytes} bytes")
+        maps.append(tensor_map)
+    return maps
