@@ -153,12 +153,25 @@ def _transpose_workload(rows: int, cols: int) -> Workload:
 WORKLOADS += [_transpose_workload(8192, 8192)]
 
 
-def _matmul_workload(size: int) -> Workload:
+def _square_matmul(name: str, size: int, args, aotk, triton, triton_file: str,
+                   triton_function: str) -> Workload:
+    """fp16 [size, size] @ [size, size] against torch.matmul; ``args(inputs)`` are the
+    kernel's arguments, ``aotk(lib, inputs)`` and ``triton(module, inputs)`` its calls."""
     def make(torch, _log2n):
         a = torch.randn(size, size, device="cuda", dtype=torch.float16)
         b = torch.randn(size, size, device="cuda", dtype=torch.float16)
         return {"a": a, "b": b, "out": torch.empty_like(a), "size": size}
 
+    return Workload(
+        f"{name}-{size}", make, aotk=aotk, triton=triton,
+        torch=lambda a: __import__("torch").matmul(a["a"], a["b"], out=a["out"]),
+        expected=lambda a: __import__("torch").matmul(a["a"], a["b"]),
+        bytes_moved=lambda a: 2 * a["size"] ** 3,
+        triton_file=triton_file, triton_function=triton_function,
+        metric="TFLOP/s", tolerance={"atol": 0.1, "rtol": 0.02})
+
+
+def _matmul_workload(size: int) -> Workload:
     def args(a):
         n = a["size"]
         return (a["a"], a["b"], a["out"], n, n, n, n, 1, n, 1, n, 1)
@@ -173,16 +186,35 @@ def _matmul_workload(size: int) -> Workload:
                                    BLOCK_SIZE_K=block_k, GROUP_SIZE_M=8, ACTIVATION="",
                                    num_warps=warps)
 
-    return Workload(
-        f"matmul-fp16-{size}", make,
-        aotk=lambda lib, a: lib.matmul(*args(a)),
-        triton=triton_call,
-        torch=lambda a: __import__("torch").matmul(a["a"], a["b"], out=a["out"]),
-        expected=lambda a: __import__("torch").matmul(a["a"], a["b"]),
-        bytes_moved=lambda a: 2 * a["size"] ** 3,
-        triton_file="matmul.py", triton_function="matmul_kernel",
-        metric="TFLOP/s", tolerance={"atol": 0.1, "rtol": 0.02})
+    return _square_matmul("matmul-fp16", size, args, lambda lib, a: lib.matmul(*args(a)),
+                          triton_call, "matmul.py", "matmul_kernel")
 
 
 # 3000: divisible by 8 but not 16, which Triton's JIT (it specializes on 16) cannot vectorize.
 WORKLOADS += [_matmul_workload(4096), _matmul_workload(8192), _matmul_workload(3000)]
+
+
+def _matmul_descriptor_workload(size: int) -> Workload:
+    """examples/kernels/matmul_descriptor.py: the operand tiles through tensor descriptors,
+    TMA copies on sm_90 (Triton's JIT makes the descriptors on the device, in scratch memory
+    from the allocator set below)."""
+    def args(a):
+        n = a["size"]
+        return (a["a"], a["b"], a["out"], n, n, n, n, n, n)
+
+    def triton_call(module, a):
+        import torch
+        import triton
+        triton.set_allocator(lambda size, alignment, stream:
+                             torch.empty(size, device="cuda", dtype=torch.int8))
+        grid = (_cdiv(a["size"], 128) * _cdiv(a["size"], 256),)
+        module.matmul_descriptor_kernel[grid](*args(a), BLOCK_SIZE_M=128, BLOCK_SIZE_N=256,
+                                              BLOCK_SIZE_K=64, GROUP_SIZE_M=8, num_warps=8)
+
+    return _square_matmul("matmul-descriptor-fp16", size, args,
+                          lambda lib, a: lib.matmul_descriptor(*args(a)), triton_call,
+                          "matmul_descriptor.py", "matmul_descriptor_kernel")
+
+
+WORKLOADS += [_matmul_descriptor_workload(4096), _matmul_descriptor_workload(8192),
+              _matmul_descriptor_workload(3000)]
