@@ -105,3 +105,30 @@ def test_jit_descriptor_with_empty_dimension_runs_without_tma():
     assert torch.count_nonzero(out).item() == 0
     if torch.cuda.get_device_capability() == (9, 0):
         assert sorted(len(m["tensor_maps"]) for _, m in launch._launchable.values()) == [0, 2]
+
+
+@pytest.mark.parametrize("dtype, acc_fp16, stages, block_n, warps", [
+    ("float16", False, 3, 256, 8), ("bfloat16", False, 4, 128, 4),
+    ("float16", True, 2, 128, 4), ("float16", False, 3, 128, 4)])
+def test_jit_tma_persistent_matmul(dtype, acc_fp16, stages, block_n, warps):
+    """The TMA loop inside an outer loop (mbarriers made and retired per tile, phases
+    restarting), bf16 tiles, fp16 accumulation (no wgmma in flight: the stage is freed by
+    a barrier), 2 to 4 stages; fewer programs than tiles, K ending mid-tile."""
+    torch = pytest.importorskip("torch")
+    from aotk.runtime import launch
+    from tests.kernels.descriptors import persistent_matmul_kernel
+    launch._launchable.clear()
+    m, n, k = 640, 768, 1000
+    element = getattr(torch, dtype)
+    a = torch.randn(m, k + 8, device="cuda", dtype=element)[:, :k]   # row stride 1008
+    b = torch.randn(k, n, device="cuda", dtype=element)
+    out = torch.full((m, n), float("nan"), device="cuda", dtype=element)
+    persistent_matmul_kernel[(7,)](a, b, out, m, n, k, a.stride(0), n, n, BLOCK_M=128,
+                                   BLOCK_N=block_n, BLOCK_K=64, ACC_FP16=acc_fp16,
+                                   num_warps=warps, num_stages=stages)
+    torch.cuda.synchronize()
+    reference = a.float() @ b.float()
+    error = torch.linalg.norm(out.float() - reference) / torch.linalg.norm(reference)
+    assert error < (2e-2 if acc_fp16 or dtype == "bfloat16" else 1e-2)
+    if torch.cuda.get_device_capability() == (9, 0):
+        assert [len(md["tensor_maps"]) for _, md in launch._launchable.values()] == [2]

@@ -174,3 +174,34 @@ CASES = [
     _matmul_case("descriptor-matmul-fp16-odd-200x136x72", 200, 136, 72),
     _matmul_case("descriptor-matmul-fp16-128x128x64", 128, 128, 64),
 ]
+
+
+@aotk.jit
+def persistent_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm,
+                             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                             BLOCK_K: tl.constexpr, ACC_FP16: tl.constexpr):
+    """Each program loops over output tiles (a persistent grid): the K loop, with its
+    descriptor loads, runs once per tile. ACC_FP16 accumulates in fp16 (out_dtype)."""
+    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[stride_am, 1],
+                                       block_shape=[BLOCK_M, BLOCK_K])
+    b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[stride_bk, 1],
+                                       block_shape=[BLOCK_K, BLOCK_N])
+    c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[stride_cm, 1],
+                                       block_shape=[BLOCK_M, BLOCK_N])
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    tiles = tl.cdiv(M, BLOCK_M) * tiles_n
+    for tile in range(tl.program_id(0), tiles, tl.num_programs(0)):
+        row = (tile // tiles_n) * BLOCK_M
+        column = (tile % tiles_n) * BLOCK_N
+        if ACC_FP16:
+            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float16)
+        else:
+            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k in range(0, K, BLOCK_K):
+            a = a_desc.load([row, k])
+            b = b_desc.load([k, column])
+            if ACC_FP16:
+                acc = tl.dot(a, b, acc, out_dtype=tl.float16)
+            else:
+                acc = tl.dot(a, b, acc)
+        c_desc.store([row, column], acc.to(c_desc.dtype))
