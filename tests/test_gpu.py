@@ -96,6 +96,24 @@ def test_jit_copies_descriptor_tiles_with_tma(m, n, k, block_n, warps):
     assert maps == ([2] if target == (9, 0) else [0])
 
 
+def test_jit_reuses_tensor_maps_of_repeated_arguments():
+    """A launch with the arguments of an earlier one reuses its encoded maps; new
+    arguments encode new ones, and the results follow the new data."""
+    torch = pytest.importorskip("torch")
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("TMA builds exist on sm_90 only")
+    from aotk.runtime import tensor_maps
+    tensor_maps._encoded.clear()
+    _descriptor_matmul(torch, 512, 512, 256)
+    assert len(tensor_maps._encoded) == 2
+    encoded = dict(tensor_maps._encoded)
+    a, b, out = _descriptor_matmul(torch, 512, 512, 256)   # fresh tensors: new addresses
+    assert len(tensor_maps._encoded) == 4
+    reference = a.float() @ b.float()
+    assert (torch.linalg.norm(out.float() - reference) / torch.linalg.norm(reference)) < 1e-2
+    assert all(tensor_maps._encoded[key] is value for key, value in encoded.items())
+
+
 def test_jit_descriptor_with_empty_dimension_runs_without_tma():
     """K = 0 has no tensor map: the launcher compiles the build without TMA and runs it."""
     torch = pytest.importorskip("torch")
