@@ -26,12 +26,10 @@ import llvmlite.ir as ir
 
 from ..passes.layouts import SCALAR
 from ..passes.pipeline import MBARRIER_BYTES
-from ..passes.tensor_maps import SWIZZLE_BYTES
+from ..passes.tensor_maps import SWIZZLE_BYTES, TENSOR_MAP_ALIGNMENT, TENSOR_MAP_BYTES
 from .llvm_types import I32, I64
 from .wgmma import proxy_fence
 
-TENSOR_MAP_BYTES = 128
-TENSOR_MAP_ALIGNMENT = 64
 
 
 def tensor_map_argument(index: int) -> str:

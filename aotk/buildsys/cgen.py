@@ -14,6 +14,7 @@ from string import Template
 from .. import __version__
 
 from ..data import resource_dir
+from ..passes.tensor_maps import MAX_DIMENSION, MAX_STRIDE_BYTES
 
 TEMPLATES = resource_dir("templates")
 
@@ -84,16 +85,14 @@ def _tensor_map_clauses(plan, maps: list) -> list:
     types = {p.name: p.type for p in plan.parameters}
     clauses = []
     for recipe in maps:
-        for kind, name in recipe["shape"]:
+        # (entry, its largest value); a 32-bit parameter cannot exceed either.
+        limits = [(entry, MAX_DIMENSION) for entry in recipe["shape"]]
+        limits.append((recipe["row_stride"], MAX_STRIDE_BYTES // recipe["itemsize"] - 1))
+        for (kind, name), largest in limits:
             if kind == "param":
                 clauses.append(f"{name} >= 1")
                 if types[name].bits > 32:
-                    clauses.append(f"(uint64_t){name} <= 4294967296ull")
-        kind, name = recipe["row_stride"]
-        if kind == "param":
-            clauses.append(f"{name} >= 1")
-            if types[name].bits > 32:
-                clauses.append(f"(uint64_t){name} < (1ull << 40) / {recipe['itemsize']}")
+                    clauses.append(f"(uint64_t){name} <= {largest}ull")
     return list(dict.fromkeys(clauses))
 
 

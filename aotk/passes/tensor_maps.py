@@ -25,6 +25,10 @@ from ..ir.kir import descriptor_operands
 SWIZZLE_BYTES = 128       # the box's inner extent: one swizzle panel
 MAX_BOX_ROWS = 256        # cuTensorMapEncodeTiled: boxDim[i] <= 256
 TMA_ALIGNMENT = 16        # global address and strides: multiples of 16 bytes
+MAX_DIMENSION = 2 ** 32   # globalDim[i] from 1 to 2^32
+MAX_STRIDE_BYTES = 2 ** 40   # globalStrides[i] below 2^40
+TENSOR_MAP_BYTES = 128    # a CUtensorMap, 64-byte aligned wherever it is passed
+TENSOR_MAP_ALIGNMENT = 64
 # cuTensorMapDataType per element type (the driver's enum values).
 DATA_TYPES = {"int8": 0, "uint8": 0, "uint16": 1, "int16": 1, "uint32": 2, "int32": 3,
               "uint64": 4, "int64": 5, "float16": 6, "float32": 7, "float64": 8,
@@ -86,7 +90,7 @@ def tensor_map_recipe(op, function) -> TensorMapRecipe | None:
         return None
     if entries[3] != ("value", 1) or not _multiple_of_16_bytes(entries[2], by_name, itemsize):
         return None
-    if any(kind == "value" and not 0 < n < 2 ** 32 for kind, n in entries[:2]):
+    if any(kind == "value" and not 0 < n <= MAX_DIMENSION for kind, n in entries[:2]):
         return None
     if columns * itemsize % SWIZZLE_BYTES or rows > MAX_BOX_ROWS or element.name not in DATA_TYPES:
         return None

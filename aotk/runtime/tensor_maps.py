@@ -11,14 +11,12 @@ from __future__ import annotations
 import ctypes
 
 from ..errors import AotkError
+from ..passes.tensor_maps import (MAX_DIMENSION, MAX_STRIDE_BYTES, TENSOR_MAP_ALIGNMENT,
+                                  TENSOR_MAP_BYTES)
 
-TENSOR_MAP_BYTES = 128
-TENSOR_MAP_ALIGNMENT = 64
 SWIZZLE_128B = 3            # CUtensorMapSwizzle
 L2_PROMOTION_256B = 3       # CUtensorMapL2promotion
 OOB_FILL_NONE = 0           # CUtensorMapFloatOOBfill: zeros outside the tensor
-MAX_DIMENSION = 2 ** 32
-MAX_STRIDE_BYTES = 2 ** 40
 
 _encode = None
 
