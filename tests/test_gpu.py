@@ -104,10 +104,13 @@ def test_jit_reuses_tensor_maps_of_repeated_arguments():
         pytest.skip("TMA builds exist on sm_90 only")
     from aotk.runtime import tensor_maps
     tensor_maps._encoded.clear()
-    _descriptor_matmul(torch, 512, 512, 256)
+    # The first call's tensors stay alive, so the second call's (from torch's caching
+    # allocator) cannot reuse their addresses.
+    first = _descriptor_matmul(torch, 512, 512, 256)
     assert len(tensor_maps._encoded) == 2
     encoded = dict(tensor_maps._encoded)
     a, b, out = _descriptor_matmul(torch, 512, 512, 256)   # fresh tensors: new addresses
+    del first
     assert len(tensor_maps._encoded) == 4
     reference = a.float() @ b.float()
     assert (torch.linalg.norm(out.float() - reference) / torch.linalg.norm(reference)) < 1e-2
