@@ -16,7 +16,8 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from .llvm_types import I16, I32, I64, llvm_type
-from .views import logical_indices, row_major_index
+from .registry import lowering, scratch
+from .shared import row_major_index
 
 _PTX_OP = {"add": "add", "max": "max", "min": "min", "and": "and", "or": "or", "xor": "xor",
            "xchg": "exch"}
@@ -66,10 +67,10 @@ def _has_bf16_atom_add(target: str) -> bool:
     return int(target.split("_")[1].rstrip("a")) >= 90
 
 
-def _bf16_add_loop(lowering, address, predicate, value, qualifiers: str):
+def _bf16_add_loop(ctx, address, predicate, value, qualifiers: str):
     """bf16 atomic add as a compare-and-swap loop; returns the old bits (i16)."""
-    b = lowering.builder
-    kernel = lowering.kernel
+    b = ctx.builder
+    kernel = ctx.kernel
     start = b.block
     first_try, loop, done = (kernel.append_basic_block(f"bf16_add.{part}")
                              for part in ("load", "loop", "done"))
@@ -99,25 +100,27 @@ def _bf16_add_loop(lowering, address, predicate, value, qualifiers: str):
     return old
 
 
-def lower_atomic(lowering, op) -> list:
-    b = lowering.builder
+@lowering("atomic_rmw", "atomic_cas")
+def lower_atomic(ctx, op) -> list:
+    """The old values (registers in the pointer's natural layout), however the result is used."""
+    b = ctx.builder
     pointer = op.operands[0]
-    layout = lowering.natural_layout(pointer)
+    layout = ctx.plan.natural(pointer)
     element = op.result.element
-    addresses = lowering.regs(pointer, layout)
+    addresses = ctx.regs(pointer, layout)
     qualifiers = f".{op.attrs['sem']}.{op.attrs['scope']}"
     if op.opcode == "atomic_cas":
-        operand_regs = [lowering.regs(v, layout) for v in op.operands[1:3]]
+        operand_regs = [ctx.regs(v, layout) for v in op.operands[1:3]]
         masks = None
         instruction = f"atom.global{qualifiers}.cas.b{element.bits}"
     else:
-        operand_regs = [lowering.regs(op.operands[1], layout)]
-        masks = lowering.regs(op.operands[2], layout) if op.attrs.get("has_mask") else None
+        operand_regs = [ctx.regs(op.operands[1], layout)]
+        masks = ctx.regs(op.operands[2], layout) if op.attrs.get("has_mask") else None
         kind = op.attrs["kind"]
         instruction = f"atom.global{qualifiers}.{_PTX_OP[kind]}.{_ptx_type(kind, element)}"
-    owner = lowering.owner(pointer, layout)
+    owner = ctx.threads.owner(pointer, layout)
     loop_bf16 = op.opcode == "atomic_rmw" and element.is_bf16() and \
-        not _has_bf16_atom_add(lowering.target)
+        not _has_bf16_atom_add(ctx.target)
     old = []
     for index, address in enumerate(addresses):
         predicate = masks[index] if masks is not None else None
@@ -125,33 +128,34 @@ def lower_atomic(lowering, op) -> list:
             predicate = owner if predicate is None else b.and_(predicate, owner)
         values = [regs[index] for regs in operand_regs]
         if loop_bf16:
-            word = _bf16_add_loop(lowering, address, predicate, values[0], qualifiers)
+            word = _bf16_add_loop(ctx, address, predicate, values[0], qualifiers)
         else:
             word = emit_atom(b, instruction, address, predicate,
                              [_to_word(b, v, element) for v in values], element.bits)
         old.append(_from_word(b, word, element))
-    if owner is not None and op.result in lowering.plan.demands:
-        old = _share_with_replicas(lowering, op.result, layout, old, owner)
-    return old
+    if owner is not None and op.result in ctx.plan.demands:
+        old = _share_with_replicas(ctx, op.result, layout, old, owner)
+    return [old]
 
 
-def _share_with_replicas(lowering, value, layout, registers, owner):
+def _share_with_replicas(ctx, value, layout, registers, owner):
     """Owners write their old values to shared memory; every thread reads its elements."""
-    b = lowering.builder
+    b = ctx.builder
     memory_type = llvm_type(value.element)
     size = ir.Constant(I32, value.element.itemsize)
-    addresses = [lowering.shared_pointer(b.mul(row_major_index(b, indices, value.type.shape),
+    addresses = [ctx.shared.pointer(b.mul(row_major_index(b, indices, value.type.shape),
                                                 size), memory_type)
-                 for indices in logical_indices(lowering, value, layout)]
-    lowering.begin_shared_use()
+                 for indices in ctx.threads.logical_indices(value, layout)]
+    ctx.shared.begin_use()
     with b.if_then(owner):
         for register, address in zip(registers, addresses):
             b.store(register, address)
-    lowering.barrier()
+    ctx.shared.barrier()
     return [b.load(address, typ=memory_type) for address in addresses]
 
 
-def shared_bytes_needed(op, plan) -> int:
+@scratch("atomic_rmw", "atomic_cas")
+def atomic_scratch_bytes(plan, op) -> int:
     """Scratch bytes for handing old values to replicas: 0 when no thread holds a replica or
     the old values are unused."""
     if op.result not in plan.demands:

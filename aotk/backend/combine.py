@@ -15,9 +15,9 @@ import llvmlite.ir as ir
 from ..passes.layouts import SCALAR
 
 
-def combine_named(lowering, element, combine: str, a, b):
+def combine_named(ctx, element, combine: str, a, b):
     """a (+) b for the named combines; max/min on floats ignore NaN (maxnum/minnum)."""
-    bld = lowering.builder
+    bld = ctx.builder
     if combine in ("add", "mul"):
         if element.is_floating():
             return bld.fadd(a, b) if combine == "add" else bld.fmul(a, b)
@@ -26,29 +26,29 @@ def combine_named(lowering, element, combine: str, a, b):
         return bld.xor(a, b)
     if element.is_floating():
         name = f"llvm.{'maxnum' if combine == 'max' else 'minnum'}.{a.type.intrinsic_name}"
-        fn = lowering.module.globals.get(name) or ir.Function(
-            lowering.module, ir.FunctionType(a.type, [a.type, a.type]), name=name)
+        fn = ctx.module.globals.get(name) or ir.Function(
+            ctx.module, ir.FunctionType(a.type, [a.type, a.type]), name=name)
         return bld.call(fn, [a, b])
     compare = bld.icmp_signed if element.is_int_signed() else bld.icmp_unsigned
     return bld.select(compare(">" if combine == "max" else "<", a, b), a, b)
 
 
-def combine_region(lowering, region, first: tuple, second: tuple) -> tuple:
+def combine_region(ctx, region, first: tuple, second: tuple) -> tuple:
     """Lowers the combine region once on (first + second); returns what it yields."""
     arguments = [[register] for register in tuple(first) + tuple(second)]
     layouts = [SCALAR] * len(region.terminator.operands)
     # The region is lowered afresh at every step: each step binds its own arguments.
-    yielded = lowering._lower_region(region, arguments, layouts)
+    yielded = ctx.lower_region(region, arguments, layouts)
     return tuple(registers[0] for registers in yielded)
 
 
-def combiner(lowering, op):
+def combiner(ctx, op):
     """``merge(first, second) -> tuple`` for a reduce/scan op without indices."""
     if op.regions:
         region = op.regions[0]
-        return lambda first, second: combine_region(lowering, region, first, second)
+        return lambda first, second: combine_region(ctx, region, first, second)
     element, combine = op.operands[0].element, op.attrs["combine"]
-    return lambda first, second: (combine_named(lowering, element, combine, first[0],
+    return lambda first, second: (combine_named(ctx, element, combine, first[0],
                                                 second[0]),)
 
 
@@ -57,9 +57,9 @@ def scratch_bytes(element) -> int:
     return max(4, element.itemsize)
 
 
-def select_tuple(lowering, condition, first: tuple, second: tuple) -> tuple:
+def select_tuple(ctx, condition, first: tuple, second: tuple) -> tuple:
     """Per component: first where ``condition`` holds, else second."""
-    return tuple(lowering.builder.select(condition, a, b) for a, b in zip(first, second))
+    return tuple(ctx.builder.select(condition, a, b) for a, b in zip(first, second))
 
 
 def axis_geometry(blocked, size: int, axis: int) -> tuple:
@@ -75,13 +75,13 @@ def axis_geometry(blocked, size: int, axis: int) -> tuple:
     return per_thread, lanes, warps, repeats
 
 
-def axis_coordinates(lowering, blocked, axis: int, lanes: int, warps: int) -> tuple:
+def axis_coordinates(ctx, blocked, axis: int, lanes: int, warps: int) -> tuple:
     """This thread's lane and warp coordinates along ``axis`` within its group of ``lanes``
     lanes and ``warps`` warps (see ``axis_geometry``)."""
-    bld = lowering.builder
+    bld = ctx.builder
     lane_stride, warp_stride = blocked.strides(axis)
-    lane = bld.urem(bld.udiv(lowering.lane, ir.Constant(ir.IntType(32), lane_stride)),
+    lane = bld.urem(bld.udiv(ctx.threads.lane, ir.Constant(ir.IntType(32), lane_stride)),
                     ir.Constant(ir.IntType(32), lanes))
-    warp = bld.urem(bld.udiv(lowering.warp, ir.Constant(ir.IntType(32), warp_stride)),
+    warp = bld.urem(bld.udiv(ctx.threads.warp, ir.Constant(ir.IntType(32), warp_stride)),
                     ir.Constant(ir.IntType(32), warps))
     return lane, warp

@@ -17,30 +17,24 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from ..semantic.debug import index_widths
-from .llvm_types import I8, I32, I64
-from .views import logical_indices
+from .llvm_types import I8, I32, I64, declare_function
+from .geometry import special_register
+from .registry import lowering
 
 GENERIC_POINTER = ir.PointerType()
 
 
-def _declare(module, name, return_type, argument_types):
-    function = module.globals.get(name)
-    if function is None:
-        function = ir.Function(module, ir.FunctionType(return_type, argument_types), name=name)
-    return function
-
-
-def _string(lowering, text: str, stem: str):
+def _string(ctx, text: str, stem: str):
     """A NUL-terminated constant in global memory, as a generic pointer."""
     data = bytearray(text.encode("ascii", "backslashreplace") + b"\0")
-    module = lowering.module
+    module = ctx.module
     name = f"{stem}_{sum(1 for g in module.global_values if g.name.startswith(stem))}"
     array = ir.ArrayType(I8, len(data))
     variable = ir.GlobalVariable(module, array, name, addrspace=1)
     variable.global_constant = True
     variable.linkage = "internal"
     variable.initializer = ir.Constant(array, data)
-    return lowering.builder.addrspacecast(variable, GENERIC_POINTER)
+    return ctx.builder.addrspacecast(variable, GENERIC_POINTER)
 
 
 def _format(element, hex_bits: bool) -> str:
@@ -64,15 +58,12 @@ def _vararg(builder, register, element, hex_bits: bool):
     return register
 
 
-def _vprintf(lowering, format_pointer, arguments):
-    b = lowering.builder
-    vprintf = _declare(lowering.module, "vprintf", I32, [GENERIC_POINTER, GENERIC_POINTER])
+def _vprintf(ctx, format_pointer, arguments):
+    b = ctx.builder
+    vprintf = declare_function(ctx.module, "vprintf", I32, [GENERIC_POINTER, GENERIC_POINTER])
     buffer_type = ir.LiteralStructType([a.type for a in arguments])
     # One buffer per argument layout, reused by every call: the stack frame stays small.
-    buffers = lowering.__dict__.setdefault("printf_buffers", {})
-    if buffer_type not in buffers:
-        buffers[buffer_type] = lowering.prologue.alloca(buffer_type, name="printf_args")
-    buffer = buffers[buffer_type]
+    buffer = ctx.entry_alloca(buffer_type, "printf_args")
     for index, argument in enumerate(arguments):
         slot = b.gep(buffer, [ir.Constant(I32, 0), ir.Constant(I32, index)], inbounds=True)
         b.store(argument, slot)
@@ -80,28 +71,29 @@ def _vprintf(lowering, format_pointer, arguments):
                      if buffer.type.addrspace else buffer])
 
 
-def _guarded(lowering, predicate, emit):
+def _guarded(ctx, predicate, emit):
     if predicate is None:
         emit()
         return
-    with lowering.builder.if_then(predicate):
+    with ctx.builder.if_then(predicate):
         emit()
 
 
-def lower_print(lowering, op):
-    b = lowering.builder
+@lowering("device_print")
+def lower_print(ctx, op):
+    b = ctx.builder
     prefix, hex_bits = op.attrs["prefix"], op.attrs.get("hex", False)
-    pids = [lowering._sreg(f"ctaid.{axis}", f"pid_{axis}") for axis in "xyz"]
+    pids = [special_register(b, f"ctaid.{axis}", f"pid_{axis}") for axis in "xyz"]
     if not op.operands:
-        owner = b.icmp_unsigned("==", lowering.tid, ir.Constant(I32, 0))
+        owner = b.icmp_unsigned("==", ctx.threads.tid, ir.Constant(I32, 0))
         text = "pid (%u, %u, %u)" + prefix.replace("%", "%%") + "\n"
-        _guarded(lowering, owner,
-                 lambda: _vprintf(lowering, _string(lowering, text, "printf_format"), pids))
+        _guarded(ctx, owner,
+                 lambda: _vprintf(ctx, _string(ctx, text, "printf_format"), pids))
         return
     for number, value in enumerate(op.operands):
-        layout = lowering.natural_layout(value)
-        registers = lowering.regs(value, layout)
-        indices = logical_indices(lowering, value, layout)
+        layout = ctx.plan.natural(value)
+        registers = ctx.regs(value, layout)
+        indices = ctx.threads.logical_indices(value, layout)
         which = f"(operand {number}) " if len(op.operands) > 1 else ""
         index_text = ", ".join(f"%{w}u" for w in index_widths(value.type.shape))
         text = (f"pid (%u, %u, %u) idx ({index_text}){prefix.replace('%', '%%')}{which}"
@@ -109,38 +101,35 @@ def lower_print(lowering, op):
         element = value.element
 
         def emit(registers=registers, indices=indices, text=text, element=element):
-            format_pointer = _string(lowering, text, "printf_format")
+            format_pointer = _string(ctx, text, "printf_format")
             for register, index in zip(registers, indices):
-                _vprintf(lowering, format_pointer,
+                _vprintf(ctx, format_pointer,
                          pids + list(index) + [_vararg(b, register, element, hex_bits)])
-        _guarded(lowering, lowering.owner(value, layout), emit)
+        _guarded(ctx, ctx.threads.owner(value, layout), emit)
 
 
-def lower_assert(lowering, op):
-    b = lowering.builder
+@lowering("device_assert")
+def lower_assert(ctx, op):
+    b = ctx.builder
     (condition,) = op.operands
-    registers = lowering.regs(condition, lowering.natural_layout(condition))
+    registers = ctx.regs(condition, ctx.plan.natural(condition))
     failed = None
     for register in registers:
         bad = b.not_(register)
         failed = bad if failed is None else b.or_(failed, bad)
     filename, line = (op.loc[0], op.loc[1]) if op.loc else ("<unknown>", 0)
-    assertfail = _declare(lowering.module, "__assertfail", ir.VoidType(),
+    assertfail = declare_function(ctx.module, "__assertfail", ir.VoidType(),
                           [GENERIC_POINTER, GENERIC_POINTER, I32, GENERIC_POINTER, I64])
 
     def emit():
-        b.call(assertfail, [_string(lowering, op.attrs["message"], "assert_message"),
-                            _string(lowering, filename, "assert_file"), ir.Constant(I32, line),
-                            _string(lowering, op.attrs["function"], "assert_function"),
+        b.call(assertfail, [_string(ctx, op.attrs["message"], "assert_message"),
+                            _string(ctx, filename, "assert_file"), ir.Constant(I32, line),
+                            _string(ctx, op.attrs["function"], "assert_function"),
                             ir.Constant(I64, 1)])
-    _guarded(lowering, failed, emit)
-    lowering.barrier()
+    _guarded(ctx, failed, emit)
+    ctx.shared.barrier()
 
 
-def lower_debug_op(lowering, op):
-    if op.opcode == "debug_barrier":
-        lowering.barrier()
-    elif op.opcode == "device_print":
-        lower_print(lowering, op)
-    else:
-        lower_assert(lowering, op)
+@lowering("debug_barrier")
+def lower_debug_barrier(ctx, op):
+    ctx.shared.barrier()

@@ -1,4 +1,5 @@
-"""kir element types -> llvmlite IR types (bfloat included, which llvmlite lacks)."""
+"""kir element types -> llvmlite IR types (bfloat included, which llvmlite lacks), and the
+small IR-building helpers every op family uses (constants, declared functions, inline asm)."""
 from __future__ import annotations
 
 import struct
@@ -41,3 +42,29 @@ def llvm_type(element) -> ir.Type:
         return {16: BFloatType() if element.is_bf16() else ir.HalfType(), 32: ir.FloatType(),
                 64: ir.DoubleType()}[element.bits]
     return ir.IntType(element.bits)
+
+
+def constant(element, value) -> ir.Constant:
+    """``value`` as an LLVM constant of ``element``'s register type (integers wrap)."""
+    ty = llvm_type(element)
+    if element.is_floating():
+        return ir.Constant(ty, float(value))
+    if element.is_bool():
+        return ir.Constant(I1, int(bool(value)))
+    return ir.Constant(ty, int(value) & ((1 << element.bits) - 1) if not element.is_ptr() else int(value))
+
+
+def declare_function(module, name: str, return_type, argument_types):
+    """The module's function ``name``, declared on first use."""
+    function = module.globals.get(name)
+    if function is None:
+        function = ir.Function(module, ir.FunctionType(return_type, argument_types), name=name)
+    return function
+
+
+def inline_asm(builder, text: str, constraints: str, args, return_type=ir.VoidType(),
+               side_effect=True):
+    """Calls PTX ``text`` with ``args`` bound to its ``constraints``; returns the result."""
+    function_type = ir.FunctionType(return_type, [a.type for a in args])
+    return builder.call(ir.InlineAsm(function_type, text, constraints, side_effect=side_effect),
+                        args)

@@ -1,7 +1,11 @@
-"""Global-memory access as predicated PTX: one ``ld``/``st`` per vector, never a branch.
+"""``load``, ``store`` and ``hint`` -> predicated PTX: one ``ld``/``st`` per vector, never a
+branch.
 
-In: an address (i64), an optional predicate (i1), the element type and vector width.
-Out: inline-asm calls such as ``@p ld.global.v4.b32 {...}, [addr];``. Inline asm pins the
+In: the op, its pointers, masks and values in the op's layout (a load: its result's home; a
+store: the natural layout of its rank, see ``passes.layouts``), and the vector width the
+layout pass proved legal. Out: inline-asm calls such as ``@p ld.global.v4.b32 {...},
+[addr];`` (``emit_load`` / ``emit_store``, which ``backend.pipeline`` reuses). A store is
+predicated on its mask and on the thread owning each element, so replicas write nothing. Inline asm pins the
 exact instruction the axis info licensed (the width is proven, not hoped for) and keeps
 masked lanes as predicates. Both loads and stores are marked as having side effects so
 LLVM keeps their order relative to each other.
@@ -10,7 +14,9 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from .llvm_types import I8, I16, I32, llvm_type
+from ..passes.layouts import SCALAR
+from .llvm_types import I8, I16, I32, constant, llvm_type
+from .registry import lowering, value_lowering
 
 
 def _memory_type(element):
@@ -141,3 +147,61 @@ def _from_memory(builder, value, element):
         return builder.icmp_unsigned("!=", value, ir.Constant(I8, 0))
     return value
 
+
+
+def vector_groups(ctx, op, layout, count) -> list:
+    """Register indices grouped into vector accesses along the fastest dimension."""
+    width = ctx.plan.vector_width.get(op, 1)
+    if layout is SCALAR:
+        return [[0]]
+    dist = ctx.threads.distribution(layout, op.operands[0].type.shape)
+    fastest = layout.blocked.order[0]
+    rank = len(op.operands[0].type.shape)
+    if layout.parent_axis(rank - 1) != fastest:
+        width = 1
+    width = min(width, min(layout.blocked.size_per_thread[fastest], dist.embedded[fastest]))
+    return [list(range(i, i + width)) for i in range(0, count, width)]
+
+
+@value_lowering("load")
+def lower_load(ctx, op, layout):
+    pointers = ctx.regs(op.operands[0], layout)
+    has_mask, has_other = op.attrs.get("has_mask"), op.attrs.get("has_other")
+    masks = ctx.regs(op.operands[1], layout) if has_mask else None
+    element = op.result.element
+    if has_other:
+        others = ctx.regs(op.operands[2], layout)
+    else:
+        others = [constant(element, 0)] * len(pointers)
+    out = []
+    for group in vector_groups(ctx, op, layout, len(pointers)):
+        out += emit_load(ctx.builder, pointers[group[0]],
+                         masks[group[0]] if masks is not None else None, element, len(group),
+                         [others[i] for i in group], op.attrs.get("cache", ""),
+                         op.attrs.get("eviction", ""), op.attrs.get("volatile", False))
+    return out
+
+
+@lowering("store")
+def lower_store(ctx, op):
+    pointer = op.operands[0]
+    # Stores anchor the natural layout of their rank (see passes.layouts).
+    layout = ctx.plan.rank_layout(pointer)
+    pointers = ctx.regs(pointer, layout)
+    values = ctx.regs(op.operands[1], layout)
+    masks = ctx.regs(op.operands[2], layout) if op.attrs.get("has_mask") else None
+    b = ctx.builder
+    owner = ctx.threads.owner(pointer, layout)
+    element = pointer.element.element_ty
+    for group in vector_groups(ctx, op, layout, len(pointers)):
+        predicate = masks[group[0]] if masks is not None else None
+        if owner is not None:
+            predicate = owner if predicate is None else b.and_(predicate, owner)
+        emit_store(b, pointers[group[0]], predicate, element, [values[i] for i in group],
+                   op.attrs.get("cache", ""), op.attrs.get("eviction", ""))
+
+
+@value_lowering("hint")
+def lower_hint(ctx, op, layout):
+    """Hints only inform axis info; the value passes through."""
+    return ctx.regs(op.operands[0], layout)

@@ -22,9 +22,8 @@ import llvmlite.ir as ir
 
 from ..passes.layouts import SCALAR, Layout
 from ..passes.mma_layout import MMA_TILE
-from .llvm_types import I32, llvm_type
+from .llvm_types import I32, inline_asm, llvm_type
 from .swizzle import CHUNK_BYTES, aligned_tile_bytes, tile_of
-from .views import logical_indices
 
 F32 = ir.FloatType()
 MMA_K = 16
@@ -42,64 +41,59 @@ def shared_bytes_needed(op) -> int:
     return aligned_tile_bytes(tile_of(a)) + tile_of(b).bytes
 
 
-def _asm(lowering, text, constraints, return_type, args):
-    function_type = ir.FunctionType(return_type, [a.type for a in args])
-    return lowering.builder.call(ir.InlineAsm(function_type, text, constraints,
-                                              side_effect=False), args)
-
-
-def store_tile(lowering, value, byte_base: int, offset_of):
+def store_tile(ctx, value, byte_base: int, offset_of):
     """Writes a 2-d block from its natural layout into shared memory at ``byte_base``, in
     vector stores of up to 16 bytes of each thread's contiguous run; ``offset_of(builder,
     row, column)`` gives an element's byte offset (i32) in the tile."""
-    b = lowering.builder
-    layout = Layout(lowering.plan.blocked_by_rank[2])
+    b = ctx.builder
+    layout = Layout(ctx.plan.blocked_by_rank[2])
     element = value.element
-    registers = lowering.regs(value, layout)
-    indices = logical_indices(lowering, value, layout)
+    registers = ctx.regs(value, layout)
+    indices = ctx.threads.logical_indices(value, layout)
     run = min(layout.blocked.size_per_thread[1], value.type.shape[1])
     piece = max(1, min(run, 16 // element.itemsize))
     for start in range(0, len(registers), piece):
         row, column = indices[start]
         offset = b.add(ir.Constant(I32, byte_base), offset_of(b, row, column))
         if piece == 1:
-            b.store(registers[start], lowering.shared_pointer(offset, llvm_type(element)))
+            b.store(registers[start], ctx.shared.pointer(offset, llvm_type(element)))
             continue
         vector_type = ir.VectorType(llvm_type(element), piece)
         vector = ir.Constant(vector_type, None)
         for lane in range(piece):
             vector = b.insert_element(vector, registers[start + lane], ir.Constant(I32, lane))
-        b.store(vector, lowering.shared_pointer(offset, vector_type),
+        b.store(vector, ctx.shared.pointer(offset, vector_type),
                 align=piece * element.itemsize)
 
 
-def place_operands(lowering, a, b, b_base: int, a_offset_of, b_offset_of, before_barrier=None):
+def place_operands(ctx, a, b, b_base: int, a_offset_of, b_offset_of, before_barrier=None):
     """Where a tensor-core dot's operands sit in shared memory: (root, a base, b base), the
     scratch buffer's 32-bit shared-window address and i32 byte offsets from it. Operands
     that a pipelined loop staged (``shared_read``) are in its stage, made visible by its
     ``async_wait``; others the threads store (``store_tile`` with each offset function) at
     0 and ``b_base``, then run ``before_barrier`` (if any) and a barrier."""
-    builder = lowering.builder
+    builder = ctx.builder
     c = lambda v: ir.Constant(I32, v)   # noqa: E731
     if staged(a) and staged(b):
-        root = builder.ptrtoint(lowering.pipeline_pointer(c(0)), I32)
-        return (root,) + tuple(lowering.staged_buffers[v.owner.attrs["buffer"]].stage_base(
-            builder, lowering.regs(v.owner.operands[0], SCALAR)[0]) for v in (a, b))
-    lowering.begin_shared_use()
-    store_tile(lowering, a, 0, a_offset_of)
-    store_tile(lowering, b, b_base, b_offset_of)
+        root = builder.ptrtoint(ctx.shared.stage_pointer(c(0)), I32)
+        return (root,) + tuple(ctx.pipeline.staged[v.owner.attrs["buffer"]].stage_base(
+            builder, ctx.regs(v.owner.operands[0], SCALAR)[0]) for v in (a, b))
+    ctx.shared.begin_use()
+    store_tile(ctx, a, 0, a_offset_of)
+    store_tile(ctx, b, b_base, b_offset_of)
     if before_barrier is not None:
         before_barrier(builder)
-    lowering.barrier()
-    return builder.ptrtoint(lowering.shared_pointer(c(0), ir.IntType(8)), I32), c(0), c(b_base)
+    ctx.shared.barrier()
+    return builder.ptrtoint(ctx.shared.pointer(c(0), ir.IntType(8)), I32), c(0), c(b_base)
 
 
-def _ldmatrix(lowering, address, transpose: bool):
+def _ldmatrix(ctx, address, transpose: bool):
     """Four 8x8 b16 matrices; lane l supplies the address of row l % 8 of matrix l / 8."""
     text = ("ldmatrix.sync.aligned.m8n8.x4" + (".trans" if transpose else "") +
             ".shared.b16 {$0, $1, $2, $3}, [$4];")
-    result = _asm(lowering, text, "=r,=r,=r,=r,r", ir.LiteralStructType([I32] * 4), [address])
-    return [lowering.builder.extract_value(result, i) for i in range(4)]
+    result = inline_asm(ctx.builder, text, "=r,=r,=r,=r,r", [address],
+                        ir.LiteralStructType([I32] * 4), side_effect=False)
+    return [ctx.builder.extract_value(result, i) for i in range(4)]
 
 
 def _instruction(element) -> tuple:
@@ -113,22 +107,22 @@ def _instruction(element) -> tuple:
     return 16, f"mma.sync.aligned.m16n8k16.row.col.f32.{kind}.{kind}.f32 " + operands, "f"
 
 
-def lower_mma(lowering, op) -> list:
-    b = lowering.builder
+def lower_mma(ctx, op) -> list:
+    b = ctx.builder
     a, b_operand, acc = op.operands
-    layout = lowering.plan.mma[op]
+    layout = ctx.plan.mma[op]
     wm, wn = layout.warps_per_cta
     (m, k), (_, n) = a.type.shape, b_operand.type.shape
     element = a.element
     size = element.itemsize
     tile_a, tile_b = tile_of(a), tile_of(b_operand)
-    root, a_base, b_base = place_operands(lowering, a, b_operand, aligned_tile_bytes(tile_a),
+    root, a_base, b_base = place_operands(ctx, a, b_operand, aligned_tile_bytes(tile_a),
                                           tile_a.element_offset, tile_b.element_offset)
     # 32-bit shared-window addresses: ldmatrix takes them, and they cost half the adds.
     a_root, b_root = b.add(root, a_base), b.add(root, b_base)
 
     c = lambda v: ir.Constant(I32, v)   # noqa: E731
-    lane, warp = lowering.lane, lowering.warp
+    lane, warp = ctx.threads.lane, ctx.threads.warp
     warp_row = b.mul(b.urem(warp, c(wm)), c(MMA_TILE[0]))
     warp_col = b.mul(b.udiv(warp, c(wm)), c(MMA_TILE[1]))
     row_in_tile = b.urem(lane, c(16))        # ldmatrix: row supplied by this lane
@@ -162,7 +156,7 @@ def lower_mma(lowering, op) -> list:
             registers.append(b.bitcast(vector, I32))
         return registers
 
-    accumulator_regs = lowering.regs(acc, Layout(layout))
+    accumulator_regs = ctx.regs(acc, Layout(layout))
     widen = acc.element.bits == 16
     accumulators = [b.fpext(r, F32) if widen else r for r in accumulator_regs]
     accumulator_type = accumulators[0].type
@@ -177,7 +171,7 @@ def lower_mma(lowering, op) -> list:
         for tm in range(tiles_m):
             offset = tile_a.split_offset(b, lane_row, half, tm * layout.tile(0),
                                          kk // chunk_elements)
-            a_fragments.append(_ldmatrix(lowering, b.add(a_root, offset), False))
+            a_fragments.append(_ldmatrix(ctx, b.add(a_root, offset), False))
         if size != 2:
             b_fragments = [b_fragment(kk, tn) for tn in range(tiles_n)]
         else:
@@ -189,7 +183,7 @@ def lower_mma(lowering, op) -> list:
             for tn in range(0, tiles_n, 2):
                 offset = tile_b.split_offset(b, row_in_tile, lane_chunk, kk,
                                              tn * layout.tile(1) // chunk_elements)
-                regs = _ldmatrix(lowering, b.add(b_root, offset), True)
+                regs = _ldmatrix(ctx, b.add(b_root, offset), True)
                 b_fragments.append(regs[0:2])
                 if pair:
                     b_fragments.append(regs[2:4])
@@ -197,9 +191,11 @@ def lower_mma(lowering, op) -> list:
             for tn in range(tiles_n):
                 slots = [(2 * tm + i) * columns_per_thread_row + 2 * tn + j
                          for i in (0, 1) for j in (0, 1)]
-                result = _asm(lowering, mma_text, constraints,
-                              ir.LiteralStructType([accumulator_type] * 4),
-                              a_fragments[tm] + b_fragments[tn] + [accumulators[s] for s in slots])
+                result = inline_asm(b, mma_text, constraints,
+                                    a_fragments[tm] + b_fragments[tn] +
+                                    [accumulators[s] for s in slots],
+                                    ir.LiteralStructType([accumulator_type] * 4),
+                                    side_effect=False)
                 for index, slot in enumerate(slots):
                     accumulators[slot] = b.extract_value(result, index)
     if widen:

@@ -16,20 +16,21 @@ Shared memory: each pipelined loop's buffers are laid out from byte 0, operand a
 operand (then, for TMA, one mbarrier per stage: ``backend.tma``), each ``stages`` slots of a tile in the swizzled layout of ``backend.swizzle``
 (``passes.pipeline.staged_tile_bytes``: slots start on 128-byte lines, or on 1024-byte
 swizzle atoms for wgmma). Other shared memory used inside that loop sits above them
-(``KernelLowering.shared_floor``); loops are never live at the same time.
+(``SharedMemory.floor``); loops are never live at the same time.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import llvmlite.ir as ir
 
 from ..ir.kir import walk
 from ..passes.layouts import SCALAR
-from ..passes.pipeline import staged_tile_bytes
-from .llvm_types import I32, I64, llvm_type
-from .memory import emit_load
-from .views import logical_indices
+from ..passes.pipeline import MBARRIER_BYTES, staged_tile_bytes
+from .llvm_types import I32, I64, inline_asm, llvm_type
+from .memory import emit_load, vector_groups
+from .registry import lowering
 from .swizzle import SwizzledTile
-from .tma import MBARRIER_BYTES, TMA_LOWERING
 from .wgmma import proxy_fence
 
 
@@ -52,9 +53,17 @@ class StagedBuffer:
                            builder.mul(stage, ir.Constant(I32, self.stage_bytes)))
 
 
-def plan_buffers(function) -> tuple:
-    """({buffer id: StagedBuffer}, {pipelined loop number: bytes of its buffers},
-    {TMA loop number: offset of its mbarriers, one per stage after the stages})."""
+@dataclass
+class PipelineBuffers:
+    """Where the pipelined loops' operand stages and mbarriers sit in the scratch buffer."""
+    staged: dict             # buffer id (loop number, operand) -> StagedBuffer
+    loop_bytes: dict         # pipelined loop number -> bytes of its stages (and mbarriers)
+    mbarrier_offsets: dict   # TMA loop number -> offset of its mbarriers, one per stage
+
+
+def plan_buffers(function) -> PipelineBuffers:
+    """Lays out every pipelined loop's stages from byte 0, operand after operand, then its
+    mbarriers (TMA loops)."""
     found, tma_stages = {}, {}
     for op in walk(function.body):
         if op.opcode == "shared_read":
@@ -73,40 +82,36 @@ def plan_buffers(function) -> tuple:
     for loop, stages in tma_stages.items():
         mbarriers[loop] = totals[loop]
         totals[loop] += stages * MBARRIER_BYTES
-    return buffers, totals, mbarriers
+    return PipelineBuffers(buffers, totals, mbarriers)
 
 
-def _asm(builder, text, constraints, args):
-    function_type = ir.FunctionType(ir.VoidType(), [a.type for a in args])
-    builder.call(ir.InlineAsm(function_type, text, constraints, side_effect=True), args)
-
-
-def lower_async_copy(lowering, op):
-    b = lowering.builder
+@lowering("async_copy")
+def lower_async_copy(ctx, op):
+    b = ctx.builder
     pointer = op.operands[0]
     has_mask = op.attrs["has_mask"]
-    (stage,) = lowering.regs(op.operands[-1], SCALAR)
-    staged = lowering.staged_buffers[op.attrs["buffer"]]
-    layout = lowering.plan.natural(pointer)   # the tile's own layout (layouts.copy_layouts)
+    (stage,) = ctx.regs(op.operands[-1], SCALAR)
+    staged = ctx.pipeline.staged[op.attrs["buffer"]]
+    layout = ctx.plan.natural(pointer)   # the tile's own layout (layouts.copy_layouts)
     if op.attrs.get("first"):
         # Earlier shared-memory users may still read the bytes the prologue fills.
-        lowering.begin_shared_use()
-    pointers = lowering.regs(pointer, layout)
-    masks = lowering.regs(op.operands[1], layout) if has_mask else None
+        ctx.shared.begin_use()
+    pointers = ctx.regs(pointer, layout)
+    masks = ctx.regs(op.operands[1], layout) if has_mask else None
     element = staged.element
     size = element.itemsize
-    indices = logical_indices(lowering, pointer, layout)
-    owner = lowering.distribution(layout, pointer.type.shape).owner_predicate()
+    indices = ctx.threads.logical_indices(pointer, layout)
+    owner = ctx.threads.distribution(layout, pointer.type.shape).owner_predicate()
     base = staged.stage_base(b, stage)
-    shared_root = b.ptrtoint(lowering.pipeline_pointer(ir.Constant(I32, 0)), I32)
-    for group in lowering._vector_groups(op, layout, len(pointers)):
+    shared_root = b.ptrtoint(ctx.shared.stage_pointer(ir.Constant(I32, 0)), I32)
+    for group in vector_groups(ctx, op, layout, len(pointers)):
         row, column = indices[group[0]]
         offset = b.add(base, staged.tile_offset(b, row, column))
         destination = b.add(shared_root, offset)
         width_bytes = len(group) * size
         mask = masks[group[0]] if masks is not None else None
         if width_bytes < 4:
-            _copy_through_registers(lowering, pointers[group[0]], mask, owner, element,
+            _copy_through_registers(ctx, pointers[group[0]], mask, owner, element,
                                     len(group), offset)
             continue
         source_bytes = ir.Constant(I32, width_bytes)
@@ -116,19 +121,19 @@ def lower_async_copy(lowering, op):
         copy = f"cp.async.{kind}.shared.global [$0], [$1], {width_bytes}, $2;"
         source = b.ptrtoint(pointers[group[0]], I64)
         if owner is None:
-            _asm(b, copy, "r,l,r", [destination, source, source_bytes])
+            inline_asm(b, copy, "r,l,r", [destination, source, source_bytes])
         else:
-            _asm(b, "{ .reg .pred p; setp.ne.b32 p, $3, 0; @p " + copy + " }", "r,l,r,r",
+            inline_asm(b, "{ .reg .pred p; setp.ne.b32 p, $3, 0; @p " + copy + " }", "r,l,r,r",
                  [destination, source, source_bytes, b.zext(owner, I32)])
 
 
-def _copy_through_registers(lowering, pointer, mask, owner, element, width, offset):
+def _copy_through_registers(ctx, pointer, mask, owner, element, width, offset):
     """A vector too narrow for cp.async: load it (zero where masked) and store it."""
-    b = lowering.builder
+    b = ctx.builder
     values = emit_load(b, pointer, mask, element, width,
                        [ir.Constant(llvm_type(element), 0)] * width, "", "", False)
     for index, value in enumerate(values):
-        address = lowering.pipeline_pointer(
+        address = ctx.shared.stage_pointer(
             b.add(offset, ir.Constant(I32, index * element.itemsize)), llvm_type(element))
         if owner is None:
             b.store(value, address)
@@ -137,16 +142,16 @@ def _copy_through_registers(lowering, pointer, mask, owner, element, width, offs
                 b.store(value, address)
 
 
-def lower_async_commit(lowering, op):
-    _asm(lowering.builder, "cp.async.commit_group;", "", [])
+@lowering("async_commit")
+def lower_async_commit(ctx, op):
+    inline_asm(ctx.builder, "cp.async.commit_group;", "", [])
 
 
-def lower_async_wait(lowering, op):
-    _asm(lowering.builder, f"cp.async.wait_group {op.attrs['pending']};", "", [])
+@lowering("async_wait")
+def lower_async_wait(ctx, op):
+    inline_asm(ctx.builder, f"cp.async.wait_group {op.attrs['pending']};", "", [])
     if op.attrs.get("proxy_fence"):
-        proxy_fence(lowering.builder)
-    lowering.barrier()
+        proxy_fence(ctx.builder)
+    ctx.shared.barrier()
 
 
-ASYNC_LOWERING = {"async_copy": lower_async_copy, "async_commit": lower_async_commit,
-                  "async_wait": lower_async_wait, **TMA_LOWERING}

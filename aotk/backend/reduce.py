@@ -25,6 +25,7 @@ from ..ir import types as T
 from ..passes.layouts import Layout
 from .combine import axis_coordinates, axis_geometry, combiner, scratch_bytes
 from .llvm_types import I32, llvm_type
+from .registry import lowering, scratch
 
 FULL_MASK = 0xFFFFFFFF
 
@@ -43,9 +44,9 @@ def _identity(element, combine):
     return ir.Constant(ty, 0 if combine == "max" else (1 << bits) - 1)
 
 
-def _arg_combine(lowering, element, combine, first, second):
+def _arg_combine(ctx, element, combine, first, second):
     """(value, index) pairs; NaN counts as the worst value; ties keep the smaller index."""
-    bld = lowering.builder
+    bld = ctx.builder
     (v1, i1), (v2, i2) = first, second
     if element.is_floating():
         worst = _identity(element, combine)
@@ -61,13 +62,13 @@ def _arg_combine(lowering, element, combine, first, second):
     return bld.select(take, v2, v1), bld.select(take, i2, i1)
 
 
-def shuffle(lowering, value, lane_argument, mode: str):
+def shuffle(ctx, value, lane_argument, mode: str):
     """``shfl.sync.<mode>`` (bfly, up, down) of any scalar type, in 32-bit pieces."""
-    bld = lowering.builder
+    bld = ctx.builder
     fn_name = f"llvm.nvvm.shfl.sync.{mode}.i32"
     clamp = 0 if mode == "up" else 0x1F
-    fn = lowering.module.globals.get(fn_name) or ir.Function(
-        lowering.module, ir.FunctionType(I32, [I32, I32, I32, I32]), name=fn_name)
+    fn = ctx.module.globals.get(fn_name) or ir.Function(
+        ctx.module, ir.FunctionType(I32, [I32, I32, I32, I32]), name=fn_name)
     width = value.type.width if isinstance(value.type, ir.IntType) else \
         {"half": 16, "bfloat": 16, "float": 32, "double": 64}[str(value.type)]
     as_int = value if isinstance(value.type, ir.IntType) else bld.bitcast(value, ir.IntType(width))
@@ -95,8 +96,10 @@ def _component_elements(op) -> list:
     return [v.element for v in op.operands]
 
 
-def shared_bytes_needed(op, blocked) -> int:
+@scratch("reduce", "argreduce")
+def reduce_scratch_bytes(plan, op) -> int:
     """Scratch bytes a reduction needs for its cross-warp step (0 when one warp spans it)."""
+    blocked = plan.blocked_by_rank[len(op.operands[0].type.shape)]
     axis = op.attrs["axis"]
     _, _, warps, _ = axis_geometry(blocked, op.operands[0].type.shape[axis], axis)
     if warps == 1:
@@ -105,24 +108,25 @@ def shared_bytes_needed(op, blocked) -> int:
     return op.results[0].type.numel * warps * per_entry
 
 
-def lower_reduce(lowering, op) -> list:
+@lowering("reduce", "argreduce")
+def lower_reduce(ctx, op) -> list:
     """Registers of each result in the slice of the operands' natural layout along the axis."""
     operand = op.operands[0]
     axis = op.attrs["axis"]
     shape = operand.type.shape
-    blocked = lowering.plan.blocked_by_rank[len(shape)]
-    source = lowering.distribution(Layout(blocked), shape)
-    columns = [lowering.regs(v, Layout(blocked)) for v in op.operands]
+    blocked = ctx.plan.blocked_by_rank[len(shape)]
+    source = ctx.threads.distribution(Layout(blocked), shape)
+    columns = [ctx.regs(v, Layout(blocked)) for v in op.operands]
     if op.opcode == "argreduce":
         element, combine = operand.element, op.attrs["combine"]
         indices = source.axis_indices(axis)
         items = [(value, indices[slot[axis]]) for value, slot in zip(columns[0], source.slots())]
 
         def merge(first, second):
-            return _arg_combine(lowering, element, combine, first, second)
+            return _arg_combine(ctx, element, combine, first, second)
     else:
         items = list(zip(*columns))
-        merge = combiner(lowering, op)
+        merge = combiner(ctx, op)
     _, lanes, warps, _ = axis_geometry(blocked, shape[axis], axis)
 
     # 1. In-thread: one accumulator per result slot (the slot with the axis component 0).
@@ -137,28 +141,28 @@ def lower_reduce(lowering, op) -> list:
     while step < lanes:
         distance = ir.Constant(I32, lane_stride * step)
         for key, item in accumulators.items():
-            other = tuple(shuffle(lowering, value, distance, "bfly") for value in item)
+            other = tuple(shuffle(ctx, value, distance, "bfly") for value in item)
             accumulators[key] = merge(item, other)
         step *= 2
 
     result_layout = Layout(blocked, (axis,))
-    target = lowering.distribution(result_layout, op.results[0].type.shape)
+    target = ctx.threads.distribution(result_layout, op.results[0].type.shape)
     ordered = [accumulators[slot] for slot in target.slots()]
     if warps > 1:
-        ordered = _across_warps(lowering, op, ordered, target, result_layout, warps, merge)
+        ordered = _across_warps(ctx, op, ordered, target, result_layout, warps, merge)
     if op.opcode == "argreduce":
         return [[item[1] for item in ordered]]
     return [[item[c] for item in ordered] for c in range(len(op.results))]
 
 
-def _across_warps(lowering, op, ordered, target, result_layout, warps, merge) -> list:
+def _across_warps(ctx, op, ordered, target, result_layout, warps, merge) -> list:
     """3. Each warp's partials through shared memory: every lane along the axis holds the
     same values after step 2, so all write them (no predicate); replica warps write what
     their owner writes. One barrier, then each thread combines the partials it needs."""
-    bld = lowering.builder
+    bld = ctx.builder
     blocked = result_layout.blocked
     axis = op.attrs["axis"]
-    _, warp_coord = axis_coordinates(lowering, blocked, axis, 1, warps)
+    _, warp_coord = axis_coordinates(ctx, blocked, axis, 1, warps)
     shape = op.results[0].type.shape
     slot_axes = [target.axis_indices(a) for a in range(len(target.embedded))]
     elements = _component_elements(op)
@@ -172,7 +176,7 @@ def _across_warps(lowering, op, ordered, target, result_layout, warps, merge) ->
     def pointer(position, component):
         byte = bld.add(ir.Constant(I32, bases[component]),
                        bld.mul(position, ir.Constant(I32, scratch_bytes(elements[component]))))
-        return lowering.shared_pointer(byte, types[component])
+        return ctx.shared.pointer(byte, types[component])
 
     entries = []
     for slot in target.slots():
@@ -182,12 +186,12 @@ def _across_warps(lowering, op, ordered, target, result_layout, warps, merge) ->
             stride = math.prod(shape[dim + 1:])
             linear = bld.add(linear, bld.mul(slot_axes[parent][slot[parent]], ir.Constant(I32, stride)))
         entries.append(bld.mul(linear, ir.Constant(I32, warps)))
-    lowering.begin_shared_use()
+    ctx.shared.begin_use()
     for entry, item in zip(entries, ordered):
         position = bld.add(entry, warp_coord)
         for component, value in enumerate(item):
             bld.store(value, pointer(position, component))
-    lowering.barrier()
+    ctx.shared.barrier()
     combined = []
     for entry in entries:
         item = None

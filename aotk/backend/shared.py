@@ -1,12 +1,13 @@
 """The kernel's shared-memory scratch buffer: its size, pointers into it, the barriers that
 order its users, and layout conversions through it.
 
-In: the ``KernelLowering`` this mixes into (its function, plan, builder and registers).
-Out: one dynamic ``extern .shared`` array sized for the largest user, and the helpers every
-user goes through: ``begin_shared_use`` (a barrier when an earlier use may still be read),
-``shared_pointer`` (above a pipelined loop's operand stages while that loop runs),
-``pipeline_pointer`` (the stages themselves), ``barrier`` and ``_convert`` (a value from one
-layout to another, through rows padded so that reading down columns stays conflict-free).
+In: the kir function, its layout plan and the scratch sizes the op families registered
+(``backend.registry.scratch``). Out: one dynamic ``extern .shared`` array sized for the
+largest user, and the helpers every user goes through: ``begin_use`` (a barrier when an
+earlier use may still be read), ``pointer`` (above a pipelined loop's operand stages while
+that loop runs), ``stage_pointer`` (the stages themselves), ``barrier`` and ``convert`` (a
+value from one layout to another, through padded rows so that reading down columns stays
+free of bank conflicts).
 
 Each use (a layout conversion, a reduction's cross-warp step, a scan's, a shuffle, a dot's
 operands, an atomic's result broadcast) is live only from its first store to its last load,
@@ -18,42 +19,63 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from ..ir.kir import ATOMICS, COMBINING, SHUFFLES, walk
-from .atomics import shared_bytes_needed as atomic_bytes_needed
-from .dot import shared_bytes_needed as dot_bytes_needed
+from ..ir.kir import walk
 from .llvm_types import I8, I32, llvm_type
-from .mma import shared_bytes_needed as mma_bytes_needed
-from .reduce import shared_bytes_needed as reduce_bytes_needed
-from .scans import shared_bytes_needed as scan_bytes_needed
-from .views import padded_bytes, row_major_index, row_padding
-from .views import shared_bytes_needed as shuffle_bytes_needed
-from .wgmma import SWIZZLE_ATOM_BYTES
-from .wgmma import shared_bytes_needed as wgmma_bytes_needed
+from .registry import scratch_bytes_of
+from .swizzle import SWIZZLE_ATOM_BYTES
+
+
+def row_padding(shape, element) -> int:
+    """Elements added to each row so that consecutive rows start in different banks."""
+    if len(shape) < 2 or shape[-1] < 2:
+        return 0
+    return max(1, 4 // max(1, element.itemsize))
+
+
+def padded_bytes(shape, element) -> int:
+    """Bytes of a buffer of ``shape`` with padded rows."""
+    rows = 1
+    for s in shape[:-1]:
+        rows *= s
+    pitch = (shape[-1] if shape else 1) + row_padding(shape, element)
+    return rows * pitch * max(1, element.itemsize)
+
+
+def row_major_index(builder, indices, shape, padding=0):
+    """The linear index (i32) of an element in a row-major buffer with padded rows."""
+    linear = ir.Constant(I32, 0)
+    stride = 1
+    for dim in reversed(range(len(shape))):
+        term = indices[dim] if stride == 1 else builder.mul(indices[dim], ir.Constant(I32, stride))
+        linear = builder.add(linear, term)
+        stride *= shape[dim] + (padding if dim == len(shape) - 1 else 0)
+    return linear
 
 
 class SharedMemory:
-    """Mixed into ``KernelLowering``: needs ``function``, ``plan``, ``module``, ``builder``,
-    ``regs``/``distribution``, and ``_pipeline_bytes`` (bytes of each pipelined loop's
-    stages, from ``backend.pipeline.plan_buffers``)."""
+    """The scratch buffer of one kernel being lowered (see the module text)."""
 
-    def _shared_bytes_of(self, ops) -> int:
+    def __init__(self, module, builder, plan, threads, pipeline_bytes: dict):
+        self.module = module
+        self.builder = builder
+        self.plan = plan
+        self.threads = threads
+        # Bytes of each pipelined loop's operand stages (``backend.pipeline.plan_buffers``).
+        self.pipeline_bytes = pipeline_bytes
+        self.buffer = None
+        self.bytes = 0
+        # Whether an earlier use may still be read: the next use starts with a barrier.
+        self.in_use = False
+        # Bytes below which other users stay out while a pipelined loop's stages are live.
+        self.floor = 0
+
+    def _bytes_of(self, ops) -> int:
         """The largest scratch use among ``ops`` (nested ones included)."""
         plan = self.plan
         needed = 0
         for op in walk(ops):
-            if op.opcode in COMBINING and any(r in plan.demands for r in op.results):
-                blocked = plan.blocked_by_rank[len(op.operands[0].type.shape)]
-                sizing = scan_bytes_needed if op.opcode == "scan" else reduce_bytes_needed
-                needed = max(needed, sizing(op, blocked))
-            if op.opcode in SHUFFLES and op.result in plan.demands:
-                needed = max(needed, shuffle_bytes_needed(op))
-            if op.opcode == "dot" and op.result in plan.demands:
-                layout = plan.mma.get(op)
-                sizing = dot_bytes_needed if layout is None else (
-                    wgmma_bytes_needed if layout.instruction == "wgmma" else mma_bytes_needed)
-                needed = max(needed, sizing(op))
-            if op.opcode in ATOMICS:
-                needed = max(needed, atomic_bytes_needed(op, plan))
+            if plan.is_live(op):
+                needed = max(needed, scratch_bytes_of(plan, op))
             # Values computed in one layout (their home) and wanted in others: results,
             # and block arguments (a carried value needed outside its layout).
             values = list(op.results) + [a for region in op.regions for a in region.args]
@@ -63,48 +85,48 @@ class SharedMemory:
                     needed = max(needed, padded_bytes(value.type.shape, value.element))
         return needed
 
-    def _allocate_shared(self):
+    def allocate(self, function):
         """Declares the scratch buffer, sized for the largest user (see the module's text)."""
-        needed = self._shared_bytes_of(self.function.body)
-        for op in walk(self.function.body):
+        needed = self._bytes_of(function.body)
+        for op in walk(function.body):
             if op.opcode == "for" and op.attrs.get("pipeline") is not None:
-                needed = max(needed, self._pipeline_bytes[op.attrs["pipeline"]] +
-                             self._shared_bytes_of(op.regions[0].body))
+                needed = max(needed, self.pipeline_bytes[op.attrs["pipeline"]] +
+                             self._bytes_of(op.regions[0].body))
         if needed:
             # Dynamic shared memory (`extern .shared`): the launch passes its size, so a
             # kernel may use more than the 48 KB a static allocation is limited to.
             array = ir.ArrayType(I8, 0)
-            self._shared = ir.GlobalVariable(self.module, array, "shared_scratch", addrspace=3)
-            self._shared.linkage = "external"
+            self.buffer = ir.GlobalVariable(self.module, array, "shared_scratch", addrspace=3)
+            self.buffer.linkage = "external"
             # wgmma's swizzled tiles start on 1024-byte swizzle atoms (backend.wgmma).
-            self._shared.align = SWIZZLE_ATOM_BYTES if self.plan.uses_wgmma else 16
-            self.shared_bytes = needed
+            self.buffer.align = SWIZZLE_ATOM_BYTES if self.plan.uses_wgmma else 16
+            self.bytes = needed
 
     def barrier(self):
         asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), []), "bar.sync 0;", "", side_effect=True)
         self.builder.call(asm, [])
 
-    def begin_shared_use(self):
+    def begin_use(self):
         """Every user of the scratch buffer starts here: a barrier so that readers of the
         previous use are done, except for the first use, which has no predecessor."""
-        if self._shared_used:
+        if self.in_use:
             self.barrier()
-        self._shared_used = True
+        self.in_use = True
 
-    def shared_pointer(self, byte_offset, element_type):
+    def pointer(self, byte_offset, element_type):
         """A typed pointer ``byte_offset`` bytes into the scratch buffer (above the
         operand stages while a pipelined loop runs)."""
-        if self.shared_floor:
-            byte_offset = self.builder.add(byte_offset, ir.Constant(I32, self.shared_floor))
-        return self.pipeline_pointer(byte_offset, element_type)
+        if self.floor:
+            byte_offset = self.builder.add(byte_offset, ir.Constant(I32, self.floor))
+        return self.stage_pointer(byte_offset, element_type)
 
-    def pipeline_pointer(self, byte_offset, element_type=I8):
+    def stage_pointer(self, byte_offset, element_type=I8):
         """A typed pointer ``byte_offset`` bytes into the scratch buffer itself."""
-        address = self.builder.gep(self._shared, [ir.Constant(I32, 0), byte_offset])
+        address = self.builder.gep(self.buffer, [ir.Constant(I32, 0), byte_offset])
         return self.builder.bitcast(address, element_type.as_pointer(3))
 
-    # -- layout conversion through shared memory ---------------------------------------
-    def _shared_address(self, value, layout, slot_indices, dist):
+    # -- layout conversion ------------------------------------------------------------
+    def _address(self, value, layout, slot_indices):
         b = self.builder
         shape = value.type.shape
         indices = [slot_indices[layout.parent_axis(dim)] for dim in range(len(shape))]
@@ -113,26 +135,26 @@ class SharedMemory:
         linear = row_major_index(b, indices, shape, row_padding(shape, value.element))
         memory_type = I8 if value.element.is_bool() else llvm_type(value.element)
         byte = b.mul(linear, ir.Constant(I32, max(1, value.element.itemsize)))
-        return self.shared_pointer(byte, memory_type), memory_type
+        return self.pointer(byte, memory_type), memory_type
 
-    def _convert(self, value, source, target):
+    def convert(self, value, registers, source, target) -> list:
+        """``value``'s ``registers`` in layout ``source`` -> its registers in ``target``."""
         b = self.builder
-        src_dist = self.distribution(source, value.type.shape)
-        dst_dist = self.distribution(target, value.type.shape)
-        src_regs = self.regs(value, source)
+        src_dist = self.threads.distribution(source, value.type.shape)
+        dst_dist = self.threads.distribution(target, value.type.shape)
         src_axes = [src_dist.axis_indices(a) for a in range(len(src_dist.embedded))]
         dst_axes = [dst_dist.axis_indices(a) for a in range(len(dst_dist.embedded))]
-        self.begin_shared_use()
-        for reg, slot in zip(src_regs, src_dist.slots()):
+        self.begin_use()
+        for reg, slot in zip(registers, src_dist.slots()):
             indices = [src_axes[a][k] for a, k in enumerate(slot)]
-            address, memory_type = self._shared_address(value, source, indices, src_dist)
+            address, memory_type = self._address(value, source, indices)
             stored = b.zext(reg, I8) if value.element.is_bool() else reg
             b.store(stored, address)
         self.barrier()
         out = []
         for slot in dst_dist.slots():
             indices = [dst_axes[a][k] for a, k in enumerate(slot)]
-            address, memory_type = self._shared_address(value, target, indices, dst_dist)
+            address, memory_type = self._address(value, target, indices)
             loaded = b.load(address, typ=memory_type)
             out.append(b.icmp_unsigned("!=", loaded, ir.Constant(I8, 0))
                        if value.element.is_bool() else loaded)

@@ -28,6 +28,8 @@ from .llvm_types import I32
 CHUNK_BYTES = 16
 LINE_BYTES = 128
 PHASE_ROWS = LINE_BYTES // CHUNK_BYTES   # rows after which the chunk permutation repeats
+# The 128B swizzle's atom: the rows of one whole permutation (wgmma tiles start on one).
+SWIZZLE_ATOM_BYTES = PHASE_ROWS * LINE_BYTES
 
 
 def _c(value: int):

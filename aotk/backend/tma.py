@@ -27,7 +27,8 @@ import llvmlite.ir as ir
 from ..passes.layouts import SCALAR
 from ..passes.pipeline import MBARRIER_BYTES
 from ..passes.tensor_maps import SWIZZLE_BYTES, TENSOR_MAP_ALIGNMENT, TENSOR_MAP_BYTES
-from .llvm_types import I32, I64
+from .llvm_types import I32, I64, inline_asm
+from .registry import lowering
 from .wgmma import proxy_fence
 
 
@@ -50,103 +51,98 @@ def grid_constant_params(llvm_text: str, count: int) -> str:
     return llvm_text
 
 
-def _asm(builder, text, constraints, args):
-    function_type = ir.FunctionType(ir.VoidType(), [a.type for a in args])
-    builder.call(ir.InlineAsm(function_type, text, constraints, side_effect=True), args)
-
-
-def _scalar(lowering, value, width=I32):
-    (register,) = lowering.regs(value, SCALAR)
+def _scalar(ctx, value, width=I32):
+    (register,) = ctx.regs(value, SCALAR)
     if register.type != width:
-        register = lowering.builder.trunc(register, width)
+        register = ctx.builder.trunc(register, width)
     return register
 
 
-def _barrier_address(lowering, op, stage):
+def _barrier_address(ctx, op, stage):
     """Shared-window address (i32) of the stage's mbarrier."""
-    b = lowering.builder
-    base = lowering.mbarrier_offsets[op.attrs["loop"]]
+    b = ctx.builder
+    base = ctx.pipeline.mbarrier_offsets[op.attrs["loop"]]
     offset = b.add(ir.Constant(I32, base), b.mul(stage, ir.Constant(I32, MBARRIER_BYTES)))
-    return b.ptrtoint(lowering.pipeline_pointer(offset), I32)
+    return b.ptrtoint(ctx.shared.stage_pointer(offset), I32)
 
 
-def _elected(lowering, in_range=None):
+def _elected(ctx, in_range=None):
     """Thread 0 of the CTA (and ``in_range``, an i1, when given)."""
-    b = lowering.builder
-    first = b.icmp_unsigned("==", lowering.tid, ir.Constant(I32, 0))
+    b = ctx.builder
+    first = b.icmp_unsigned("==", ctx.threads.tid, ir.Constant(I32, 0))
     return b.and_(first, in_range) if in_range is not None else first
 
 
-def lower_tma_init(lowering, op):
-    b = lowering.builder
-    lowering.begin_shared_use()
+@lowering("tma_init")
+def lower_tma_init(ctx, op):
+    b = ctx.builder
+    ctx.shared.begin_use()
     proxy_fence(b)
-    with b.if_then(_elected(lowering)):
+    with b.if_then(_elected(ctx)):
         for stage in range(op.attrs["stages"]):
-            address = _barrier_address(lowering, op, ir.Constant(I32, stage))
-            _asm(b, "mbarrier.init.shared::cta.b64 [$0], 1;", "r", [address])
-        _asm(b, "fence.mbarrier_init.release.cluster;", "", [])
-    lowering.barrier()
+            address = _barrier_address(ctx, op, ir.Constant(I32, stage))
+            inline_asm(b, "mbarrier.init.shared::cta.b64 [$0], 1;", "r", [address])
+        inline_asm(b, "fence.mbarrier_init.release.cluster;", "", [])
+    ctx.shared.barrier()
 
 
-def lower_tma_expect(lowering, op):
-    b = lowering.builder
-    stage = _scalar(lowering, op.operands[0])
-    (in_range,) = lowering.regs(op.operands[1], SCALAR)
-    with b.if_then(_elected(lowering, in_range)):
-        _asm(b, "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;", "r,r",
-             [_barrier_address(lowering, op, stage), ir.Constant(I32, op.attrs["bytes"])])
+@lowering("tma_expect")
+def lower_tma_expect(ctx, op):
+    b = ctx.builder
+    stage = _scalar(ctx, op.operands[0])
+    (in_range,) = ctx.regs(op.operands[1], SCALAR)
+    with b.if_then(_elected(ctx, in_range)):
+        inline_asm(b, "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;", "r,r",
+             [_barrier_address(ctx, op, stage), ir.Constant(I32, op.attrs["bytes"])])
 
 
-def lower_tma_copy(lowering, op):
-    b = lowering.builder
-    row, column, stage = (_scalar(lowering, v) for v in op.operands[:3])
-    (in_range,) = lowering.regs(op.operands[3], SCALAR)
-    staged = lowering.staged_buffers[op.attrs["buffer"]]
+@lowering("tma_copy")
+def lower_tma_copy(ctx, op):
+    b = ctx.builder
+    row, column, stage = (_scalar(ctx, v) for v in op.operands[:3])
+    (in_range,) = ctx.regs(op.operands[3], SCALAR)
+    staged = ctx.pipeline.staged[op.attrs["buffer"]]
     rows, box_columns = op.attrs["box"]
     assert staged.tile.width == SWIZZLE_BYTES and staged.shape[0] == rows
     panels = staged.shape[1] // box_columns
     copy = ("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes "
             "[$0], [$1, {$2, $3}], [$4];")
-    with b.if_then(_elected(lowering, in_range)):
-        shared_root = b.ptrtoint(lowering.pipeline_pointer(ir.Constant(I32, 0)), I32)
+    with b.if_then(_elected(ctx, in_range)):
+        shared_root = b.ptrtoint(ctx.shared.stage_pointer(ir.Constant(I32, 0)), I32)
         slot = b.add(shared_root, staged.stage_base(b, stage))
-        barrier = _barrier_address(lowering, op, stage)
-        tensor_map = lowering.tensor_map_addresses[op.attrs["tensor_map"]]
+        barrier = _barrier_address(ctx, op, stage)
+        tensor_map = ctx.tensor_map_addresses[op.attrs["tensor_map"]]
         for panel in range(panels):
             # Panel p of the slot holds columns [p * box_columns, (p + 1) * box_columns).
             destination = b.add(slot, ir.Constant(I32, panel * rows * SWIZZLE_BYTES))
             first_column = b.add(column, ir.Constant(I32, panel * box_columns))
-            _asm(b, copy, "r,l,r,r,r", [destination, tensor_map, first_column, row, barrier])
+            inline_asm(b, copy, "r,l,r,r,r", [destination, tensor_map, first_column, row, barrier])
 
 
-def lower_tma_wait(lowering, op):
-    b = lowering.builder
-    stage, phase = (_scalar(lowering, v) for v in op.operands)
+@lowering("tma_wait")
+def lower_tma_wait(ctx, op):
+    b = ctx.builder
+    stage, phase = (_scalar(ctx, v) for v in op.operands)
     # Labels inside braces are local to that scope, so the asm may appear many times.
     wait = ("{ .reg .pred done; wait: mbarrier.try_wait.parity.shared::cta.b64 done, [$0], $1; "
             "@!done bra wait; }")
-    _asm(b, wait, "r,r", [_barrier_address(lowering, op, stage), phase])
+    inline_asm(b, wait, "r,r", [_barrier_address(ctx, op, stage), phase])
 
 
-def lower_tma_release(lowering, op):
-    b = lowering.builder
-    lowering.barrier()
-    with b.if_then(_elected(lowering)):
+@lowering("tma_release")
+def lower_tma_release(ctx, op):
+    b = ctx.builder
+    ctx.shared.barrier()
+    with b.if_then(_elected(ctx)):
         for stage in range(op.attrs["stages"]):
-            address = _barrier_address(lowering, op, ir.Constant(I32, stage))
-            _asm(b, "mbarrier.inval.shared::cta.b64 [$0];", "r", [address])
+            address = _barrier_address(ctx, op, ir.Constant(I32, stage))
+            inline_asm(b, "mbarrier.inval.shared::cta.b64 [$0];", "r", [address])
 
 
-TMA_LOWERING = {"tma_init": lower_tma_init, "tma_expect": lower_tma_expect,
-                "tma_copy": lower_tma_copy, "tma_wait": lower_tma_wait,
-                "tma_release": lower_tma_release}
-
-
-def tensor_map_parameters(lowering, first_argument: int):
+def tensor_map_parameters(ctx, first_argument: int):
     """Names the kernel's tensor-map arguments and records their generic addresses (i64)."""
     addresses = []
-    for index, arg in enumerate(lowering.kernel.args[first_argument:]):
+    for index, arg in enumerate(ctx.kernel.args[first_argument:]):
         arg.name = tensor_map_argument(index)
-        addresses.append(lowering.builder.ptrtoint(arg, I64, name=arg.name + "_addr"))
-    lowering.tensor_map_addresses = addresses
+        addresses.append(ctx.builder.ptrtoint(arg, I64, name=arg.name + "_addr"))
+    ctx.tensor_map_addresses = addresses

@@ -1,8 +1,15 @@
-"""Lowering of ``permute``, ``reshape``, ``join`` and ``split``: elements change places
-through the shared scratch buffer.
+"""Shape ops -> LLVM IR: ``splat``, ``broadcast`` and ``expand_dims`` only re-index
+registers; ``permute``, ``reshape``, ``join`` and ``split`` move elements through the shared
+scratch buffer.
 
-In: the operands' registers in their natural layouts. Out: the result's registers in its
-natural layout. Every op is described by a *buffer* (a logical shape in shared memory), how
+In: the op and the layout its result is wanted in. Out: the result's registers there.
+``splat`` repeats its scalar register; ``broadcast`` gives each register of the result the
+operand's register for the same slot (size-1 dimensions map to slot 0); ``expand_dims``
+takes the operand in the slice of the same layout along the new axis, whose registers are
+exactly the result's.
+
+The shuffles read their operands in their rank's layout and build the result in its own
+(the layout pass gives them that home). Every shuffle is described by a *buffer* (a logical shape in shared memory), how
 each operand's element index maps into it, and how each result element index maps into it:
 
   permute   buffer = operand shape       write x[i] at i        read r at r placed back by order
@@ -18,8 +25,11 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
+from ..ir.kir import SHUFFLES
 from ..passes.layouts import SCALAR, Layout
 from .llvm_types import I8, I32, llvm_type
+from .registry import scratch, value_lowering
+from .shared import padded_bytes, row_major_index, row_padding
 
 
 def _buffer_shape(op) -> tuple:
@@ -30,54 +40,41 @@ def _buffer_shape(op) -> tuple:
     return op.operands[0].type.shape
 
 
-def row_padding(shape, element) -> int:
-    """Elements added to each row so that consecutive rows start in different banks."""
-    if len(shape) < 2 or shape[-1] < 2:
-        return 0
-    return max(1, 4 // max(1, element.itemsize))
+@value_lowering("splat")
+def lower_splat(ctx, op, layout):
+    (scalar,) = ctx.regs(op.operands[0], SCALAR)
+    return [scalar] * ctx.threads.count(op.result, layout)
 
 
-def padded_bytes(shape, element) -> int:
-    """Bytes of a buffer of ``shape`` with padded rows."""
-    rows = 1
-    for s in shape[:-1]:
-        rows *= s
-    pitch = (shape[-1] if shape else 1) + row_padding(shape, element)
-    return rows * pitch * max(1, element.itemsize)
+@value_lowering("expand_dims")
+def lower_expand_dims(ctx, op, layout):
+    sliced = layout.sliced + (layout.parent_axis(op.attrs["axis"]),)
+    return ctx.regs(op.operands[0], Layout(layout.blocked, tuple(sorted(sliced))))
 
 
-def shared_bytes_needed(op) -> int:
+@value_lowering("broadcast")
+def lower_broadcast(ctx, op, layout):
+    source = op.operands[0]
+    source_registers = ctx.regs(source, layout)
+    source_dist = ctx.threads.distribution(layout, source.type.shape)
+    result_dist = ctx.threads.distribution(layout, op.result.type.shape)
+    source_index = {slot: i for i, slot in enumerate(source_dist.slots())}
+    out = []
+    for slot in result_dist.slots():
+        mapped = tuple(0 if source_dist.embedded[a] == 1 else k for a, k in enumerate(slot))
+        out.append(source_registers[source_index[mapped]])
+    return out
+
+
+@scratch(*SHUFFLES)
+def shuffle_scratch_bytes(plan, op) -> int:
     return padded_bytes(_buffer_shape(op), op.result.element)
 
 
-def logical_indices(lowering, value, layout) -> list:
-    """Per register of ``value`` in ``layout``: its element index, one i32 per dimension."""
-    if layout is SCALAR or not value.type.shape:
-        return [[]]
-    dist = lowering.distribution(layout, value.type.shape)
-    per_axis = [dist.axis_indices(a) for a in range(len(dist.embedded))]
-    dims = range(len(value.type.shape))
-    return [[per_axis[layout.parent_axis(d)][slot[layout.parent_axis(d)]] for d in dims]
-            for slot in dist.slots()]
-
-
-def row_major_index(builder, indices, shape, padding=0):
-    linear = ir.Constant(I32, 0)
-    stride = 1
-    for dim in reversed(range(len(shape))):
-        term = indices[dim] if stride == 1 else builder.mul(indices[dim], ir.Constant(I32, stride))
-        linear = builder.add(linear, term)
-        stride *= shape[dim] + (padding if dim == len(shape) - 1 else 0)
-    return linear
-
-
-def _natural(lowering, value):
-    shape = value.type.shape
-    return Layout(lowering.plan.blocked_by_rank[len(shape)]) if shape else SCALAR
-
-
-def lower_shuffle(lowering, op) -> list:
-    b = lowering.builder
+@value_lowering(*SHUFFLES)
+def lower_shuffle(ctx, op, layout) -> list:
+    """``layout`` is the result's home, its rank's layout."""
+    b = ctx.builder
     element = op.result.element
     shape = _buffer_shape(op)
     padding = row_padding(shape, element)
@@ -88,7 +85,7 @@ def lower_shuffle(lowering, op) -> list:
         if op.opcode == "reshape":
             buffer_index = [buffer_index]
         linear = row_major_index(b, buffer_index, shape, padding)
-        return lowering.shared_pointer(b.mul(linear, ir.Constant(I32, size)), memory_type)
+        return ctx.shared.pointer(b.mul(linear, ir.Constant(I32, size)), memory_type)
 
     def to_buffer(operand_position, index):
         if op.opcode == "reshape":
@@ -109,16 +106,17 @@ def lower_shuffle(lowering, op) -> list:
             return index + [ir.Constant(I32, op.attrs["index"])]
         return index
 
-    lowering.begin_shared_use()
+    ctx.shared.begin_use()
     for position, operand in enumerate(op.operands):
-        layout = _natural(lowering, operand)
-        registers = lowering.regs(operand, layout)
-        for register, index in zip(registers, logical_indices(lowering, operand, layout)):
+        operand_layout = ctx.plan.rank_layout(operand)
+        registers = ctx.regs(operand, operand_layout)
+        for register, index in zip(registers, ctx.threads.logical_indices(operand,
+                                                                          operand_layout)):
             stored = b.zext(register, I8) if element.is_bool() else register
             b.store(stored, address(to_buffer(position, index)))
-    lowering.barrier()
+    ctx.shared.barrier()
     out = []
-    for index in logical_indices(lowering, op.result, _natural(lowering, op.result)):
+    for index in ctx.threads.logical_indices(op.result, ctx.plan.rank_layout(op.result)):
         loaded = b.load(address(from_result(index)), typ=memory_type)
         out.append(b.icmp_unsigned("!=", loaded, ir.Constant(I8, 0)) if element.is_bool()
                    else loaded)

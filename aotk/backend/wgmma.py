@@ -32,14 +32,13 @@ import llvmlite.ir as ir
 
 from ..passes.layouts import Layout
 from ..passes.mma_layout import SWIZZLE_BYTES, WGMMA_ROWS
-from .llvm_types import I32, I64, llvm_type
+from .llvm_types import I32, I64, inline_asm, llvm_type
 from .mma import place_operands, staged
-from .swizzle import tile_of
+from .swizzle import SWIZZLE_ATOM_BYTES, tile_of
 
 F32 = ir.FloatType()
 WGMMA_K = 16
 MAX_N = 256
-SWIZZLE_ATOM_BYTES = 8 * SWIZZLE_BYTES
 PROXY_FENCE = "fence.proxy.async.shared::cta;"
 
 
@@ -55,15 +54,9 @@ def shared_bytes_needed(op) -> int:
     return tile_bytes(a) + tile_bytes(b)
 
 
-def _asm(builder, text, constraints, return_type, args, side_effect=True):
-    function_type = ir.FunctionType(return_type, [a.type for a in args])
-    return builder.call(ir.InlineAsm(function_type, text, constraints,
-                                     side_effect=side_effect), args)
-
-
 def proxy_fence(builder):
     """Orders this thread's generic-proxy shared-memory writes before async-proxy reads."""
-    _asm(builder, PROXY_FENCE, "", ir.VoidType(), [])
+    inline_asm(builder, PROXY_FENCE, "", [])
 
 
 def wait_for_wgmma(builder, accumulators: list, in_flight: int) -> list:
@@ -71,9 +64,9 @@ def wait_for_wgmma(builder, accumulators: list, in_flight: int) -> list:
     done. The asm ties every accumulator register, so that LLVM moves no use of them above
     it; the registers of groups still in flight are only passed through."""
     total = len(accumulators)
-    waited = _asm(builder, f"wgmma.wait_group.sync.aligned {in_flight};",
-                  ",".join(["=f"] * total + [str(i) for i in range(total)]),
-                  ir.LiteralStructType([F32] * total), accumulators)
+    waited = inline_asm(builder, f"wgmma.wait_group.sync.aligned {in_flight};",
+                        ",".join(["=f"] * total + [str(i) for i in range(total)]),
+                        accumulators, ir.LiteralStructType([F32] * total))
     return [builder.extract_value(waited, i) for i in range(total)]
 
 
@@ -98,29 +91,29 @@ def _n_chunk(n: int) -> int:
     return next(w for w in range(MAX_N, 0, -64) if n % w == 0)
 
 
-def lower_wgmma(lowering, op) -> list:
-    b = lowering.builder
+def lower_wgmma(ctx, op) -> list:
+    b = ctx.builder
     a, b_operand, acc = op.operands
-    layout = lowering.plan.mma[op]
+    layout = ctx.plan.mma[op]
     (m, k), (_, n) = a.type.shape, b_operand.type.shape
     element = a.element
     size = element.itemsize
     c = lambda v: ir.Constant(I32, v)   # noqa: E731
 
     # Staged operands were fenced for the async proxy by their loop's async_wait.
-    root, a_base, b_base = place_operands(lowering, a, b_operand, tile_bytes(a),
+    root, a_base, b_base = place_operands(ctx, a, b_operand, tile_bytes(a),
                                           tile_of(a).element_offset,
                                           tile_of(b_operand).element_offset, proxy_fence)
 
     # Warpgroup g's slices of C start at row 64 g of each block of 64 * warpgroups rows.
-    warpgroup = b.udiv(lowering.warp, c(4))
+    warpgroup = b.udiv(ctx.threads.warp, c(4))
     block_rows = layout.tile(0)
     a_start = b.add(b.add(root, a_base), b.mul(warpgroup, c(WGMMA_ROWS * SWIZZLE_BYTES)))
     desc_a = _descriptor(b, a_start, _descriptor_high(16, SWIZZLE_ATOM_BYTES))
     desc_b = _descriptor(b, b.add(root, b_base),
                          _descriptor_high(k * SWIZZLE_BYTES, SWIZZLE_ATOM_BYTES))
 
-    accumulator_regs = lowering.regs(acc, Layout(layout))
+    accumulator_regs = ctx.regs(acc, Layout(layout))
     widen = acc.element.bits == 16
     accumulators = [b.fpext(r, F32) if widen else r for r in accumulator_regs]
     chunk = _n_chunk(n)
@@ -143,7 +136,7 @@ def lower_wgmma(lowering, op) -> list:
     def offset(descriptor, byte_offset: int):
         return b.add(descriptor, ir.Constant(I64, byte_offset >> 4)) if byte_offset else descriptor
 
-    _asm(b, "wgmma.fence.sync.aligned;", "", ir.VoidType(), [])
+    inline_asm(b, "wgmma.fence.sync.aligned;", "", [])
     # One accumulator's whole chain over K, then the next (the order Triton issues them in).
     for tm in range(m // block_rows):
         for first_column in range(0, n, chunk):
@@ -154,18 +147,18 @@ def lower_wgmma(lowering, op) -> list:
                 a_k = (k_bytes // SWIZZLE_BYTES) * m * SWIZZLE_BYTES + k_bytes % SWIZZLE_BYTES
                 descriptor_a = offset(desc_a, a_k + tm * block_rows * SWIZZLE_BYTES)
                 descriptor_b = offset(desc_b, panel * k * SWIZZLE_BYTES + kk * SWIZZLE_BYTES)
-                result = _asm(b, text, constraints, result_type,
-                              [descriptor_a, descriptor_b, accumulate] +
-                              [accumulators[i] for i in indices])
+                result = inline_asm(b, text, constraints,
+                                    [descriptor_a, descriptor_b, accumulate] +
+                                    [accumulators[i] for i in indices], result_type)
                 for position, index in enumerate(indices):
                     accumulators[index] = b.extract_value(result, position)
-    _asm(b, "wgmma.commit_group.sync.aligned;", "", ir.VoidType(), [])
+    inline_asm(b, "wgmma.commit_group.sync.aligned;", "", [])
     in_flight = op.attrs.get("wgmma_in_flight", 0)
     accumulators = wait_for_wgmma(b, accumulators, in_flight)
     if in_flight:
         # Each warp waits for its own share of the previous group: all are done before
         # anyone overwrites that group's stage.
-        lowering.barrier()
+        ctx.shared.barrier()
     if widen:
         return [b.fptrunc(r, llvm_type(acc.element)) for r in accumulators]
     return accumulators

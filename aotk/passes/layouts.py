@@ -24,9 +24,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..ir.kir import (BINARY_OPS, COMBINING, PURE_OPS, SHUFFLES, SIDE_EFFECT_OPS, TERMINATORS,
+from ..ir.kir import (BINARY_OPS, COMBINING, CONTROL_FLOW, PURE_OPS, SHUFFLES, SIDE_EFFECT_OPS, TERMINATORS,
                       UNARY_OPS, Function, walk)
-from .mma_layout import Mma, _i32, choose_mma
+from .mma_layout import Mma, choose_mma
 
 THREADS_PER_WARP = 32
 MAX_VECTOR_BYTES = 16
@@ -66,16 +66,6 @@ class Blocked:
             lane_stride *= self.threads_per_warp[dim]
             warp_stride *= self.warps_per_cta[dim]
         return lane_stride, warp_stride
-
-    def thread_base(self, builder, lane, warp, axis: int):
-        """First index along ``axis`` of this thread's elements, before wrapping."""
-        lane_stride, warp_stride = self.strides(axis)
-        lane_coord = builder.urem(builder.udiv(lane, _i32(lane_stride)),
-                                  _i32(self.threads_per_warp[axis]))
-        warp_coord = builder.urem(builder.udiv(warp, _i32(warp_stride)),
-                                  _i32(self.warps_per_cta[axis]))
-        thread = builder.add(builder.mul(warp_coord, _i32(self.threads_per_warp[axis])), lane_coord)
-        return builder.mul(thread, _i32(self.size_per_thread[axis]), name=f"base{axis}")
 
 
 # Elementwise ops an accumulator epilogue may run in the accumulator's own layout.
@@ -127,8 +117,19 @@ class LayoutPlan:
         """The layout stores, region boundaries and side effects use for ``value``."""
         if value in self.preferred:
             return self.preferred[value]
+        return self.rank_layout(value)
+
+    def rank_layout(self, value) -> "Layout":
+        """The blocked layout of ``value``'s rank (SCALAR for a 0-d value)."""
         rank = len(value.type.shape)
         return Layout(self.blocked_by_rank[rank]) if rank else SCALAR
+
+    def is_live(self, op) -> bool:
+        """Whether code must be generated for ``op``: it has effects (stores, side-effect
+        ops, control flow, ops without results), or one of its results is wanted."""
+        if not op.results or op.opcode in SIDE_EFFECT_OPS or op.opcode in CONTROL_FLOW:
+            return True
+        return any(result in self.demands for result in op.results)
 
     def describe(self) -> str:
         return "\n".join(f"rank {r}: {b}" for r, b in sorted(self.blocked_by_rank.items()))

@@ -12,12 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
-def _i32(n: int):
-    """An i32 constant for the thread-index math of layouts (llvmlite loaded on use)."""
-    import llvmlite.ir as ir
-    return ir.Constant(ir.IntType(32), n)
-
-
 MMA_TILE = (16, 8)   # rows x columns of one mma.sync m16n8kK accumulator tile
 
 
@@ -44,16 +38,6 @@ class Mma:
         pair = (0, 8) if axis == 0 else (0, 1)
         return [r * self.tile(axis) + p for r in range(max(1, size // self.tile(axis)))
                 for p in pair]
-
-    def thread_base(self, builder, lane, warp, axis: int):
-        wm = self.warps_per_cta[0]
-        if axis == 0:
-            warp_coord, lane_coord = builder.urem(warp, _i32(wm)), builder.udiv(lane, _i32(4))
-        else:
-            warp_coord = builder.udiv(warp, _i32(wm))
-            lane_coord = builder.mul(builder.urem(lane, _i32(4)), _i32(2))
-        return builder.add(builder.mul(warp_coord, _i32(MMA_TILE[axis])), lane_coord,
-                           name=f"mma_base{axis}")
 
     def __str__(self) -> str:
         return f"#mma<m16n8 wpc={list(self.warps_per_cta)} {self.instruction}>"

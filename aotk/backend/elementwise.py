@@ -1,7 +1,10 @@
-"""Lowering rules for elementwise kir ops, one register at a time.
+"""Elementwise kir ops -> LLVM IR, one register at a time: the binary and unary ops, ``cmp``,
+``fma``, ``select``, ``cast`` and ``addptr``.
 
-A table maps each opcode to a rule ``(lowering, op, args) -> ir.Value``; rules read the
-operand and result types from kir and never infer them. Transcendental functions call
+In: the op and the layout its result is wanted in (its operands are wanted in the same
+one). Out: one instruction (or a short sequence) per register. A table maps each opcode to
+a rule ``(ctx, op, args) -> ir.Value``; rules read the operand and result types from kir
+and never infer them. Transcendental functions call
 libdevice (``__nv_expf`` ...), linked in later by ``backend.ptx``; 16-bit floats are
 computed in fp32 and rounded back, as Triton does.
 """
@@ -9,7 +12,8 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from .llvm_types import llvm_type
+from .llvm_types import declare_function, llvm_type
+from .registry import value_lowering
 
 _FLOAT_MATH = {  # opcode -> (libdevice fp32 name, fp64 name) or an LLVM intrinsic
     "exp": ("__nv_expf", "__nv_exp"), "exp2": ("__nv_exp2f", "__nv_exp2"),
@@ -24,20 +28,13 @@ _INT_COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": 
 _FLOAT_COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 
 
-def _declare(module, name, return_type, arg_types):
-    fn = module.globals.get(name)
-    if fn is None:
-        fn = ir.Function(module, ir.FunctionType(return_type, arg_types), name=name)
-    return fn
-
-
 def _is_16bit_float(element) -> bool:
     return element.is_floating() and element.bits == 16
 
 
-def _float_call(lowering, op, args):
+def _float_call(ctx, op, args):
     """Math on floats through libdevice or an intrinsic, widening 16-bit floats to fp32."""
-    b = lowering.builder
+    b = ctx.builder
     element = op.result.element
     native = llvm_type(element)
     compute = ir.FloatType() if _is_16bit_float(element) else native
@@ -46,14 +43,14 @@ def _float_call(lowering, op, args):
         name = _FLOAT_MATH[op.opcode][1 if element.is_fp64() else 0]
     else:
         name = f"{_INTRINSIC_MATH[op.opcode]}.{compute.intrinsic_name}"
-    fn = _declare(lowering.module, name, compute, [compute] * len(widened))
+    fn = declare_function(ctx.module, name, compute, [compute] * len(widened))
     result = b.call(fn, widened)
     return b.fptrunc(result, native) if compute is not native else result
 
 
-def _shift(lowering, op, args):
+def _shift(ctx, op, args):
     """Shifts by >= the bit width give 0 (or the sign for arithmetic shr), as PTX does."""
-    b = lowering.builder
+    b = ctx.builder
     x, amount = args
     element = op.result.element
     width = ir.Constant(x.type, element.bits)
@@ -66,26 +63,26 @@ def _shift(lowering, op, args):
 
 
 def _int_binary(name_signed, name_unsigned=None):
-    def rule(lowering, op, args):
-        b = lowering.builder
+    def rule(ctx, op, args):
+        b = ctx.builder
         unsigned = not op.result.element.is_int_signed()
         return getattr(b, name_unsigned if unsigned and name_unsigned else name_signed)(*args)
     return rule
 
 
-def _min_max(lowering, op, args):
-    b = lowering.builder
+def _min_max(ctx, op, args):
+    b = ctx.builder
     element = op.result.element
     if element.is_floating():
-        return _float_call(lowering, op, args)
+        return _float_call(ctx, op, args)
     x, y = args
     less = (b.icmp_signed if element.is_int_signed() else b.icmp_unsigned)("<", x, y)
     return b.select(less, x, y) if op.opcode == "min" else b.select(less, y, x)
 
 
-def _divide(lowering, op, args):
+def _divide(ctx, op, args):
     """C division/remainder; a zero divisor gives 0 instead of LLVM's undefined behaviour."""
-    b = lowering.builder
+    b = ctx.builder
     x, y = args
     zero = ir.Constant(y.type, 0)
     is_zero = b.icmp_unsigned("==", y, zero)
@@ -99,14 +96,14 @@ def _divide(lowering, op, args):
 
 
 def _float_or_int(float_name, int_name):
-    def rule(lowering, op, args):
-        b = lowering.builder
+    def rule(ctx, op, args):
+        b = ctx.builder
         return getattr(b, float_name if op.result.element.is_floating() else int_name)(*args)
     return rule
 
 
-def _compare(lowering, op, args):
-    b = lowering.builder
+def _compare(ctx, op, args):
+    b = ctx.builder
     element = op.operands[0].element
     predicate = op.attrs["predicate"]
     if element.is_floating():
@@ -118,30 +115,30 @@ def _compare(lowering, op, args):
     return b.icmp_unsigned(_INT_COMPARE[predicate], *args)
 
 
-def _neg(lowering, op, args):
-    b = lowering.builder
+def _neg(ctx, op, args):
+    b = ctx.builder
     (x,) = args
     if op.result.element.is_floating():
         return b.fneg(x)
     return b.sub(ir.Constant(x.type, 0), x)
 
 
-def _not(lowering, op, args):
+def _not(ctx, op, args):
     (x,) = args
-    return lowering.builder.xor(x, ir.Constant(x.type, -1 if x.type.width > 1 else 1))
+    return ctx.builder.xor(x, ir.Constant(x.type, -1 if x.type.width > 1 else 1))
 
 
-def _abs(lowering, op, args):
+def _abs(ctx, op, args):
     if op.result.element.is_floating():
-        return _float_call(lowering, op, args)
-    b = lowering.builder
+        return _float_call(ctx, op, args)
+    b = ctx.builder
     (x,) = args
     negative = b.icmp_signed("<", x, ir.Constant(x.type, 0))
     return b.select(negative, b.sub(ir.Constant(x.type, 0), x), x)
 
 
-def _cast(lowering, op, args):
-    b = lowering.builder
+def _cast(ctx, op, args):
+    b = ctx.builder
     (x,) = args
     source, target = op.operands[0].element, op.result.element
     target_type = llvm_type(target)
@@ -166,8 +163,8 @@ def _cast(lowering, op, args):
     return b.sext(x, target_type) if source.is_int_signed() else b.zext(x, target_type)
 
 
-def _addptr(lowering, op, args):
-    b = lowering.builder
+def _addptr(ctx, op, args):
+    b = ctx.builder
     address, offset = args
     offset_type = op.operands[1].element
     wide = offset if offset.type.width == 64 else (
@@ -176,9 +173,9 @@ def _addptr(lowering, op, args):
     return b.add(address, b.mul(wide, ir.Constant(address.type, size)) if size > 1 else wide)
 
 
-def _fdiv(lowering, op, args):
+def _fdiv(ctx, op, args):
     """fp32 ``/`` is ``div.full.f32`` (at most 2 ulp), as in Triton; other widths are IEEE."""
-    b = lowering.builder
+    b = ctx.builder
     if op.result.element.is_fp32():
         asm = ir.InlineAsm(ir.FunctionType(ir.FloatType(), [ir.FloatType(), ir.FloatType()]),
                            "div.full.f32 $0, $1, $2;", "=f,f,f")
@@ -186,8 +183,8 @@ def _fdiv(lowering, op, args):
     return b.fdiv(*args)
 
 
-def _select(lowering, op, args):
-    return lowering.builder.select(*args)
+def _select(ctx, op, args):
+    return ctx.builder.select(*args)
 
 
 RULES = {
@@ -209,9 +206,9 @@ RULES = {
 }
 
 
-def lower_elementwise(lowering, op, args):
-    rule = RULES.get(op.opcode)
-    if rule is None:
-        raise NotImplementedError(f"GPU backend: no lowering rule for {op.opcode}")
-    return rule(lowering, op, args)
-
+@value_lowering(*RULES)
+def lower_elementwise(ctx, op, layout):
+    rule = RULES[op.opcode]
+    operand_registers = [ctx.regs(v, layout) for v in op.operands]
+    return [rule(ctx, op, [registers[i] for registers in operand_registers])
+            for i in range(len(operand_registers[0]))]

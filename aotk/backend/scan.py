@@ -30,11 +30,14 @@ from ..passes.layouts import Layout
 from .combine import axis_coordinates, axis_geometry, combiner, scratch_bytes, select_tuple
 from .llvm_types import I32, llvm_type
 from .reduce import shuffle
-from .views import logical_indices
+from .registry import lowering, scratch
 
 
-def shared_bytes_needed(op, blocked) -> int:
+@scratch("scan")
+def scan_scratch_bytes(plan, op) -> int:
+    """Scratch bytes of step 3 (0 when one warp and one repeat span the axis)."""
     x = op.operands[0]
+    blocked = plan.blocked_by_rank[len(x.type.shape)]
     axis = op.attrs["axis"]
     size = x.type.shape[axis]
     _, _, warps, repeats = axis_geometry(blocked, size, axis)
@@ -48,8 +51,8 @@ class _Prefixes:
     """Combining values that may be absent: an optional prefix is None (absent), or
     (values, exists) where ``exists`` is an i1 register, or None when always present."""
 
-    def __init__(self, lowering, merge):
-        self.lowering, self.merge = lowering, merge
+    def __init__(self, ctx, merge):
+        self.ctx, self.merge = ctx, merge
 
     def join(self, first, second):
         """first (+) second, where either may be absent."""
@@ -60,11 +63,11 @@ class _Prefixes:
         (values_a, exists_a), (values_b, exists_b) = first, second
         merged = self.merge(values_a, values_b)
         if exists_b is not None:
-            merged = select_tuple(self.lowering, exists_b, merged, values_a)
+            merged = select_tuple(self.ctx, exists_b, merged, values_a)
         if exists_a is not None:
-            merged = select_tuple(self.lowering, exists_a, merged, values_b)
+            merged = select_tuple(self.ctx, exists_a, merged, values_b)
         exists = None if exists_a is None or exists_b is None else \
-            self.lowering.builder.or_(exists_a, exists_b)
+            self.ctx.builder.or_(exists_a, exists_b)
         return merged, exists
 
     def prepend(self, prefix, values: tuple) -> tuple:
@@ -73,22 +76,23 @@ class _Prefixes:
             return values
         prefix_values, exists = prefix
         merged = self.merge(prefix_values, values)
-        return merged if exists is None else select_tuple(self.lowering, exists, merged, values)
+        return merged if exists is None else select_tuple(self.ctx, exists, merged, values)
 
 
-def lower_scan(lowering, op) -> list:
+@lowering("scan")
+def lower_scan(ctx, op) -> list:
     """Registers of each result, in the operands' natural layout."""
-    b = lowering.builder
+    b = ctx.builder
     x = op.operands[0]
     axis, reverse = op.attrs["axis"], op.attrs["reverse"]
     shape = x.type.shape
-    layout = Layout(lowering.plan.blocked_by_rank[len(shape)])
+    layout = Layout(ctx.plan.blocked_by_rank[len(shape)])
     blocked = layout.blocked
     per_thread, lanes, warps, repeats = axis_geometry(blocked, shape[axis], axis)
-    slots = lowering.distribution(layout, shape).slots()
-    items = list(zip(*[lowering.regs(v, layout) for v in op.operands]))
-    merge = combiner(lowering, op)
-    prefixes = _Prefixes(lowering, merge)
+    slots = ctx.threads.distribution(layout, shape).slots()
+    items = list(zip(*[ctx.regs(v, layout) for v in op.operands]))
+    merge = combiner(ctx, op)
+    prefixes = _Prefixes(ctx, merge)
 
     def c(value):
         return ir.Constant(I32, value)
@@ -109,11 +113,11 @@ def lower_scan(lowering, op) -> list:
 
     # 2. across the lanes along the axis, within each group of `lanes` lanes.
     lane_stride, _ = blocked.strides(axis)
-    lane, warp = axis_coordinates(lowering, blocked, axis, lanes, warps)
+    lane, warp = axis_coordinates(ctx, blocked, axis, lanes, warps)
     mode = "down" if reverse else "up"
 
     def shuffled(values, distance):
-        return tuple(shuffle(lowering, v, c(distance * lane_stride), mode) for v in values)
+        return tuple(shuffle(ctx, v, c(distance * lane_stride), mode) for v in values)
 
     lane_prefix, segment_total = {}, {}
     for key, total in totals.items():
@@ -122,7 +126,7 @@ def lower_scan(lowering, op) -> list:
         while distance < lanes:
             valid = b.icmp_unsigned("<", lane, c(lanes - distance)) if reverse else \
                 b.icmp_unsigned(">=", lane, c(distance))
-            running = select_tuple(lowering, valid, merge(shuffled(running, distance), running),
+            running = select_tuple(ctx, valid, merge(shuffled(running, distance), running),
                                    running)
             distance *= 2
         if per_thread == 1:
@@ -140,7 +144,7 @@ def lower_scan(lowering, op) -> list:
     # 3. across segments (repeats x warps) through shared memory.
     segment_prefix = dict.fromkeys(totals)
     if warps * repeats > 1:
-        segment_prefix = _across_segments(lowering, op, layout, chunks, segment_total, lane,
+        segment_prefix = _across_segments(ctx, op, layout, chunks, segment_total, lane,
                                           warp, (per_thread, lanes, warps, repeats), prefixes)
 
     # 4. combine the three levels.
@@ -152,11 +156,11 @@ def lower_scan(lowering, op) -> list:
     return [[item[component] for item in out] for component in range(len(op.operands))]
 
 
-def _across_segments(lowering, op, layout, chunks, segment_total, lane, warp, geometry,
+def _across_segments(ctx, op, layout, chunks, segment_total, lane, warp, geometry,
                      prefixes) -> dict:
     """Each chunk's segment prefix: the totals of the repeats before it (a carry per row) and
     of the warps before it in its repeat, in scan order."""
-    b = lowering.builder
+    b = ctx.builder
     per_thread, lanes, warps, repeats = geometry
     x = op.operands[0]
     axis, reverse = op.attrs["axis"], op.attrs["reverse"]
@@ -169,7 +173,7 @@ def _across_segments(lowering, op, layout, chunks, segment_total, lane, warp, ge
     for element in elements:
         bases.append(offset)
         offset += rows * segments * scratch_bytes(element)
-    indices = logical_indices(lowering, x, layout)
+    indices = ctx.threads.logical_indices(x, layout)
     other_dims = [d for d in range(len(shape)) if d != axis]
 
     def c(value):
@@ -180,13 +184,13 @@ def _across_segments(lowering, op, layout, chunks, segment_total, lane, warp, ge
         for d in other_dims:
             row = b.add(b.mul(row, c(shape[d])), index[d])
         position = b.add(b.mul(row, c(segments)), segment)
-        return [lowering.shared_pointer(b.add(c(base), b.mul(position, c(scratch_bytes(e)))), t)
+        return [ctx.shared.pointer(b.add(c(base), b.mul(position, c(scratch_bytes(e)))), t)
                 for base, e, t in zip(bases, elements, types)]
 
     def repeat_of(key):
         return key[axis]
 
-    lowering.begin_shared_use()
+    ctx.shared.begin_use()
     # Replica lanes and warps write the values their owner writes, to the same place.
     writer = b.icmp_unsigned("==", lane, c(0 if reverse else lanes - 1))
     for key, members in chunks.items():
@@ -194,7 +198,7 @@ def _across_segments(lowering, op, layout, chunks, segment_total, lane, warp, ge
         with b.if_then(writer):
             for value, pointer in zip(segment_total[key], pointers(indices[members[0]], segment)):
                 b.store(value, pointer)
-    lowering.barrier()
+    ctx.shared.barrier()
 
     rows_of: dict = {}
     for key in chunks:
@@ -215,7 +219,7 @@ def _across_segments(lowering, op, layout, chunks, segment_total, lane, warp, ge
             for w in warp_order[1:]:
                 mine = b.icmp_unsigned("==", warp, c(w))
                 warp_prefix = running if warp_prefix is None else \
-                    select_tuple(lowering, mine, running, warp_prefix)
+                    select_tuple(ctx, mine, running, warp_prefix)
                 running = prefixes.merge(running, load(w))
             if warp_prefix is not None:
                 warp_prefix = (warp_prefix, b.icmp_unsigned("!=", warp, c(warp_order[0])))

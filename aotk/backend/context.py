@@ -1,0 +1,88 @@
+"""What a lowering rule works with: the one public object every ``backend`` op family gets.
+
+In: built by ``backend.lower`` for one kernel. Out, to each rule (``backend.registry``):
+
+* the kernel being built: ``function`` (kir), ``plan`` (layouts), ``infos`` (axis info),
+  ``target``, ``module``, ``kernel`` (the LLVM function), ``builder`` (at the current
+  point), ``prologue`` (a builder in the entry block: values that must dominate every use);
+* ``threads`` (``backend.geometry``: tid / lane / warp, distributions, owners) and
+  ``shared`` (``backend.shared``: the scratch buffer, barriers, layout conversions);
+* the registers of every lowered value per layout (``regs``, ``bind``, ``define``);
+* ``lower_region``, for rules that own regions (control flow, combine functions);
+* the pipelined loops' stages and the kernel's tensor-map arguments (``backend.pipeline``,
+  ``backend.tma``).
+"""
+from __future__ import annotations
+
+from ..ir.kir import TERMINATORS
+
+
+class LoweringContext:
+    def __init__(self, function, plan, infos, target, module, kernel, builder, threads,
+                 shared, pipeline, lower_ops):
+        self.function = function
+        self.plan = plan
+        self.infos = infos
+        self.target = target   # only where an instruction exists on some archs (bf16 atomics)
+        self.module = module
+        self.kernel = kernel
+        self.builder = builder
+        self.threads = threads
+        self.shared = shared
+        # backend.pipeline.PipelineBuffers: operand stages and mbarriers of pipelined loops.
+        self.pipeline = pipeline
+        # Generic addresses (i64) of the kernel's TMA tensor-map arguments, in order.
+        self.tensor_map_addresses: list = []
+        self.lower_ops = lower_ops
+        self._registers: dict = {}
+        self._entry_allocas: dict = {}
+
+    @property
+    def prologue(self):
+        """A builder at the end of the entry block, for values that must dominate every use."""
+        return self.threads.prologue
+
+    # -- registers of lowered values ---------------------------------------------------
+    def regs(self, value, layout) -> list:
+        """The registers of ``value`` in ``layout`` (lowered earlier)."""
+        return self._registers[(value, layout)]
+
+    def bind(self, value, layout, registers):
+        self._registers[(value, layout)] = registers
+
+    def define(self, value, registers):
+        """Binds a value computed in its home layout, then converts it to every other layout
+        it is demanded in."""
+        home = self.plan.homes[value]
+        self._registers[(value, home)] = registers
+        for other in self.plan.demands.get(value, [home]):
+            if other != home:
+                self._registers[(value, other)] = self.shared.convert(value, registers, home,
+                                                                      other)
+
+    def natural_registers(self, value) -> list:
+        """Registers of ``value`` in its rank's natural layout: the one values crossing a
+        region boundary use."""
+        return self.regs(value, self.plan.natural(value))
+
+    # -- regions ----------------------------------------------------------------------
+    def lower_region(self, region, arg_registers, layouts=None) -> list:
+        """Lowers a region at the current block; returns its terminator's operands, in
+        ``layouts`` (default: their natural layouts)."""
+        for value, registers in zip(region.args, arg_registers):
+            self.define(value, registers)
+        self.lower_ops(region.body[:-1])
+        assert region.terminator.opcode in TERMINATORS
+        operands = region.terminator.operands
+        if layouts is None:
+            return [self.natural_registers(v) for v in operands]
+        return [self.regs(v, layout) for v, layout in zip(operands, layouts)]
+
+    # -- helpers several families share -----------------------------------------------
+    def entry_alloca(self, llvm_type, name: str):
+        """One stack slot of ``llvm_type`` per name, in the entry block, shared by every use
+        (the stack frame stays small however many ops need scratch registers)."""
+        key = (llvm_type, name)
+        if key not in self._entry_allocas:
+            self._entry_allocas[key] = self.prologue.alloca(llvm_type, name=name)
+        return self._entry_allocas[key]

@@ -1,0 +1,145 @@
+"""Thread geometry: where a layout puts each element, as LLVM IR index math.
+
+In: the layouts the layout pass chose (``passes.layouts``: blocked, sliced, ``Mma``) and
+the kernel's entry block. Out: per thread, the logical index of each register a value
+holds (``Distribution``), and which thread owns each element (replicas excepted).
+
+The thread's coordinates (tid, lane, warp) and each layout's per-axis base index are
+computed once, in the entry block, so that they dominate every use; register k of a value
+stands for the element at base + a constant offset along each axis, wrapped to the shape.
+"""
+from __future__ import annotations
+
+import itertools
+
+import llvmlite.ir as ir
+
+from ..passes.layouts import SCALAR, Blocked, Layout
+from ..passes.mma_layout import MMA_TILE, Mma
+from .llvm_types import I32
+
+
+def _i32(n: int):
+    return ir.Constant(I32, n)
+
+
+def special_register(builder, register: str, name: str):
+    """Reads the PTX special register ``register`` (``tid.x``, ``ctaid.y``...)."""
+    module = builder.module
+    function = module.globals.get(f"llvm.nvvm.read.ptx.sreg.{register}")
+    if function is None:
+        function = ir.Function(module, ir.FunctionType(I32, []),
+                               name=f"llvm.nvvm.read.ptx.sreg.{register}")
+    return builder.call(function, [], name=name)
+
+
+def _blocked_thread_base(layout: Blocked, builder, lane, warp, axis: int):
+    """First index along ``axis`` of this thread's elements, before wrapping."""
+    lane_stride, warp_stride = layout.strides(axis)
+    lane_coord = builder.urem(builder.udiv(lane, _i32(lane_stride)),
+                              _i32(layout.threads_per_warp[axis]))
+    warp_coord = builder.urem(builder.udiv(warp, _i32(warp_stride)),
+                              _i32(layout.warps_per_cta[axis]))
+    thread = builder.add(builder.mul(warp_coord, _i32(layout.threads_per_warp[axis])), lane_coord)
+    return builder.mul(thread, _i32(layout.size_per_thread[axis]), name=f"base{axis}")
+
+
+def _mma_thread_base(layout: Mma, builder, lane, warp, axis: int):
+    """First row (axis 0) or column (axis 1) of this thread's accumulator fragments."""
+    wm = layout.warps_per_cta[0]
+    if axis == 0:
+        warp_coord, lane_coord = builder.urem(warp, _i32(wm)), builder.udiv(lane, _i32(4))
+    else:
+        warp_coord = builder.udiv(warp, _i32(wm))
+        lane_coord = builder.mul(builder.urem(lane, _i32(4)), _i32(2))
+    return builder.add(builder.mul(warp_coord, _i32(MMA_TILE[axis])), lane_coord,
+                       name=f"mma_base{axis}")
+
+
+class ThreadGeometry:
+    """This thread's coordinates and the per-layout index math built from them."""
+
+    def __init__(self, builder):
+        self.builder = builder      # where the kernel body is being emitted
+        # A builder before the entry block's terminator, set once the body block exists.
+        self.prologue = None
+        self.tid = special_register(builder, "tid.x", "tid")
+        self.lane = builder.and_(self.tid, _i32(31), name="lane")
+        self.warp = builder.lshr(self.tid, _i32(5), name="warp")
+        self._bases: dict = {}
+        self._distributions: dict = {}
+
+    def thread_base(self, parent, axis: int):
+        """First index along ``axis`` of this thread's elements in a parent layout (blocked
+        or mma), computed once in the entry block so that it dominates every use."""
+        key = (parent, axis)
+        if key not in self._bases:
+            emit = _mma_thread_base if isinstance(parent, Mma) else _blocked_thread_base
+            self._bases[key] = emit(parent, self.prologue, self.lane, self.warp, axis)
+        return self._bases[key]
+
+    def distribution(self, layout: Layout, shape: tuple) -> "Distribution":
+        key = (layout, shape)
+        if key not in self._distributions:
+            self._distributions[key] = Distribution(self, layout, shape)
+        return self._distributions[key]
+
+    def count(self, value, layout) -> int:
+        """Registers a thread holds for ``value`` in ``layout``."""
+        if layout is SCALAR:
+            return 1
+        return len(self.distribution(layout, value.type.shape).slots())
+
+    def owner(self, value, layout):
+        """True on the one thread that owns each element of ``value`` (None: every thread)."""
+        if layout is SCALAR:
+            return self.builder.icmp_unsigned("==", self.tid, _i32(0))
+        return self.distribution(layout, value.type.shape).owner_predicate()
+
+    def logical_indices(self, value, layout) -> list:
+        """Per register of ``value`` in ``layout``: its element index, one i32 per dimension."""
+        if layout is SCALAR or not value.type.shape:
+            return [[]]
+        dist = self.distribution(layout, value.type.shape)
+        per_axis = [dist.axis_indices(a) for a in range(len(dist.embedded))]
+        dims = range(len(value.type.shape))
+        return [[per_axis[layout.parent_axis(d)][slot[layout.parent_axis(d)]] for d in dims]
+                for slot in dist.slots()]
+
+
+class Distribution:
+    """Which logical indices a thread holds for a shape in a layout."""
+
+    def __init__(self, geometry: ThreadGeometry, layout: Layout, shape: tuple):
+        self.layout = layout
+        self.embedded = layout.embed(shape)
+        # per parent axis: constant offset of each slot from the thread's base index
+        self.slot_offsets = [layout.blocked.slot_offsets(axis, size)
+                             for axis, size in enumerate(self.embedded)]
+        self.counts = [len(o) for o in self.slot_offsets]
+        self.geometry = geometry
+
+    def axis_indices(self, axis: int) -> list:
+        """LLVM i32 index of each slot along ``axis``."""
+        size = self.embedded[axis]
+        if size == 1:
+            return [_i32(0)] * self.counts[axis]
+        b = self.geometry.builder
+        base = self.geometry.thread_base(self.layout.blocked, axis)
+        return [b.and_(b.add(base, _i32(c)), _i32(size - 1)) for c in self.slot_offsets[axis]]
+
+    def slots(self):
+        """Multi-indices (per parent axis) of the registers, in register order."""
+        return list(itertools.product(*(range(c) for c in self.counts)))
+
+    def owner_predicate(self):
+        """True on the one thread that owns each element (others hold replicas)."""
+        b = self.geometry.builder
+        blocked = self.layout.blocked
+        predicate = None
+        for axis, size in enumerate(self.embedded):
+            if blocked.tile(axis) <= size:
+                continue
+            owns = b.icmp_unsigned("<", self.geometry.thread_base(blocked, axis), _i32(size))
+            predicate = owns if predicate is None else b.and_(predicate, owns)
+        return predicate
