@@ -49,12 +49,12 @@ def _constexpr_binary(op):
     def forward(self, other):
         if isinstance(other, tensor):
             return NotImplemented
-        return constexpr(op(self.value, _unwrap(other)))
+        return constexpr(op(self.value, unwrap(other)))
 
     def reflected(self, other):
         if isinstance(other, tensor):
             return NotImplemented
-        return constexpr(op(_unwrap(other), self.value))
+        return constexpr(op(unwrap(other), self.value))
     return forward, reflected
 
 
@@ -77,7 +77,8 @@ constexpr.__invert__ = lambda self: constexpr(~self.value)
 constexpr.__abs__ = lambda self: constexpr(abs(self.value))
 
 
-def _unwrap(x):
+def unwrap(x):
+    """The Python value of a constexpr; anything else as given."""
     return x.value if isinstance(x, constexpr) else x
 
 
@@ -113,7 +114,7 @@ class tensor:
                         "use a constexpr for static conditions or tl.where for data")
 
     def to(self, dtype, bitcast=False, fp_downcast_rounding=None):
-        return _semantic().cast(self, _unwrap(dtype), bitcast=bool(_unwrap(bitcast)))
+        return _semantic().cast(self, unwrap(dtype), bitcast=bool(unwrap(bitcast)))
 
     # Tensor methods that Triton also offers (x.T, x.reshape(...), ...).
     @property
@@ -215,5 +216,5 @@ def is_builtin(fn) -> bool:
     return getattr(fn, "__aotk_builtin__", False)
 
 
-__all__ = ["constexpr", "tensor", "tensor_descriptor", "builtin", "is_builtin", "DType",
-           "PointerType", "BlockType"]
+__all__ = ["constexpr", "tensor", "tensor_descriptor", "builtin", "is_builtin", "unwrap",
+           "DType", "PointerType", "BlockType"]
