@@ -3,7 +3,8 @@
 tile view of global memory whose parts are tensors).
 
 Operators on tensors forward to ``aotk.semantic``, which owns every typing rule; nothing here
-decides a result type.
+decides a result type. This module imports nothing from ``aotk.semantic``: the rules install
+themselves here (``install_semantic``).
 """
 from __future__ import annotations
 
@@ -82,9 +83,26 @@ def unwrap(x):
     return x.value if isinstance(x, constexpr) else x
 
 
+# Every module of aotk.semantic imports the classes of this one, so this module cannot import
+# aotk.semantic back, not even inside a function, without an import cycle. The rules come in
+# the other way, as Triton hands its semantic object to each call: importing aotk.semantic
+# installs it here, and operators look it up when they run. aotk.language imports it (through
+# the tl builtins), so the rules are in place before any kernel is generated.
+_installed_semantic = None
+
+
+def install_semantic(semantic) -> None:
+    """Makes ``semantic`` (the ``aotk.semantic`` package) the rules tensor operators use."""
+    global _installed_semantic
+    _installed_semantic = semantic
+
+
 def _semantic():
-    from .. import semantic
-    return semantic
+    if _installed_semantic is None:
+        raise RuntimeError("tensor operators need the typing rules of aotk.semantic, which "
+                           "install themselves when it is imported; import aotk.language "
+                           "(or aotk.semantic) first")
+    return _installed_semantic
 
 
 class tensor:
@@ -217,4 +235,4 @@ def is_builtin(fn) -> bool:
 
 
 __all__ = ["constexpr", "tensor", "tensor_descriptor", "builtin", "is_builtin", "unwrap",
-           "DType", "PointerType", "BlockType"]
+           "install_semantic", "DType", "PointerType", "BlockType"]

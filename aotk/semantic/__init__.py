@@ -17,6 +17,9 @@ then one module per op family, named as in ``aotk.interpreter`` and ``aotk.backe
 """
 from __future__ import annotations
 
+import sys
+
+from ..language.core import install_semantic
 from .building import *      # noqa: F401,F403
 from .promotion import *     # noqa: F401,F403
 from .creation import *      # noqa: F401,F403
@@ -32,3 +35,6 @@ from .descriptors import *   # noqa: F401,F403
 from .debug import *         # noqa: F401,F403
 from .control import *       # noqa: F401,F403
 
+# Tensor operators and methods (``x + y``, ``x.to()``, ``x[:, None]``) forward to these rules;
+# see ``aotk.language.core.install_semantic`` for why they are handed over rather than imported.
+install_semantic(sys.modules[__name__])
