@@ -36,7 +36,7 @@ def test_tensor_tensor_promotion(a, b, expected):
     (T.int8, 1e300, T.float64),
 ])
 def test_literal_promotion(tensor_dtype, literal, expected):
-    assert semantic._literal_dtype_against(tensor_dtype, literal) == expected
+    assert semantic.promote_with_literal(tensor_dtype, literal) == expected
 
 
 @aotk.jit

@@ -3,7 +3,8 @@
 tile view of global memory whose parts are tensors).
 
 Operators on tensors forward to ``aotk.semantic``, which owns every typing rule; nothing here
-decides a result type.
+decides a result type. This module imports nothing from ``aotk.semantic``: the rules install
+themselves here (``install_semantic``).
 """
 from __future__ import annotations
 
@@ -49,12 +50,12 @@ def _constexpr_binary(op):
     def forward(self, other):
         if isinstance(other, tensor):
             return NotImplemented
-        return constexpr(op(self.value, _unwrap(other)))
+        return constexpr(op(self.value, unwrap(other)))
 
     def reflected(self, other):
         if isinstance(other, tensor):
             return NotImplemented
-        return constexpr(op(_unwrap(other), self.value))
+        return constexpr(op(unwrap(other), self.value))
     return forward, reflected
 
 
@@ -77,13 +78,31 @@ constexpr.__invert__ = lambda self: constexpr(~self.value)
 constexpr.__abs__ = lambda self: constexpr(abs(self.value))
 
 
-def _unwrap(x):
+def unwrap(x):
+    """The Python value of a constexpr; anything else as given."""
     return x.value if isinstance(x, constexpr) else x
 
 
+# Every module of aotk.semantic imports the classes of this one, so this module cannot import
+# aotk.semantic back, not even inside a function, without an import cycle. The rules come in
+# the other way, as Triton hands its semantic object to each call: importing aotk.semantic
+# installs it here, and operators look it up when they run. aotk.language imports it (through
+# the tl builtins), so the rules are in place before any kernel is generated.
+_installed_semantic = None
+
+
+def install_semantic(semantic) -> None:
+    """Makes ``semantic`` (the ``aotk.semantic`` package) the rules tensor operators use."""
+    global _installed_semantic
+    _installed_semantic = semantic
+
+
 def _semantic():
-    from .. import semantic
-    return semantic
+    if _installed_semantic is None:
+        raise RuntimeError("tensor operators need the typing rules of aotk.semantic, which "
+                           "install themselves when it is imported; import aotk.language "
+                           "(or aotk.semantic) first")
+    return _installed_semantic
 
 
 class tensor:
@@ -113,7 +132,7 @@ class tensor:
                         "use a constexpr for static conditions or tl.where for data")
 
     def to(self, dtype, bitcast=False, fp_downcast_rounding=None):
-        return _semantic().cast(self, _unwrap(dtype), bitcast=bool(_unwrap(bitcast)))
+        return _semantic().cast(self, unwrap(dtype), bitcast=bool(unwrap(bitcast)))
 
     # Tensor methods that Triton also offers (x.T, x.reshape(...), ...).
     @property
@@ -215,5 +234,5 @@ def is_builtin(fn) -> bool:
     return getattr(fn, "__aotk_builtin__", False)
 
 
-__all__ = ["constexpr", "tensor", "tensor_descriptor", "builtin", "is_builtin", "DType",
-           "PointerType", "BlockType"]
+__all__ = ["constexpr", "tensor", "tensor_descriptor", "builtin", "is_builtin", "unwrap",
+           "install_semantic", "DType", "PointerType", "BlockType"]

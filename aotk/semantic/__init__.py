@@ -7,18 +7,34 @@ already typed. The interpreter and the GPU backend trust these types; they never
 Vocabulary: a *literal* is a Python number or a constexpr. It takes part in promotion only
 when its kind (bool < int < float) is higher than the other operand's. Runtime scalar
 arguments are 0-d tensors and promote like any tensor.
+
+Layout: two foundations every rule builds on, ``building`` (the builder the rules append to,
+``emit``) and ``promotion`` (literal typing, promotion, literals made values, block shapes);
+then one module per op family, named as in ``aotk.interpreter`` and ``aotk.backend``:
+``creation``, ``elementwise``, ``views``, ``memory``, ``reduce``, ``scan``, ``combine``,
+``dot``, ``atomics``, ``descriptors``, ``debug`` and ``control``. Every rule is reachable as
+``aotk.semantic.<name>``.
 """
 from __future__ import annotations
 
-from .base import *          # noqa: F401,F403
-from .base import _literal_dtype_against  # noqa: F401  (promotion tests read it)
-from .memory import *        # noqa: F401,F403
-from .reductions import *    # noqa: F401,F403
-from .control import *       # noqa: F401,F403
+import sys
+
+from ..language.core import install_semantic
+from .building import *      # noqa: F401,F403
+from .promotion import *     # noqa: F401,F403
+from .creation import *      # noqa: F401,F403
+from .elementwise import *   # noqa: F401,F403
 from .views import *         # noqa: F401,F403
-from .dot import *           # noqa: F401,F403
-from .scans import *         # noqa: F401,F403
+from .memory import *        # noqa: F401,F403
+from .reduce import *        # noqa: F401,F403
+from .scan import *          # noqa: F401,F403
 from .combine import *       # noqa: F401,F403
+from .dot import *           # noqa: F401,F403
 from .atomics import *       # noqa: F401,F403
-from .debug import *         # noqa: F401,F403
 from .descriptors import *   # noqa: F401,F403
+from .debug import *         # noqa: F401,F403
+from .control import *       # noqa: F401,F403
+
+# Tensor operators and methods (``x + y``, ``x.to()``, ``x[:, None]``) forward to these rules;
+# see ``aotk.language.core.install_semantic`` for why they are handed over rather than imported.
+install_semantic(sys.modules[__name__])

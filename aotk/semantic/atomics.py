@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from ..ir import types as T
 from ..ir.types import BlockType, PointerType
-from ..language.core import tensor
-from .base import (_emit, _is_ptr, _value, bitwise, broadcast_shapes, broadcast_to_shape, cast,
-                   compare, constant, invert, to_tensor, where)
+from ..language.core import tensor, unwrap
+from .building import emit
+from .elementwise import bitwise, cast, compare, invert, where
+from .promotion import broadcast_shapes, constant, is_pointer, to_tensor
+from .views import broadcast_to_shape
 
 SEMANTICS = ("relaxed", "acquire", "release", "acq_rel")
 SCOPES = ("gpu", "cta", "sys")
@@ -38,7 +40,7 @@ def _names(values) -> str:
 
 def memory_order(sem, scope) -> tuple:
     """(sem, scope) with Triton's defaults; unknown values are errors naming the allowed."""
-    sem, scope = _value(sem), _value(scope)
+    sem, scope = unwrap(sem), unwrap(scope)
     sem = "acq_rel" if sem is None else sem
     scope = "gpu" if scope is None else scope
     if sem not in SEMANTICS:
@@ -51,7 +53,7 @@ def memory_order(sem, scope) -> tuple:
 
 
 def _pointer(pointer, name: str) -> tensor:
-    if not _is_ptr(pointer):
+    if not is_pointer(pointer):
         got = pointer.dtype if isinstance(pointer, tensor) else type(pointer).__name__
         raise TypeError(f"{name} needs a pointer or a block of pointers, got {got}")
     return pointer
@@ -98,8 +100,8 @@ def atomic_rmw(kind: str, pointer, val, mask=None, sem=None, scope=None) -> tens
 
 def _emit_rmw(kind, pointer, val, mask, sem, scope) -> tensor:
     operands = [pointer, val] + ([mask] if mask is not None else [])
-    return _emit("atomic_rmw", operands, BlockType(pointer.dtype.element_ty, pointer.type.shape),
-                 kind=kind, sem=sem, scope=scope, has_mask=mask is not None)
+    return emit("atomic_rmw", operands, BlockType(pointer.dtype.element_ty, pointer.type.shape),
+                kind=kind, sem=sem, scope=scope, has_mask=mask is not None)
 
 
 def _float_max_min(kind, pointer, val, mask, sem, scope) -> tensor:
@@ -131,5 +133,5 @@ def atomic_cas(pointer, cmp, val, sem=None, scope=None) -> tensor:
         raise TypeError(f"atomic_cas needs 16-, 32- or 64-bit elements, got {element}")
     sem, scope = memory_order(sem, scope)
     pointer, cmp, val = _broadcast_all([pointer, _operand(cmp, element), _operand(val, element)])
-    return _emit("atomic_cas", [pointer, cmp, val], BlockType(element, pointer.type.shape),
-                 sem=sem, scope=scope)
+    return emit("atomic_cas", [pointer, cmp, val], BlockType(element, pointer.type.shape),
+                sem=sem, scope=scope)

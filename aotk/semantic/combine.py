@@ -6,16 +6,17 @@ In: a block or a tuple of blocks of one shape, an axis, an ``@aotk.jit`` combine
 result per input (a tensor, or a tuple when the input was a tuple). The combine function
 becomes the op's region: its block arguments are 0-d values of the inputs' element types
 (the N accumulated values, then the N new ones), its body is the function inlined by the
-frontend (``base.inline_function``), and it ends in a ``yield`` of N values of exactly the
+frontend (``building.inline_function``), and it ends in a ``yield`` of N values of exactly the
 inputs' types. Numbers the function returns become constants of those types.
 """
 from __future__ import annotations
 
 from ..ir.kir import Region, Value
 from ..ir.types import BlockType
-from ..language.core import tensor
-from .base import _builder, _value, constant, inline_function, is_literal
-from .reductions import _keep, _normalize_axis
+from ..language.core import tensor, unwrap
+from .building import current_builder, inline_function
+from .promotion import constant, is_literal
+from .reduce import keep_reduced_dims, normalize_axis
 
 __all__ = ["combine_region", "reduce_with", "scan_axis", "associative_scan"]
 
@@ -26,14 +27,14 @@ def _function_name(fn) -> str:
 
 def _inputs(input, what: str) -> tuple[list, bool]:
     """The input blocks, and whether they came as a tuple."""
-    value = _value(input)
+    value = unwrap(input)
     is_tuple = isinstance(value, (tuple, list))
     inputs = list(value) if is_tuple else [input]
     if not inputs:
         raise ValueError(f"{what} needs at least one input block")
     for x in inputs:
         if not isinstance(x, tensor):
-            raise TypeError(f"{what} takes blocks, got {_value(x)!r}")
+            raise TypeError(f"{what} takes blocks, got {unwrap(x)!r}")
         if not x.type.shape:
             raise ValueError(f"{what} needs blocks, got a scalar")
         if x.dtype.is_ptr():
@@ -47,15 +48,15 @@ def _inputs(input, what: str) -> tuple[list, bool]:
 
 def combine_region(combine_fn, elements: list, what: str) -> Region:
     """The region of a combine function over ``elements`` (one dtype per input)."""
-    combine_fn = _value(combine_fn)
+    combine_fn = unwrap(combine_fn)
     count = len(elements)
     name = _function_name(combine_fn)
     args = [Value(BlockType(e)) for e in elements + elements]
     region = Region(args)
-    builder = _builder()
+    builder = current_builder()
     with builder.insertion(region.body):
         returned = inline_function(combine_fn, [tensor(a) for a in args])
-        returned = _value(returned)
+        returned = unwrap(returned)
         values = list(returned) if isinstance(returned, (tuple, list)) else \
             ([] if returned is None else [returned])
         if len(values) != count:
@@ -65,8 +66,8 @@ def combine_region(combine_fn, elements: list, what: str) -> Region:
                 f"accumulated values, then the new ones) and must return {count}")
         yielded = []
         for index, (value, element) in enumerate(zip(values, elements)):
-            if is_literal(value) and not isinstance(_value(value), str):
-                value = constant(_value(value), element)
+            if is_literal(value) and not isinstance(unwrap(value), str):
+                value = constant(unwrap(value), element)
             if not isinstance(value, tensor) or value.type.shape:
                 raise TypeError(f"the combine function {name!r} of {what} must return scalars; "
                                 f"value {index} is {value!r}")
@@ -81,8 +82,8 @@ def combine_region(combine_fn, elements: list, what: str) -> Region:
 
 
 def _custom_op(opcode, inputs, region, result_types, **attrs) -> list:
-    op = _builder().create_region_op(opcode, [x.handle for x in inputs], [region], result_types,
-                                     combine="custom", **attrs)
+    op = current_builder().create_region_op(opcode, [x.handle for x in inputs], [region],
+                                            result_types, combine="custom", **attrs)
     return [tensor(r) for r in op.results]
 
 
@@ -95,20 +96,20 @@ def reduce_with(input, axis, combine_fn, keep_dims=False):
     inputs, is_tuple = _inputs(input, "tl.reduce")
     elements = [x.dtype for x in inputs]
     rank = len(inputs[0].type.shape)
-    axis = _value(axis)
-    axes = list(range(rank)) if axis is None else [_normalize_axis(inputs[0], axis)]
+    axis = unwrap(axis)
+    axes = list(range(rank)) if axis is None else [normalize_axis(inputs[0], axis)]
     for a in reversed(axes):   # the last axis first, so the remaining axis numbers hold
         region = combine_region(combine_fn, elements, "tl.reduce")
         shape = inputs[0].type.shape[:a] + inputs[0].type.shape[a + 1:]
         inputs = _custom_op("reduce", inputs, region, [x.type.with_shape(shape) for x in inputs],
                             axis=a)
-    return _pack([_keep(x, axes, keep_dims) for x in inputs], is_tuple)
+    return _pack([keep_reduced_dims(x, axes, keep_dims) for x in inputs], is_tuple)
 
 
 def scan_axis(x: tensor, axis) -> int:
     """A scan's axis, normalized: one axis of the block (negative counts from the end)."""
     rank = len(x.type.shape)
-    value = _value(axis)
+    value = unwrap(axis)
     if not isinstance(value, int) or isinstance(value, bool):
         raise TypeError(f"a scan needs one integer axis, got {value!r}")
     value = int(value)
@@ -124,5 +125,5 @@ def associative_scan(input, axis, combine_fn, reverse=False):
     axis = scan_axis(inputs[0], axis)
     region = combine_region(combine_fn, [x.dtype for x in inputs], "tl.associative_scan")
     results = _custom_op("scan", inputs, region, [x.type for x in inputs], axis=axis,
-                         reverse=bool(_value(reverse)))
+                         reverse=bool(unwrap(reverse)))
     return _pack(results, is_tuple)

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from ..ir import types as T
 from ..ir.types import BlockType
-from ..language.core import constexpr, tensor
-from .base import _value, cast, compare, constant, literal_type, to_tensor
+from ..language.core import constexpr, tensor, unwrap
+from .elementwise import cast, compare
+from .promotion import constant, literal_type, to_tensor
 
 
 def condition(x, what: str) -> tensor:
@@ -35,15 +36,15 @@ def loop_bounds(start, end, step) -> tuple:
                 raise TypeError(f"range {name} must be a scalar, got a block")
             if not bound.dtype.is_int() or bound.dtype.is_bool():
                 raise TypeError(f"range {name} must be an integer, got {bound.dtype}")
-        elif not isinstance(_value(bound), int) or isinstance(_value(bound), bool):
-            raise TypeError(f"range {name} must be an integer, got {_value(bound)!r}")
+        elif not isinstance(unwrap(bound), int) or isinstance(unwrap(bound), bool):
+            raise TypeError(f"range {name} must be an integer, got {unwrap(bound)!r}")
         values.append(bound)
-    if not isinstance(step, tensor) and _value(step) == 0:
+    if not isinstance(step, tensor) and unwrap(step) == 0:
         raise ValueError("range step must not be zero")
     wide = any((isinstance(v, tensor) and v.dtype.bits == 64) or
                (not isinstance(v, tensor) and literal_type(v).bits == 64) for v in values)
     dtype = T.int64 if wide else T.int32
-    return tuple(cast(v, dtype) if isinstance(v, tensor) else constant(_value(v), dtype)
+    return tuple(cast(v, dtype) if isinstance(v, tensor) else constant(unwrap(v), dtype)
                  for v in values)
 
 
@@ -51,7 +52,7 @@ def step_direction(step) -> str:
     """'up' / 'down' for a compile-time step; 'runtime' when its sign is only known then."""
     if isinstance(step, tensor):
         return "runtime"
-    return "up" if _value(step) > 0 else "down"
+    return "up" if unwrap(step) > 0 else "down"
 
 
 def crossing_value(name: str, value) -> tensor:

@@ -13,8 +13,10 @@ u32); offsets are 32-bit as in Triton, whose TMA coordinates are. Narrower integ
 from __future__ import annotations
 
 from ..ir import types as T
-from ..language.core import tensor, tensor_descriptor
-from .base import _emit, _value, cast, constant, literal_type, validate_block_shape
+from ..language.core import tensor, tensor_descriptor, unwrap
+from .building import emit
+from .elementwise import cast
+from .promotion import constant, literal_type, validate_block_shape
 
 MAX_DESCRIPTOR_RANK = 5
 # A TMA box row must span at least 16 bytes; Triton asks it of every descriptor.
@@ -26,11 +28,11 @@ def _describe(x) -> str:
     if isinstance(x, tensor):
         return f"a block of {x.dtype} of shape {list(x.type.shape)}" if x.type.shape else \
             f"a runtime {x.dtype} scalar"
-    return repr(_value(x))
+    return repr(unwrap(x))
 
 
 def _sequence(x, what: str) -> list:
-    x = _value(x)
+    x = unwrap(x)
     if not isinstance(x, (list, tuple)):
         raise TypeError(f"{what} must be a list with one entry per dimension, got {_describe(x)}")
     return list(x)
@@ -39,7 +41,7 @@ def _sequence(x, what: str) -> list:
 def _integer_scalar(x, what: str) -> tensor:
     """An int / constexpr int (a constant of its literal type) or an integer scalar tensor,
     as given; anything else is an error naming ``what``."""
-    value = _value(x)
+    value = unwrap(x)
     if isinstance(value, int) and not isinstance(value, bool):
         dtype = literal_type(value)
         return constant(value, T.int64 if dtype == T.uint32 else dtype)
@@ -62,7 +64,7 @@ def _shape_or_stride(x, what: str) -> tensor:
 
 def _offset(x, what: str) -> tensor:
     """i32: Triton's descriptor offsets are 32-bit, unsigned ones reinterpreted."""
-    value = _value(x)
+    value = unwrap(x)
     if isinstance(value, int) and not isinstance(value, bool) and not -2**31 <= value < 2**31:
         raise ValueError(f"{what} is {value}, which does not fit in 32 bits: descriptor "
                          "offsets are 32-bit")
@@ -76,7 +78,7 @@ def _offset(x, what: str) -> tensor:
 def _is_constant_one(x) -> bool:
     """1 as a literal, or a scalar ``constant`` op of value 1 (a parameter the signature
     specialized with the hint :1)."""
-    value = _value(x)
+    value = unwrap(x)
     if isinstance(value, int) and not isinstance(value, bool):
         return value == 1
     owner = x.handle.owner if isinstance(x, tensor) else None
@@ -103,11 +105,11 @@ def make_tensor_descriptor(base, shape, strides, block_shape,
         raise TypeError(f"the base of a tensor descriptor must be a scalar pointer, got "
                         f"{_describe(base)}")
     for dim, size in enumerate(block_shape):
-        if not isinstance(_value(size), int) or isinstance(_value(size), bool):
+        if not isinstance(unwrap(size), int) or isinstance(unwrap(size), bool):
             raise TypeError(f"block_shape[{dim}] must be a compile-time integer (tl.constexpr), "
                             f"got {_describe(size)}")
     block_shape = validate_block_shape(block_shape)
-    padding_option = _value(padding_option)
+    padding_option = unwrap(padding_option)
     if padding_option not in PADDING_OPTIONS:
         raise ValueError(f"unknown padding_option {padding_option!r}; expected 'zero' or 'nan'")
     if padding_option == "nan":
@@ -130,7 +132,7 @@ def make_tensor_descriptor(base, shape, strides, block_shape,
 
 
 def _descriptor(desc, what: str) -> tensor_descriptor:
-    desc = _value(desc)
+    desc = unwrap(desc)
     if not isinstance(desc, tensor_descriptor):
         raise TypeError(f"{what} needs a tensor descriptor (tl.make_tensor_descriptor), got "
                         f"{_describe(desc)}")
@@ -151,8 +153,8 @@ def _access_operands(desc: tensor_descriptor, offsets) -> list:
 def descriptor_load(desc, offsets) -> tensor:
     desc = _descriptor(desc, "a descriptor load")
     operands = _access_operands(desc, offsets)
-    return _emit("descriptor_load", operands, desc.block_type, rank=len(desc.shape),
-                 block_shape=tuple(desc.block_type.shape))
+    return emit("descriptor_load", operands, desc.block_type, rank=len(desc.shape),
+                block_shape=tuple(desc.block_type.shape))
 
 
 def descriptor_store(desc, offsets, value) -> None:
@@ -170,8 +172,8 @@ def descriptor_store(desc, offsets, value) -> None:
                          "(descriptor stores do not broadcast)")
     operands = _access_operands(desc, offsets)
     value = cast(value, desc.dtype)
-    _emit("descriptor_store", operands + [value], None, rank=len(desc.shape),
-          block_shape=tuple(block_shape))
+    emit("descriptor_store", operands + [value], None, rank=len(desc.shape),
+         block_shape=tuple(block_shape))
 
 
 __all__ = ["make_tensor_descriptor", "descriptor_load", "descriptor_store"]

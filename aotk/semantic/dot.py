@@ -17,8 +17,9 @@ import os
 
 from ..ir import types as T
 from ..ir.types import BlockType
-from ..language.core import tensor
-from .base import _emit, _value, constant, to_tensor
+from ..language.core import tensor, unwrap
+from .building import emit
+from .promotion import constant, to_tensor
 
 INPUT_PRECISIONS = ("tf32", "tf32x3", "ieee")
 MIN_DOT_SIZE = 16
@@ -48,10 +49,10 @@ def dot(a, b, acc=None, input_precision=None, allow_tf32=None, out_dtype=T.float
         raise TypeError(f"tl.dot needs operands of one element type, got {a.dtype} and {b.dtype}; "
                         "cast one with .to()")
     element = a.dtype
-    out_dtype = _value(out_dtype)
-    precision = _value(input_precision)
+    out_dtype = unwrap(out_dtype)
+    precision = unwrap(input_precision)
     if allow_tf32 is not None and precision is None:
-        precision = "tf32" if _value(allow_tf32) else "ieee"
+        precision = "tf32" if unwrap(allow_tf32) else "ieee"
     if element.is_int():
         if element != T.int8:
             raise TypeError(f"integer tl.dot takes int8 operands, got {element}")
@@ -83,4 +84,4 @@ def dot(a, b, acc=None, input_precision=None, allow_tf32=None, out_dtype=T.float
             raise TypeError(f"the accumulator is {acc.dtype} but the product is "
                             f"{result_element}; pass out_dtype={acc.dtype} or cast the "
                             "accumulator")
-    return _emit("dot", [a, b, acc], result_type, precision=precision)
+    return emit("dot", [a, b, acc], result_type, precision=precision)

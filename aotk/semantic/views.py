@@ -1,21 +1,86 @@
-"""Typing rules of ops that move elements between positions: ``permute`` / ``trans``,
-``reshape`` / ``ravel``, ``join`` and ``split``.
+"""Typing rules of ops that change a block's shape or move its elements: splats and
+broadcasts (explicit, ``tl.broadcast_to``, and the implicit ones of every binary rule),
+``expand_dims`` and ``x[:, None]`` subscripts, ``permute`` / ``trans``, ``reshape`` /
+``ravel``, ``join`` and ``split``.
 
-In: blocks and shapes or axis orders. Out: typed ``tensor``s. Each op keeps the element type;
-only the shape and the element order change.
+In: blocks and shapes, axes or axis orders. Out: typed ``tensor``s. Each op keeps the
+element type; only the shape and the element order change.
 """
 from __future__ import annotations
 
 from ..ir.types import BlockType
-from ..language.core import tensor
-from .base import _emit, _value, broadcast_shapes, broadcast_to_shape, to_tensor, validate_block_shape
+from ..language.core import tensor, unwrap
+from .building import emit
+from .promotion import broadcast_shapes, to_tensor, validate_block_shape
 
+
+# ---------------------------------------------------------------------------------------
+# Broadcasts and new axes
+# ---------------------------------------------------------------------------------------
+
+def broadcast_to_shape(x: tensor, shape: tuple) -> tensor:
+    """``x`` grown to ``shape`` by NumPy's rules: a scalar splats; a block gains leading
+    axes of size 1, then its 1-dims grow."""
+    shape = tuple(shape)
+    if x.type.shape == shape:
+        return x
+    if not x.type.shape:
+        return emit("splat", [x], x.type.with_shape(shape))
+    while len(x.type.shape) < len(shape):
+        x = expand_dims(x, 0)
+    if broadcast_shapes(x.type.shape, shape) != shape:
+        raise ValueError(f"cannot broadcast shape {list(x.type.shape)} to {list(shape)}")
+    return emit("broadcast", [x], x.type.with_shape(shape))
+
+
+def broadcast_to(x, shape) -> tensor:
+    shape = validate_block_shape(shape)
+    return broadcast_to_shape(to_tensor(x), shape)
+
+
+def expand_dims(x: tensor, axis) -> tensor:
+    x = to_tensor(x)
+    axes = [int(unwrap(a)) for a in (axis if isinstance(axis, (tuple, list)) else [axis])]
+    rank_out = len(x.type.shape) + len(axes)
+    axes = sorted(a + rank_out if a < 0 else a for a in axes)
+    for a in axes:
+        if not 0 <= a < rank_out:
+            raise ValueError(f"expand_dims axis {a} out of range for a result of rank {rank_out}")
+    for a in axes:
+        shape = list(x.type.shape)
+        shape.insert(a, 1)
+        x = emit("expand_dims", [x], x.type.with_shape(shape), axis=a)
+    return x
+
+
+def subscript(x: tensor, index) -> tensor:
+    """``x[:, None]`` style indexing: only full slices and None are meaningful on blocks."""
+    index = unwrap(index)
+    if not isinstance(index, tuple):
+        index = (index,)
+    dim = 0
+    for item in index:
+        item = unwrap(item)
+        if item is None:
+            x = expand_dims(x, dim)
+            dim += 1
+        elif isinstance(item, slice) and item == slice(None, None, None):
+            dim += 1
+        else:
+            raise TypeError(f"unsupported index {item!r}: blocks take only ':' and None, "
+                            "e.g. x[:, None]")
+    return x
+
+
+# ---------------------------------------------------------------------------------------
+# Element order
+# ---------------------------------------------------------------------------------------
 
 def _dims(dims) -> tuple:
     """Axis lists arrive as `permute(x, 1, 0)` or `permute(x, (1, 0))`."""
-    dims = tuple(_value(d) for d in dims)
+    dims = tuple(unwrap(d) for d in dims)
     if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
-        dims = tuple(_value(d) for d in dims[0])
+        dims = tuple(unwrap(d) for d in dims[0])
     return tuple(int(d) for d in dims)
 
 
@@ -29,7 +94,7 @@ def permute(x, *dims) -> tensor:
     if order == tuple(range(rank)):
         return x
     shape = tuple(x.type.shape[d] for d in order)
-    return _emit("permute", [x], x.type.with_shape(shape), order=order)
+    return emit("permute", [x], x.type.with_shape(shape), order=order)
 
 
 def trans(x, *dims) -> tensor:
@@ -55,7 +120,7 @@ def reshape(x, *shape, can_reorder=False) -> tensor:
                          f"{list(x.type.shape)} into {list(shape)} ({numel} elements)")
     if shape == x.type.shape:
         return x
-    return _emit("reshape", [x], x.type.with_shape(shape))
+    return emit("reshape", [x], x.type.with_shape(shape))
 
 
 def ravel(x, can_reorder=False) -> tensor:
@@ -71,7 +136,7 @@ def join(a, b) -> tensor:
                         f"{b.dtype}; cast one with .to()")
     shape = broadcast_shapes(a.type.shape, b.type.shape)
     a, b = broadcast_to_shape(a, shape), broadcast_to_shape(b, shape)
-    return _emit("join", [a, b], BlockType(a.dtype, shape + (2,)))
+    return emit("join", [a, b], BlockType(a.dtype, shape + (2,)))
 
 
 def split(x) -> tuple:
@@ -81,4 +146,4 @@ def split(x) -> tuple:
         raise ValueError(f"split needs a block whose last axis has size 2, got shape "
                          f"{list(x.type.shape)}")
     result = x.type.with_shape(x.type.shape[:-1])
-    return tuple(_emit("split", [x], result, index=index) for index in (0, 1))
+    return tuple(emit("split", [x], result, index=index) for index in (0, 1))

@@ -1,4 +1,6 @@
-"""Typing rules of inclusive scans along an axis (``cumsum``, ``cumprod``).
+"""Typing rules of inclusive scans along an axis with a named combine (``tl.cumsum``,
+``cumprod``; kir ``scan``). Scans by a combine function (``tl.associative_scan``) are in
+``combine``.
 
 In: a block, an axis, the direction, an optional dtype. Out: a block of the same shape.
 ``cumsum`` accumulates in ``tl.sum``'s type (narrow ints -> int32/uint32) unless ``dtype``
@@ -6,10 +8,12 @@ says otherwise, as in Triton.
 """
 from __future__ import annotations
 
-from ..language.core import tensor
-from .base import _emit, _value, cast, to_tensor
+from ..language.core import tensor, unwrap
+from .building import emit
 from .combine import scan_axis
-from .reductions import sum_dtype
+from .elementwise import cast
+from .promotion import to_tensor
+from .reduce import sum_dtype
 
 
 def scan(x, axis, combine: str, reverse=False, dtype=None) -> tensor:
@@ -19,14 +23,14 @@ def scan(x, axis, combine: str, reverse=False, dtype=None) -> tensor:
     if x.dtype.is_ptr():
         raise TypeError("cannot scan pointers")
     if dtype is not None:
-        x = cast(x, _value(dtype))
+        x = cast(x, unwrap(dtype))
     axis = scan_axis(x, axis)
-    return _emit("scan", [x], x.type, axis=axis, combine=combine, reverse=bool(_value(reverse)))
+    return emit("scan", [x], x.type, axis=axis, combine=combine, reverse=bool(unwrap(reverse)))
 
 
 def cumsum(x, axis=0, reverse=False, dtype=None) -> tensor:
     x = to_tensor(x)
-    return scan(x, axis, "add", reverse, _value(dtype) or sum_dtype(x.dtype))
+    return scan(x, axis, "add", reverse, unwrap(dtype) or sum_dtype(x.dtype))
 
 
 def cumprod(x, axis=0, reverse=False) -> tensor:

@@ -1,4 +1,6 @@
-"""Typing rules of reductions along an axis (``sum``, ``max``, ``argmax``, ...).
+"""Typing rules of reductions along an axis with a named combine: ``tl.sum``, ``max``,
+``min``, ``xor_sum`` (kir ``reduce``) and ``argmax`` / ``argmin`` (kir ``argreduce``).
+Reductions by a combine function (``tl.reduce``) are in ``combine``.
 
 In: a block, an axis (or None for all), options. Out: the reduced ``tensor``.
 """
@@ -6,17 +8,17 @@ from __future__ import annotations
 
 from ..ir import types as T
 from ..ir.types import BlockType, DType
-from ..language.core import tensor
-from .base import (_emit, _is_ptr, _value, broadcast_shapes, broadcast_to_shape, cast, constant,
-                   expand_dims, to_tensor, validate_block_shape)
+from ..language.core import tensor, unwrap
+from .building import emit
+from .elementwise import cast
+from .promotion import to_tensor
+from .views import expand_dims
 
-# ---------------------------------------------------------------------------------------
-# Reductions
-# ---------------------------------------------------------------------------------------
 
-def _normalize_axis(x: tensor, axis) -> int:
+def normalize_axis(x: tensor, axis) -> int:
+    """``axis`` as an index into ``x``'s shape (negative counts from the end)."""
     rank = len(x.type.shape)
-    axis = int(_value(axis))
+    axis = int(unwrap(axis))
     if not -rank <= axis < rank:
         raise ValueError(f"axis {axis} is out of range for a {rank}-d block")
     return axis + rank if axis < 0 else axis
@@ -37,43 +39,42 @@ def reduce(x, axis, combine: str, keep_dims=False, dtype=None) -> tensor:
     if not x.type.shape:
         raise ValueError("cannot reduce a scalar")
     if dtype is not None:
-        x = cast(x, _value(dtype))
+        x = cast(x, unwrap(dtype))
     if combine == "xor" and not x.dtype.is_int():
         raise TypeError(f"xor_sum needs integers, got {x.dtype}")
     if x.dtype.is_ptr():
         raise TypeError("cannot reduce pointers")
-    axis = _value(axis)
+    axis = unwrap(axis)
     if axis is None:
         rank = len(x.type.shape)
         for a in reversed(range(rank)):
-            x = _emit("reduce", [x], x.type.with_shape(x.type.shape[:a] + x.type.shape[a + 1:]),
-                      axis=a, combine=combine)
-        return _keep(x, list(range(rank)), keep_dims)
-    axis = _normalize_axis(x, axis)
+            x = emit("reduce", [x], x.type.with_shape(x.type.shape[:a] + x.type.shape[a + 1:]),
+                     axis=a, combine=combine)
+        return keep_reduced_dims(x, list(range(rank)), keep_dims)
+    axis = normalize_axis(x, axis)
     shape = x.type.shape[:axis] + x.type.shape[axis + 1:]
-    result = _emit("reduce", [x], x.type.with_shape(shape), axis=axis, combine=combine)
-    return _keep(result, [axis], keep_dims)
+    result = emit("reduce", [x], x.type.with_shape(shape), axis=axis, combine=combine)
+    return keep_reduced_dims(result, [axis], keep_dims)
 
 
 def argreduce(x, axis, combine: str, keep_dims=False) -> tensor:
     x = to_tensor(x)
     if not x.type.shape:
         raise ValueError("cannot reduce a scalar")
-    if _value(axis) is None:
+    if unwrap(axis) is None:
         if len(x.type.shape) != 1:
             raise ValueError("argmax/argmin with axis=None need a 1-d block; pass an axis")
         axis = 0
-    axis = _normalize_axis(x, axis)
+    axis = normalize_axis(x, axis)
     shape = x.type.shape[:axis] + x.type.shape[axis + 1:]
-    result = _emit("argreduce", [x], BlockType(T.int32, shape), axis=axis, combine=combine)
-    return _keep(result, [axis], keep_dims)
+    result = emit("argreduce", [x], BlockType(T.int32, shape), axis=axis, combine=combine)
+    return keep_reduced_dims(result, [axis], keep_dims)
 
 
-def _keep(x: tensor, axes: list, keep_dims) -> tensor:
-    if not _value(keep_dims):
+def keep_reduced_dims(x: tensor, axes: list, keep_dims) -> tensor:
+    """With ``keep_dims``, the reduced ``axes`` back in ``x``'s shape with size 1."""
+    if not unwrap(keep_dims):
         return x
     for axis in sorted(axes):
         x = expand_dims(x, axis)
     return x
-
-

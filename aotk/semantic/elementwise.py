@@ -1,0 +1,243 @@
+"""Typing rules of elementwise ops: the arithmetic, bitwise and comparison operators,
+pointer arithmetic, ``tl.minimum`` / ``maximum`` / ``clamp`` / ``where`` / ``fma`` /
+``sigmoid``, the unary operators and math functions, and casts (``tl.cast``, ``x.to()``).
+
+In: ``tensor`` / ``constexpr`` / Python values. Out: typed ``tensor``s of the operands'
+broadcast shape. Operands meet in one element type by ``promotion``'s rules.
+"""
+from __future__ import annotations
+
+from ..ir import types as T
+from ..ir.types import BlockType, DType, PointerType
+from ..language.core import constexpr, tensor
+from .building import emit
+from .promotion import (broadcast_shapes, check_literal_fits, constant, is_literal, is_pointer,
+                        literal_type, promote_dtypes, promote_with_literal, to_tensor)
+from .views import broadcast_to_shape
+
+# ---------------------------------------------------------------------------------------
+# Binary operators
+# ---------------------------------------------------------------------------------------
+
+def _binary_operands(lhs, rhs, allow_float=True, allow_int=True, op_name="op",
+                     check_signedness=False):
+    """Promotes and broadcasts two operands; returns (a, b) of one type and shape."""
+    lhs_literal, rhs_literal = is_literal(lhs), is_literal(rhs)
+    if lhs_literal and rhs_literal:
+        raise TypeError("internal: two literals reach the semantic layer")
+    if lhs_literal:
+        dtype = promote_with_literal(rhs.dtype, lhs)
+        check_literal_fits(lhs, dtype)
+        lhs = constant(lhs, dtype)
+    elif rhs_literal:
+        dtype = promote_with_literal(lhs.dtype, rhs)
+        check_literal_fits(rhs, dtype)
+        rhs = constant(rhs, dtype)
+    else:
+        for side in (lhs, rhs):
+            if side.dtype.is_ptr():
+                raise TypeError(f"{op_name} is not defined on pointers")
+        if check_signedness and lhs.dtype.kind in ("int", "uint") and \
+                rhs.dtype.kind in ("int", "uint") and lhs.dtype.kind != rhs.dtype.kind:
+            raise TypeError(
+                f"cannot use {op_name} with {lhs.dtype} and {rhs.dtype}: they have different "
+                "signedness, which is unlikely to give a useful answer; cast them to the same "
+                "signedness")
+        dtype = promote_dtypes(lhs.dtype, rhs.dtype)
+    if dtype.is_ptr():
+        raise TypeError(f"{op_name} is not defined on pointers")
+    if dtype.is_floating() and not allow_float:
+        raise TypeError(f"{op_name} needs integer operands, got {dtype}")
+    if dtype.is_int() and not allow_int:
+        raise TypeError(f"{op_name} needs floating-point operands, got {dtype}")
+    lhs, rhs = cast(lhs, dtype), cast(rhs, dtype)
+    shape = broadcast_shapes(lhs.type.shape, rhs.type.shape)
+    return broadcast_to_shape(lhs, shape), broadcast_to_shape(rhs, shape)
+
+
+def _binary(opcode, a: tensor, b: tensor) -> tensor:
+    return emit(opcode, [a, b], a.type)
+
+
+def _pointer_offset(ptr: tensor, offset, negate=False) -> tensor:
+    offset = to_tensor(offset)
+    if not offset.dtype.is_int() or offset.dtype.is_bool():
+        raise TypeError(f"a pointer moves by an integer offset, not {offset.dtype}")
+    if negate:
+        offset = neg(offset)
+    shape = broadcast_shapes(ptr.type.shape, offset.type.shape)
+    ptr, offset = broadcast_to_shape(ptr, shape), broadcast_to_shape(offset, shape)
+    return emit("addptr", [ptr, offset], ptr.type)
+
+
+def add(lhs, rhs) -> tensor:
+    if is_pointer(lhs) and is_pointer(rhs):
+        raise TypeError("cannot add two pointers")
+    if is_pointer(lhs):
+        return _pointer_offset(lhs, rhs)
+    if is_pointer(rhs):
+        return _pointer_offset(rhs, lhs)
+    return _binary("add", *_binary_operands(lhs, rhs, op_name="+"))
+
+
+def sub(lhs, rhs) -> tensor:
+    if is_pointer(lhs) and not is_pointer(rhs):
+        return _pointer_offset(lhs, rhs, negate=True)
+    if is_pointer(rhs):
+        raise TypeError("cannot subtract a pointer; use integer offsets")
+    return _binary("sub", *_binary_operands(lhs, rhs, op_name="-"))
+
+
+def mul(lhs, rhs) -> tensor:
+    return _binary("mul", *_binary_operands(lhs, rhs, op_name="*"))
+
+
+def truediv(lhs, rhs) -> tensor:
+    """``/``: integers divide as float32 (Triton's rule); floats keep the promoted type."""
+    a, b = _binary_operands(lhs, rhs, op_name="/")
+    if not a.dtype.is_floating():
+        a, b = cast(a, T.float32), cast(b, T.float32)
+    return _binary("fdiv", a, b)
+
+
+def floordiv(lhs, rhs) -> tensor:
+    """``//`` on tensors rounds toward zero, like C (constexpr-only expressions follow Python)."""
+    a, b = _binary_operands(lhs, rhs, allow_float=False, op_name="//", check_signedness=True)
+    return _binary("idiv", a, b)
+
+
+def mod(lhs, rhs) -> tensor:
+    """``%`` on tensors: C remainder (sign of the dividend); fmod for floats."""
+    a, b = _binary_operands(lhs, rhs, op_name="%", check_signedness=True)
+    return _binary("frem" if a.dtype.is_floating() else "irem", a, b)
+
+
+def bitwise(opcode, lhs, rhs) -> tensor:
+    symbol = {"and": "&", "or": "|", "xor": "^", "shl": "<<", "shr": ">>"}[opcode]
+    return _binary(opcode, *_binary_operands(lhs, rhs, allow_float=False, op_name=symbol))
+
+
+def compare(predicate, lhs, rhs) -> tensor:
+    if is_pointer(lhs) or is_pointer(rhs):
+        if not (is_pointer(lhs) and is_pointer(rhs)) or predicate not in ("eq", "ne"):
+            raise TypeError("pointers compare only with == and != against pointers")
+        shape = broadcast_shapes(lhs.type.shape, rhs.type.shape)
+        a, b = broadcast_to_shape(lhs, shape), broadcast_to_shape(rhs, shape)
+    else:
+        a, b = _binary_operands(lhs, rhs, op_name="comparison")
+    return emit("cmp", [a, b], BlockType(T.int1, a.type.shape), predicate=predicate)
+
+
+def minimum(x, y, propagate_nan=None) -> tensor:
+    return _binary("min", *_binary_operands(x, y, op_name="minimum"))
+
+
+def maximum(x, y, propagate_nan=None) -> tensor:
+    return _binary("max", *_binary_operands(x, y, op_name="maximum"))
+
+
+# ---------------------------------------------------------------------------------------
+# Unary operators and math
+# ---------------------------------------------------------------------------------------
+
+def neg(x) -> tensor:
+    x = to_tensor(x)
+    if x.dtype.is_ptr():
+        raise TypeError("cannot negate a pointer")
+    return emit("neg", [x], x.type)
+
+
+def invert(x) -> tensor:
+    x = to_tensor(x)
+    if not x.dtype.is_int():
+        raise TypeError(f"~ needs an integer or boolean operand, got {x.dtype}")
+    return emit("not", [x], x.type)
+
+
+FLOAT_ONLY_MATH = frozenset("exp exp2 log log2 sqrt rsqrt sin cos floor ceil".split())
+
+
+def unary_math(opcode, x) -> tensor:
+    x = to_tensor(x)
+    if opcode in FLOAT_ONLY_MATH and not x.dtype.is_floating():
+        raise TypeError(f"tl.{opcode} needs a floating-point operand, got {x.dtype}; "
+                        f"cast it with .to(tl.float32)")
+    if x.dtype.is_ptr():
+        raise TypeError(f"tl.{opcode} is not defined on pointers")
+    if opcode == "abs" and (x.dtype.is_int_unsigned() or x.dtype.is_bool()):
+        return x
+    return emit(opcode, [x], x.type)
+
+
+def _common_operands(*values):
+    """Promotes several operands together (literals joining by the kind rule) and broadcasts."""
+    tensors = [v for v in values if isinstance(v, tensor)]
+    if not tensors:
+        raise TypeError("at least one operand must be a tensor")
+    dtype = tensors[0].dtype
+    for t in tensors[1:]:
+        dtype = promote_dtypes(dtype, t.dtype)
+    for v in values:
+        if not isinstance(v, tensor):
+            dtype = promote_with_literal(dtype, v)
+    out = [cast(to_tensor(v) if isinstance(v, tensor) else constant(v, dtype), dtype) for v in values]
+    shape = ()
+    for v in out:
+        shape = broadcast_shapes(shape, v.type.shape)
+    return [broadcast_to_shape(v, shape) for v in out]
+
+
+def fma(x, y, z) -> tensor:
+    a, b, c = _common_operands(x, y, z)
+    if not a.dtype.is_floating():
+        raise TypeError(f"tl.fma needs floating-point operands, got {a.dtype}")
+    return emit("fma", [a, b, c], a.type)
+
+
+def where(condition, x, y) -> tensor:
+    condition = cast(to_tensor(condition), T.int1)
+    if isinstance(x, tensor) or isinstance(y, tensor):
+        x, y = _common_operands(x, y)
+    else:
+        dtype = promote_dtypes(literal_type(x), literal_type(y))
+        x, y = constant(x, dtype), constant(y, dtype)
+    shape = broadcast_shapes(broadcast_shapes(condition.type.shape, x.type.shape), y.type.shape)
+    condition, x, y = (broadcast_to_shape(v, shape) for v in (condition, x, y))
+    return emit("select", [condition, x, y], x.type)
+
+
+def sigmoid(x) -> tensor:
+    x = to_tensor(x)
+    if not x.dtype.is_floating():
+        raise TypeError(f"tl.sigmoid needs a floating-point operand, got {x.dtype}")
+    one = constant(1.0, x.dtype, x.type.shape)
+    return _binary("fdiv", one, _binary("add", one, unary_math("exp", neg(x))))
+
+
+def clamp(x, lo, hi, propagate_nan=None) -> tensor:
+    return minimum(maximum(x, lo), hi)
+
+
+# ---------------------------------------------------------------------------------------
+# Casts
+# ---------------------------------------------------------------------------------------
+
+def cast(x, dtype, bitcast: bool = False) -> tensor:
+    x = to_tensor(x)
+    if isinstance(dtype, constexpr):
+        dtype = dtype.value
+    if not isinstance(dtype, (DType, PointerType)):
+        raise TypeError(f"cast target must be a tl dtype, got {dtype!r}")
+    if x.dtype == dtype:
+        return x
+    if bitcast:
+        if x.dtype.bits != dtype.bits:
+            raise TypeError(f"cannot bitcast {x.dtype} ({x.dtype.bits} bits) to {dtype} "
+                            f"({dtype.bits} bits): widths differ")
+        return emit("cast", [x], x.type.with_element(dtype), bitcast=True)
+    if x.dtype.is_ptr() != dtype.is_ptr():
+        raise TypeError(f"cannot cast {x.dtype} to {dtype}")
+    # Pointer to pointer keeps the address: only what a load reads through it changes.
+    return emit("cast", [x], x.type.with_element(dtype), bitcast=x.dtype.is_ptr())
+
+
