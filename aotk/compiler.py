@@ -8,7 +8,7 @@ The pipeline, one line per stage:
           copies num_stages - 1 trips ahead into shared memory; passes.prefetch: loops it
           could not pipeline get their dot's loads issued one trip early, in registers
   axis    passes.axis_info: contiguity / divisibility / constancy of every value
-  gir     passes.layouts: a distributed layout per value, vector width per memory op, and
+  gir     passes.assign_layouts: a distributed layout per value, vector width per memory op, and
           which tensor-core instruction computes each dot (wgmma on sm_90, else mma.sync)
   llir    backend.lower: registers per thread, predicated vector memory ops
   ptx     backend.ptx: llvmlite O3 + libdevice, NVPTX code generation
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from .ir.types import HINTS_TEXT, SIGNATURE_HINTS, parse_type
 from .ir.kir import walk
 from .passes import axis_info
-from .passes.layouts import assign_layouts
+from .passes.assign_layouts import assign_layouts
 from .passes.descriptors import lower_descriptors
 from .passes.pipeline import pipeline_dot_loops, tma_loads
 from .passes.prefetch import prefetch_dot_operands
@@ -153,7 +153,8 @@ def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target
         # Passed after the params, encoded by the launcher (cuTensorMapEncodeTiled).
         "tensor_maps": [recipe.to_json() for recipe in function.tensor_maps],
     }
-    compiled = CompiledKernel(function.name, function, plan.describe(), llir, ptx, cubin, metadata)
+    compiled = CompiledKernel(function.name, function, plan.listing(function), llir, ptx, cubin,
+                              metadata)
     dump_dir = os.environ.get("AOTK_DUMP")
     if dump_dir:
         compiled.dump(dump_dir)

@@ -273,8 +273,11 @@ def _format_attr(value) -> str:
     return str(value)
 
 
-def print_function(function: Function) -> str:
-    """The kir listing: one op per line, values numbered in definition order."""
+def print_function(function: Function, value_note=None, op_note=None) -> str:
+    """The kir listing: one op per line, values numbered in definition order.
+
+    ``value_note(value)`` and ``op_note(op)`` (optional) return text printed after a
+    value's type and after an op's attributes: the gir listing shows layouts this way."""
     names: dict[int, str] = {}
 
     def name_of(v: Value) -> str:
@@ -282,7 +285,11 @@ def print_function(function: Function) -> str:
             names[id(v)] = f"%{len(names)}"
         return names[id(v)]
 
-    params = ", ".join(f"{name_of(p.value)}: {p.value.type}" for p in function.params)
+    def typed(v: Value) -> str:
+        note = value_note(v) if value_note else ""
+        return f"{v.type}{' ' + note if note else ''}"
+
+    params = ", ".join(f"{name_of(p.value)}: {typed(p.value)}" for p in function.params)
     pnames = ", ".join(f"{p.name}={name_of(p.value)}" + (f":{p.hint}" if p.hint else "")
                        for p in function.params)
     lines = [f"kir.func @{function.name}({params}) {{"]
@@ -291,16 +298,19 @@ def print_function(function: Function) -> str:
     if function.constants:
         consts = ", ".join(f"{k}={v!r}" for k, v in function.constants.items())
         lines.append(f"  // constexprs: {consts}")
-    _print_ops(function.body, name_of, lines, "  ")
+    _print_ops(function.body, name_of, typed, op_note, lines, "  ")
     lines.append("}")
     return "\n".join(lines) + "\n"
 
 
-def _print_ops(ops, name_of, lines, indent):
+def _print_ops(ops, name_of, typed, op_note, lines, indent):
     for op in ops:
         args = ", ".join(name_of(v) for v in op.operands)
         attrs = " ".join(f"{k}={_format_attr(v)}" for k, v in op.attrs.items()
                          if v is not None and v is not False and v != "")
+        note = op_note(op) if op_note else ""
+        if note:
+            attrs = f"{attrs} {note}" if attrs else note
         text = op.opcode
         if attrs:
             text += f" [{attrs}]"
@@ -308,7 +318,7 @@ def _print_ops(ops, name_of, lines, indent):
             text += " " + args
         if op.results:
             names = ", ".join(name_of(r) for r in op.results)
-            types = ", ".join(str(r.type) for r in op.results)
+            types = ", ".join(typed(r) for r in op.results)
             text = f"{names} = {text} : {types}"
         if op.regions:
             text += " {"
@@ -318,8 +328,8 @@ def _print_ops(ops, name_of, lines, indent):
         for index, region in enumerate(op.regions):
             if index:
                 lines.append(indent + "} {")
-            block_args = ", ".join(f"{name_of(a)}: {a.type}" for a in region.args)
+            block_args = ", ".join(f"{name_of(a)}: {typed(a)}" for a in region.args)
             lines.append(indent + f"^({block_args}):")
-            _print_ops(region.body, name_of, lines, indent + "  ")
+            _print_ops(region.body, name_of, typed, op_note, lines, indent + "  ")
         if op.regions:
             lines.append(indent + "}")

@@ -1,0 +1,354 @@
+"""Layout assignment: kir + axis info -> gir, the distribution of every block over threads.
+
+In: a kir ``Function``, its axis info, ``num_warps``, whether the target has ``wgmma``.
+Out: a ``LayoutPlan`` (``passes.layouts``): data only; ``aotk.backend`` alone turns it into
+code. The pass runs in three steps:
+
+1. Facts: the vector width of each memory op (from axis info), one blocked layout per
+   block rank (shaped by that rank's largest block and its narrowest access), the layouts
+   of tiles that ``async_copy`` moves, which tensor-core layout computes each ``dot``
+   (``passes.mma_layout``), and which values an accumulator epilogue keeps in it.
+2. The demand table (``DEMANDS``): for each op, given the layouts its result is wanted
+   in, the layouts it wants of its operands, and whether its result gets a *home* (it is
+   computed once there; every other layout it is wanted in is a conversion through shared
+   memory). Elementwise ops take their result's layout, ``expand_dims`` asks for a slice
+   of it, ``splat`` a scalar; loads, reductions, shuffles and dots have homes.
+3. The solver: roots (stores, side effects, region terminators) want their operands in
+   their natural layout; demands flow backward through the table, region by region. Values
+   that cross a region boundary (loop-carried values, block arguments, results of ``for`` /
+   ``if`` / ``while``, what a terminator yields) live in the natural layout of their rank,
+   so that every path agrees on which thread holds which element; a loop carrying a dot's
+   accumulator keeps it in the dot's mma layout.
+"""
+from __future__ import annotations
+
+from ..ir.kir import (BINARY_OPS, COMBINING, PURE_OPS, SHUFFLES, SIDE_EFFECT_OPS, TERMINATORS,
+                      UNARY_OPS, Function, walk)
+from .layouts import MAX_VECTOR_BYTES, SCALAR, Layout, LayoutPlan, blocked_for, memory_vector_width
+from .mma_layout import Mma, choose_mma
+
+# Elementwise ops an accumulator epilogue may run in the accumulator's own layout.
+EPILOGUE_OPS = BINARY_OPS | UNARY_OPS | frozenset(("cmp", "select", "cast", "fma"))
+
+
+# -- 1. facts -----------------------------------------------------------------------------
+
+def _blocked_by_rank(function: Function, vector_width: dict, num_warps: int) -> dict:
+    """One blocked layout per rank, shaped by the largest block of that rank."""
+    largest: dict = {}
+    widths: dict = {}
+    for op in walk(function.body):
+        block_args = [a for region in op.regions for a in region.args]
+        for value in list(op.operands) + op.results + block_args:
+            shape = value.type.shape
+            if shape and (len(shape) not in largest or
+                          value.type.numel > _numel(largest[len(shape)])):
+                largest[len(shape)] = shape
+    for op, width in vector_width.items():
+        rank = len(op.operands[0].type.shape)
+        if rank:
+            widths[rank] = min(widths.get(rank, MAX_VECTOR_BYTES), width)
+    return {rank: blocked_for(shape, widths.get(rank, 1), num_warps)
+            for rank, shape in largest.items()}
+
+
+def copy_layouts(function: Function, vector_width: dict, num_warps: int) -> dict:
+    """value -> Layout for the tiles async_copy moves and what computes their addresses.
+
+    The rank's blocked layout is shaped by the rank's largest block (a dot's accumulator),
+    so a smaller operand tile would wrap in it: threads would hold replicas and carry
+    pointers for them across the loop. A layout shaped by the tile itself gives every
+    thread its own vectors. It spreads backwards from the copy's pointer and mask through
+    ops of the tile's shape, and through loop-carried values (init, block argument, yield)."""
+    preferred: dict = {}
+    carried_from: dict = {}   # block argument -> (init, yielded)
+    for op in walk(function.body):
+        if op.opcode == "for":
+            region = op.regions[0]
+            for arg, init, yielded in zip(region.args[1:], op.operands[3:],
+                                          region.terminator.operands):
+                carried_from[arg] = (init, yielded)
+    for op in walk(function.body):
+        if op.opcode != "async_copy":
+            continue
+        shape = op.operands[0].type.shape
+        layout = Layout(blocked_for(shape, vector_width[op], num_warps))
+        pending = list(op.operands[:2 if op.attrs["has_mask"] else 1])
+        while pending:
+            value = pending.pop()
+            if value in preferred or value.type.shape != shape:
+                continue
+            preferred[value] = layout
+            if value in carried_from:
+                pending.extend(carried_from[value])
+            elif value.owner is not None and value.owner.opcode in PURE_OPS and \
+                    not value.owner.regions:
+                pending.extend(value.owner.operands)
+    return preferred
+
+
+def carried_layout(plan: LayoutPlan, region, value):
+    """A loop-carried accumulator of a dot keeps the dot's mma layout; anything else its
+    natural layout."""
+    inside = {id(op) for op in region.body}
+    pending, seen = [value], set()
+    while pending:
+        v = pending.pop()
+        owner = v.owner
+        if owner is None or id(owner) not in inside or id(v) in seen:
+            continue
+        seen.add(id(v))
+        if owner.opcode == "dot" and plan.mma.get(owner) is not None:
+            return Layout(plan.mma[owner])
+        if owner.result is not None and owner.result.type.shape == value.type.shape:
+            pending.extend(owner.operands)
+    return plan.natural(value)
+
+
+def epilogue_layouts(plan: LayoutPlan, function: Function) -> dict:
+    """value -> Mma layout, for values an epilogue computes elementwise from a loop's dot
+    accumulator (with splatted scalars): they stay in the accumulator's layout, so only
+    the last of them (usually the cast to a narrower type) goes through shared memory."""
+    resident: dict = {}
+    for op in walk(function.body):
+        if op.opcode == "for":
+            body = op.regions[0]
+            for result, yielded in zip(op.results, body.terminator.operands):
+                layout = carried_layout(plan, body, yielded)
+                if isinstance(layout, Layout) and isinstance(layout.blocked, Mma):
+                    resident[result] = layout
+            continue
+        if op.result is None or op.regions or op.opcode not in EPILOGUE_OPS:
+            continue
+        found = set()
+        for value in op.operands:
+            if value in resident:
+                found.add(resident[value])
+            elif value.owner is None or value.owner.opcode not in ("splat", "constant"):
+                break
+        else:
+            if len(found) == 1:
+                resident[op.result] = found.pop()
+    return resident
+
+
+# -- 3. the solver's bookkeeping ----------------------------------------------------------
+
+class Demands:
+    """The layouts each value is wanted in (home first), filled backward by the rules."""
+
+    def __init__(self, plan: LayoutPlan, epilogue: dict):
+        self.plan = plan
+        self.epilogue = epilogue
+        self.wanted: dict = {}      # value -> [layouts], home first
+        self.homes: dict = {}
+        self.yield_layouts: dict = {}   # a for body's yield -> each carried value's layout
+
+    def want(self, value, layout):
+        layouts = self.wanted.setdefault(value, [])
+        if layout not in layouts:
+            layouts.append(layout)
+
+    def home(self, value, layout=None):
+        """``value`` is computed once, in ``layout`` (default: its natural layout)."""
+        layout = layout or self.plan.natural(value)
+        self.homes[value] = layout
+        layouts = self.wanted.setdefault(value, [])
+        if layout in layouts:
+            layouts.remove(layout)
+        layouts.insert(0, layout)
+
+    def want_natural(self, values):
+        for value in values:
+            self.want(value, self.plan.natural(value))
+
+    def solve(self, ops):
+        """Applies each op's rule, last op first."""
+        for op in reversed(ops):
+            DEMANDS.get(op.opcode, _same_layout)(self, op)
+
+
+# -- 2. the demand table --------------------------------------------------------------------
+# Each rule: (demands, op) -> None. Rules of ops with one result (wrapped in ``_value_op``)
+# run only when the result is wanted, and see the layouts it is wanted in.
+
+def _store(demands, op):
+    # A store anchors the natural layout of its pointer: the value and mask follow it.
+    layout = demands.plan.natural(op.operands[0])
+    for value in op.operands:
+        demands.want(value, layout)
+
+
+def _terminator(demands, op):
+    layouts = demands.yield_layouts.get(op) or [demands.plan.natural(v) for v in op.operands]
+    for value, layout in zip(op.operands, layouts):
+        demands.want(value, layout)
+
+
+def _side_effect(demands, op):
+    """Roots like stores: operands in their natural layouts; an atomic's old values are
+    computed there once (their home) and converted where wanted."""
+    demands.want_natural(op.operands)
+    if op.result is not None and op.result in demands.wanted:
+        demands.home(op.result)
+
+
+def _combining(demands, op):
+    """Reductions and scans work on their operands' natural layout; a scan's results stay
+    there, a reduction's come out in its slice along the axis. A combine region runs on one
+    register per value: its arguments and body are scalars."""
+    if not any(result in demands.wanted for result in op.results):
+        return
+    demands.want_natural(op.operands)
+    for result in op.results:
+        if op.opcode == "scan" or not result.type.shape:
+            demands.home(result)
+        else:
+            demands.home(result, Layout(demands.plan.natural(op.operands[0]).blocked,
+                                        (op.attrs["axis"],)))
+    for region in op.regions:
+        for value in region.args:
+            demands.home(value, SCALAR)
+        demands.solve(region.body)
+
+
+def _for(demands, op):
+    body = op.regions[0]
+    carried = [carried_layout(demands.plan, body, v) for v in body.terminator.operands]
+    demands.yield_layouts[body.terminator] = carried
+    for value, layout in zip(op.results, carried):
+        demands.home(value, layout)
+    for value, layout in zip(body.args, [SCALAR] + carried):
+        demands.home(value, layout)
+    demands.solve(body.body)
+    operand_layouts = [demands.plan.natural(v) for v in op.operands[:3]] + carried
+    for value, layout in zip(op.operands, operand_layouts):
+        demands.want(value, layout)
+
+
+def _branches(demands, op):
+    """``if`` / ``while``: results and block arguments in their natural layouts."""
+    for value in op.results:
+        demands.home(value)
+    for region in op.regions:
+        for value in region.args:
+            demands.home(value)
+    for region in reversed(op.regions):
+        demands.solve(region.body)
+    demands.want_natural(op.operands)
+
+
+def _value_op(rule):
+    """A rule for an op with one result: nothing to do unless the result is wanted; a
+    result an accumulator epilogue computes stays in the accumulator's layout."""
+    def apply(demands, op):
+        if op.result is None or op.result not in demands.wanted:
+            return
+        epilogue = demands.epilogue.get(op.result)
+        if epilogue is not None:
+            # Computed where the accumulator lives; converted once, from there, to
+            # whatever layouts its users want.
+            demands.home(op.result, epilogue)
+            for value in op.operands:
+                demands.want(value, epilogue)
+            return
+        rule(demands, op, demands.wanted[op.result])
+    return apply
+
+
+@_value_op
+def _dot(demands, op, wanted):
+    mma = demands.plan.mma.get(op)
+    if mma is None:
+        _shuffle(demands, op, wanted)
+        return
+    # a and b are staged through shared memory from their natural layouts (or already
+    # there: a pipelined loop's shared_read); the accumulator lives in the mma fragments.
+    for operand in op.operands[:2]:
+        if operand.owner is not None and operand.owner.opcode == "shared_read":
+            demands.want(operand.owner.operands[0], SCALAR)
+        else:
+            demands.want(operand, demands.plan.natural(operand))
+    demands.want(op.operands[2], Layout(mma))
+    demands.home(op.result, Layout(mma))
+
+
+def _shuffle(demands, op, wanted):
+    """Elements change places through shared memory: read from the operands' natural
+    layouts, written out in the result's."""
+    demands.want_natural(op.operands)
+    demands.home(op.result)
+
+
+@_value_op
+def _load(demands, op, wanted):
+    """Loaded once, in a full (unsliced) layout when one is wanted: that is where the
+    vector width was proven."""
+    wanted.sort(key=lambda layout: layout is SCALAR or bool(layout.sliced))
+    demands.homes[op.result] = wanted[0]
+    for value in op.operands:
+        demands.want(value, wanted[0])
+
+
+@_value_op
+def _splat(demands, op, wanted):
+    demands.want(op.operands[0], SCALAR)
+
+
+@_value_op
+def _expand_dims(demands, op, wanted):
+    for layout in wanted:
+        if layout is SCALAR:
+            demands.want(op.operands[0], SCALAR)
+            continue
+        axis = layout.parent_axis(op.attrs["axis"])
+        demands.want(op.operands[0], Layout(layout.blocked, tuple(sorted(layout.sliced + (axis,)))))
+
+
+@_value_op
+def _same_layout(demands, op, wanted):
+    """Elementwise and index ops: recomputed in every layout their result is wanted in."""
+    for layout in wanted:
+        for value in op.operands:
+            demands.want(value, layout)
+
+
+DEMANDS = {
+    "store": _store,
+    **dict.fromkeys(TERMINATORS, _terminator),
+    **dict.fromkeys(SIDE_EFFECT_OPS, _side_effect),
+    **dict.fromkeys(COMBINING, _combining),
+    "for": _for, "if": _branches, "while": _branches,
+    "dot": _dot,
+    **dict.fromkeys(SHUFFLES, _value_op(_shuffle)),
+    "load": _load,
+    "splat": _splat,
+    "expand_dims": _expand_dims,
+}   # any other op: _same_layout
+
+
+def assign_layouts(function: Function, infos: dict, num_warps: int,
+                   wgmma: bool = False) -> LayoutPlan:
+    memory_ops = [op for op in walk(function.body)
+                  if op.opcode in ("load", "store", "async_copy")]
+    vector_width = {op: memory_vector_width(op, infos) for op in memory_ops}
+    plan = LayoutPlan(num_warps, _blocked_by_rank(function, vector_width, num_warps),
+                      vector_width, preferred=copy_layouts(function, vector_width, num_warps))
+    plan.mma = {op: choose_mma(op, num_warps, wgmma)
+                for op in walk(function.body) if op.opcode == "dot"}
+    demands = Demands(plan, epilogue_layouts(plan, function))
+    demands.solve(function.body)
+    for value in list(demands.wanted):
+        if value.type.shape == ():
+            demands.wanted[value] = [SCALAR]
+            if value in demands.homes:
+                demands.homes[value] = SCALAR
+    plan.demands, plan.homes = demands.wanted, demands.homes
+    return plan
+
+
+def _numel(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
