@@ -1,4 +1,5 @@
-"""Interpreter rules of ``atomic_rmw`` / ``atomic_cas``: read-modify-write through ``Memory``.
+"""Interpreter rules of ``atomic_rmw`` / ``atomic_cas``: read-modify-write through the
+launch's ``AddressSpace``.
 
 In: the op's operand arrays. Out: the old values (0 on masked-off lanes, as loads without
 ``other``). Programs run one after another, so an atomic is a plain read-modify-write; within
@@ -38,18 +39,18 @@ _COMBINE = {
 }
 
 
-def _read(memory, addresses, element) -> np.ndarray:
+def _read(address_space, addresses, element) -> np.ndarray:
     if element.is_bf16():
-        bits = memory.load(addresses, np.uint16)
+        bits = address_space.load(addresses, np.uint16)
         return (bits.astype(np.uint32) << 16).view(np.float32)
-    return memory.load(addresses, numpy_dtype(element))
+    return address_space.load(addresses, numpy_dtype(element))
 
 
-def _write(memory, addresses, values, element):
+def _write(address_space, addresses, values, element):
     if element.is_bf16():
         values = (round_bf16(values).view(np.uint32) >> 16).astype(np.uint16)
-    memory.store(addresses, np.asarray(values, numpy_dtype(element) if not element.is_bf16()
-                                       else np.uint16))
+    address_space.store(addresses, np.asarray(values, numpy_dtype(element)
+                                              if not element.is_bf16() else np.uint16))
 
 
 def _bits(values: np.ndarray) -> np.ndarray:
@@ -83,9 +84,9 @@ def _read_modify_write(ctx, element, pointer, active, update):
     for round_index in range(int(rank.max()) + 1):
         chosen = rank == round_index
         these = lanes[chosen]
-        current = _read(ctx.memory, addresses[chosen], element)
+        current = _read(ctx.address_space, addresses[chosen], element)
         flat_old[these] = current
-        _write(ctx.memory, addresses[chosen], update(these, current), element)
+        _write(ctx.address_space, addresses[chosen], update(these, current), element)
     return old
 
 

@@ -11,7 +11,7 @@ import itertools
 
 import numpy as np
 
-from .memory import Memory
+from .address_space import AddressSpace
 
 _NUMPY = {"int1": np.bool_, "int8": np.int8, "int16": np.int16, "int32": np.int32,
           "int64": np.int64, "uint8": np.uint8, "uint16": np.uint16, "uint32": np.uint32,
@@ -37,8 +37,9 @@ def _finish(value, element):
 
 
 class Program:
-    def __init__(self, function, memory, grid, pid):
-        self.function, self.memory, self.grid, self.pid = function, memory, grid, pid
+    def __init__(self, function, address_space, grid, pid):
+        self.function, self.address_space = function, address_space
+        self.grid, self.pid = grid, pid
 
 
 def _math_operand(x, element):
@@ -110,7 +111,7 @@ def _load(ctx, op, pointer, mask=None, other=None):
         np.uint16 if element.is_bf16() else numpy_dtype(element))
     active = np.broadcast_to(mask if mask is not None else True, pointer.shape)
     loaded = np.zeros(pointer.shape, memory_dtype)
-    loaded[active] = ctx.memory.load(pointer[active], memory_dtype)
+    loaded[active] = ctx.address_space.load(pointer[active], memory_dtype)
     if element.is_bf16():
         loaded = (loaded.astype(np.uint32) << 16).view(np.float32)
     result = loaded.astype(numpy_dtype(element))
@@ -129,7 +130,7 @@ def _store(ctx, op, pointer, value, mask=None):
         value = value.astype(np.uint8)
     elif element.is_bf16():
         value = (round_bf16(value).view(np.uint32) >> 16).astype(np.uint16)
-    ctx.memory.store(pointer[active], value.astype(value.dtype, copy=False))
+    ctx.address_space.store(pointer[active], value.astype(value.dtype, copy=False))
 
 
 def _addptr(ctx, op, pointer, offset):
@@ -291,7 +292,7 @@ def execute_block(ctx, ops, env: dict):
 
 def run(function, grid, args) -> None:
     arrays = [a for a in args if isinstance(a, np.ndarray)]
-    memory = Memory(function.name, arrays)
+    address_space = AddressSpace(function.name, arrays)
     base_env = {}
     for param, arg in zip(function.params, args):
         element = param.value.element
@@ -302,5 +303,5 @@ def run(function, grid, args) -> None:
     grid = tuple(grid) + (1,) * (3 - len(grid))
     with np.errstate(all="ignore"):
         for z, y, x in itertools.product(range(grid[2]), range(grid[1]), range(grid[0])):
-            ctx = Program(function, memory, grid, (x, y, z))
+            ctx = Program(function, address_space, grid, (x, y, z))
             execute_block(ctx, function.body, dict(base_env))

@@ -1,7 +1,7 @@
 """Byte-addressed view of the numpy arrays a kernel received.
 
-In: the array arguments. Out: ``Memory`` that gathers and scatters elements at real byte
-addresses (``arr.ctypes.data``), so alignment and offsets behave as on the GPU, views
+In: the array arguments. Out: an ``AddressSpace`` that gathers and scatters elements at real
+byte addresses (``arr.ctypes.data``), so alignment and offsets behave as on the GPU, views
 (``x[1:]``, transposes) included. Only active lanes touch memory; an active lane outside
 every argument's buffer raises ``IndexError``.
 """
@@ -16,7 +16,7 @@ def _owner(array: np.ndarray) -> np.ndarray:
     return array
 
 
-class Memory:
+class AddressSpace:
     def __init__(self, kernel_name: str, arrays):
         self.kernel_name = kernel_name
         regions = {}
