@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .executor import numpy_dtype, round_bf16
+from .executor import numpy_dtype, register_op_rules, round_bf16
 
 _SMALLEST_NORMAL_FP32 = np.float32(np.finfo(np.float32).tiny)
 
@@ -94,7 +94,7 @@ def _lanes(array, shape):
     return np.broadcast_to(array, shape).reshape(-1)
 
 
-def atomic_rmw(ctx, op, pointer, value, mask=None):
+def _atomic_rmw(ctx, op, pointer, value, mask=None):
     element = op.result.element
     pointer = np.asarray(pointer)
     active = np.broadcast_to(mask if mask is not None else True, pointer.shape)
@@ -104,7 +104,7 @@ def atomic_rmw(ctx, op, pointer, value, mask=None):
                               lambda these, current: combine(element, current, value[these]))
 
 
-def atomic_cas(ctx, op, pointer, compare, value):
+def _atomic_cas(ctx, op, pointer, compare, value):
     element = op.result.element
     pointer = np.asarray(pointer)
     compare = _lanes(np.asarray(compare), pointer.shape)
@@ -116,4 +116,4 @@ def atomic_cas(ctx, op, pointer, compare, value):
     return _read_modify_write(ctx, element, pointer, np.ones(pointer.shape, bool), update)
 
 
-RULES = {"atomic_rmw": atomic_rmw, "atomic_cas": atomic_cas}
+register_op_rules({"atomic_rmw": _atomic_rmw, "atomic_cas": _atomic_cas})
