@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from .executor import numpy_dtype, register_op_rules, round_bf16
+from .memory import read, write
 
 _SMALLEST_NORMAL_FP32 = np.float32(np.finfo(np.float32).tiny)
 
@@ -37,20 +38,6 @@ _COMBINE = {
     "xor": lambda element, old, val: old ^ val,
     "xchg": lambda element, old, val: val,
 }
-
-
-def _read(address_space, addresses, element) -> np.ndarray:
-    if element.is_bf16():
-        bits = address_space.load(addresses, np.uint16)
-        return (bits.astype(np.uint32) << 16).view(np.float32)
-    return address_space.load(addresses, numpy_dtype(element))
-
-
-def _write(address_space, addresses, values, element):
-    if element.is_bf16():
-        values = (round_bf16(values).view(np.uint32) >> 16).astype(np.uint16)
-    address_space.store(addresses, np.asarray(values, numpy_dtype(element)
-                                              if not element.is_bf16() else np.uint16))
 
 
 def _bits(values: np.ndarray) -> np.ndarray:
@@ -84,9 +71,9 @@ def _read_modify_write(ctx, element, pointer, active, update):
     for round_index in range(int(rank.max()) + 1):
         chosen = rank == round_index
         these = lanes[chosen]
-        current = _read(ctx.address_space, addresses[chosen], element)
+        current = read(ctx.address_space, addresses[chosen], element)
         flat_old[these] = current
-        _write(ctx.address_space, addresses[chosen], update(these, current), element)
+        write(ctx.address_space, addresses[chosen], update(these, current), element)
     return old
 
 

@@ -1,5 +1,5 @@
-"""Interpreter rules of ``load``, ``store`` and ``hint``; ``descriptors`` reuses ``load`` and
-``store`` for its tiles.
+"""Interpreter rules of ``load``, ``store`` and ``hint``, and the element-level memory access
+the other memory-touching families (``descriptors``, ``atomics``) share.
 
 In: the op's operand arrays (pointers as uint64 byte addresses, optional mask and other) and
 the launch's ``AddressSpace``. Out: ``load`` gives the loaded block, ``other`` (else 0) on
@@ -11,37 +11,50 @@ from __future__ import annotations
 
 import numpy as np
 
+from .address_space import AddressSpace
 from .executor import numpy_dtype, register_op_rules, round_bf16
+
+
+def memory_dtype(element):
+    """The numpy dtype an element of kir type ``element`` has in memory."""
+    if element.is_bool():
+        return np.uint8
+    return np.uint16 if element.is_bf16() else numpy_dtype(element)
+
+
+def read(address_space: AddressSpace, addresses: np.ndarray, element) -> np.ndarray:
+    """The elements at ``addresses``, as values of ``element`` (``numpy_dtype``)."""
+    raw = address_space.load(addresses, memory_dtype(element))
+    if element.is_bf16():
+        return (raw.astype(np.uint32) << 16).view(np.float32)
+    return raw.astype(numpy_dtype(element), copy=False)
+
+
+def write(address_space: AddressSpace, addresses: np.ndarray, values: np.ndarray, element):
+    """Writes ``values`` (of ``element``) at ``addresses``, lanes in row-major order."""
+    if element.is_bf16():
+        values = (round_bf16(values).view(np.uint32) >> 16).astype(np.uint16)
+    address_space.store(addresses, np.asarray(values, memory_dtype(element)))
+
+
+def _active(pointer, mask):
+    return np.broadcast_to(mask if mask is not None else True, pointer.shape)
 
 
 def load(ctx, op, pointer, mask=None, other=None):
     """The ``load`` rule (``descriptor_load`` reuses it with the tile's addresses)."""
     element = op.result.element
-    memory_dtype = np.uint8 if element.is_bool() else (
-        np.uint16 if element.is_bf16() else numpy_dtype(element))
-    active = np.broadcast_to(mask if mask is not None else True, pointer.shape)
-    loaded = np.zeros(pointer.shape, memory_dtype)
-    loaded[active] = ctx.address_space.load(pointer[active], memory_dtype)
-    if element.is_bf16():
-        loaded = (loaded.astype(np.uint32) << 16).view(np.float32)
-    result = loaded.astype(numpy_dtype(element))
-    if other is not None:
-        result = np.where(active, result, other)
-    elif not active.all():
-        result = np.where(active, result, np.zeros((), numpy_dtype(element)))
-    return result
+    active = _active(pointer, mask)
+    result = np.zeros(pointer.shape, numpy_dtype(element))
+    result[active] = read(ctx.address_space, pointer[active], element)
+    return result if other is None else np.where(active, result, other)
 
 
 def store(ctx, op, pointer, value, mask=None):
     """The ``store`` rule (``descriptor_store`` reuses it with the tile's addresses)."""
-    element = op.operands[0].element.element_ty
-    active = np.broadcast_to(mask if mask is not None else True, pointer.shape)
-    value = np.broadcast_to(value, pointer.shape)[active]
-    if element.is_bool():
-        value = value.astype(np.uint8)
-    elif element.is_bf16():
-        value = (round_bf16(value).view(np.uint32) >> 16).astype(np.uint16)
-    ctx.address_space.store(pointer[active], value.astype(value.dtype, copy=False))
+    active = _active(pointer, mask)
+    write(ctx.address_space, pointer[active], np.broadcast_to(value, pointer.shape)[active],
+          op.operands[0].element.element_ty)
 
 
 register_op_rules({
