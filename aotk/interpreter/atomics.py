@@ -1,4 +1,5 @@
-"""Interpreter rules of ``atomic_rmw`` / ``atomic_cas``: read-modify-write through ``Memory``.
+"""Interpreter rules of ``atomic_rmw`` / ``atomic_cas``: read-modify-write through the
+launch's ``AddressSpace``.
 
 In: the op's operand arrays. Out: the old values (0 on masked-off lanes, as loads without
 ``other``). Programs run one after another, so an atomic is a plain read-modify-write; within
@@ -10,7 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .executor import numpy_dtype, round_bf16
+from .executor import numpy_dtype, register_op_rules, round_bf16
+from .memory import read, write
 
 _SMALLEST_NORMAL_FP32 = np.float32(np.finfo(np.float32).tiny)
 
@@ -36,20 +38,6 @@ _COMBINE = {
     "xor": lambda element, old, val: old ^ val,
     "xchg": lambda element, old, val: val,
 }
-
-
-def _read(memory, addresses, element) -> np.ndarray:
-    if element.is_bf16():
-        bits = memory.load(addresses, np.uint16)
-        return (bits.astype(np.uint32) << 16).view(np.float32)
-    return memory.load(addresses, numpy_dtype(element))
-
-
-def _write(memory, addresses, values, element):
-    if element.is_bf16():
-        values = (round_bf16(values).view(np.uint32) >> 16).astype(np.uint16)
-    memory.store(addresses, np.asarray(values, numpy_dtype(element) if not element.is_bf16()
-                                       else np.uint16))
 
 
 def _bits(values: np.ndarray) -> np.ndarray:
@@ -83,9 +71,9 @@ def _read_modify_write(ctx, element, pointer, active, update):
     for round_index in range(int(rank.max()) + 1):
         chosen = rank == round_index
         these = lanes[chosen]
-        current = _read(ctx.memory, addresses[chosen], element)
+        current = read(ctx.address_space, addresses[chosen], element)
         flat_old[these] = current
-        _write(ctx.memory, addresses[chosen], update(these, current), element)
+        write(ctx.address_space, addresses[chosen], update(these, current), element)
     return old
 
 
@@ -93,7 +81,7 @@ def _lanes(array, shape):
     return np.broadcast_to(array, shape).reshape(-1)
 
 
-def atomic_rmw(ctx, op, pointer, value, mask=None):
+def _atomic_rmw(ctx, op, pointer, value, mask=None):
     element = op.result.element
     pointer = np.asarray(pointer)
     active = np.broadcast_to(mask if mask is not None else True, pointer.shape)
@@ -103,7 +91,7 @@ def atomic_rmw(ctx, op, pointer, value, mask=None):
                               lambda these, current: combine(element, current, value[these]))
 
 
-def atomic_cas(ctx, op, pointer, compare, value):
+def _atomic_cas(ctx, op, pointer, compare, value):
     element = op.result.element
     pointer = np.asarray(pointer)
     compare = _lanes(np.asarray(compare), pointer.shape)
@@ -115,4 +103,4 @@ def atomic_cas(ctx, op, pointer, compare, value):
     return _read_modify_write(ctx, element, pointer, np.ones(pointer.shape, bool), update)
 
 
-RULES = {"atomic_rmw": atomic_rmw, "atomic_cas": atomic_cas}
+register_op_rules({"atomic_rmw": _atomic_rmw, "atomic_cas": _atomic_cas})

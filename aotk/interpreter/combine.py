@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.kir import BINARY_OPS, UNARY_OPS, walk
-from . import executor   # imports this module at its end: names are looked up at run time
+from .executor import finish, register_region_rules, run_region
 
 # Region ops whose rules broadcast, so a whole slice goes through the region at once.
 _SLICE_SAFE = BINARY_OPS | UNARY_OPS | frozenset(("cmp", "select", "cast", "fma", "constant",
@@ -29,19 +29,19 @@ def _combiner(ctx, op, env):
     elements = [r.element for r in op.results]
     by_slice = all(o.opcode in _SLICE_SAFE for o in walk(region.body[:-1]))
 
-    def finish(values, shape):
-        return [executor._finish(np.array(np.broadcast_to(v, shape)), e) for v, e in zip(values, elements)]
+    def finish_all(values, shape):
+        return [finish(np.array(np.broadcast_to(v, shape)), e) for v, e in zip(values, elements)]
 
     def combine(first, second):
         shape = np.shape(first[0])
         if by_slice:
-            return finish(executor._run_region(ctx, region, env, list(first) + list(second)), shape)
+            return finish_all(run_region(ctx, region, env, list(first) + list(second)), shape)
         out = [np.empty(shape, v.dtype) for v in first]
         for index in np.ndindex(*shape):
             args = [np.asarray(v[index]) for v in list(first) + list(second)]
-            for target, value in zip(out, executor._run_region(ctx, region, env, args)):
+            for target, value in zip(out, run_region(ctx, region, env, args)):
                 target[index] = value
-        return finish(out, shape)
+        return finish_all(out, shape)
     return combine
 
 
@@ -56,7 +56,7 @@ def _reduce(ctx, op, env) -> list:
     accumulated = [_position(a, axis, 0) for a in arrays]
     for i in range(1, arrays[0].shape[axis]):
         accumulated = combine(accumulated, [_position(a, axis, i) for a in arrays])
-    return [executor._finish(a, r.element) for a, r in zip(accumulated, op.results)]
+    return [finish(a, r.element) for a, r in zip(accumulated, op.results)]
 
 
 def _scan(ctx, op, env) -> list:
@@ -75,7 +75,7 @@ def _scan(ctx, op, env) -> list:
             out[index] = value
     if reverse:
         outputs = [np.flip(out, axis) for out in outputs]
-    return [executor._finish(out, r.element) for out, r in zip(outputs, op.results)]
+    return [finish(out, r.element) for out, r in zip(outputs, op.results)]
 
 
-REGION_RULES = {"reduce": _reduce, "scan": _scan}
+register_region_rules({"reduce": _reduce, "scan": _scan})

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..semantic.debug import index_widths
+from .executor import register_op_rules
 
 
 def format_value(value, element, hex_bits: bool) -> str:
@@ -54,8 +55,8 @@ def _device_assert(ctx, op, condition):
                          f"{op.attrs['message']}")
 
 
-RULES = {
+register_op_rules({
     "debug_barrier": lambda ctx, op: None,
     "device_print": _device_print,
     "device_assert": _device_assert,
-}
+})

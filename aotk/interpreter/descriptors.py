@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .executor import _load, _store
+from .executor import register_op_rules
+from .memory import load, store
 
 
 def _tile(op, base, parts):
@@ -32,13 +33,13 @@ def _tile(op, base, parts):
 
 def _descriptor_load(ctx, op, base, *parts):
     addresses, inside = _tile(op, base, parts)
-    return _load(ctx, op, addresses, inside)
+    return load(ctx, op, addresses, inside)
 
 
 def _descriptor_store(ctx, op, base, *parts):
     *parts, value = parts
     addresses, inside = _tile(op, base, parts)
-    _store(ctx, op, addresses, value, inside)
+    store(ctx, op, addresses, value, inside)
 
 
-RULES = {"descriptor_load": _descriptor_load, "descriptor_store": _descriptor_store}
+register_op_rules({"descriptor_load": _descriptor_load, "descriptor_store": _descriptor_store})

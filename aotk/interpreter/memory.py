@@ -1,71 +1,64 @@
-"""Byte-addressed view of the numpy arrays a kernel received.
+"""Interpreter rules of ``load``, ``store`` and ``hint``, and the element-level memory access
+the other memory-touching families (``descriptors``, ``atomics``) share.
 
-In: the array arguments. Out: ``Memory`` that gathers and scatters elements at real byte
-addresses (``arr.ctypes.data``), so alignment and offsets behave as on the GPU, views
-(``x[1:]``, transposes) included. Only active lanes touch memory; an active lane outside
-every argument's buffer raises ``IndexError``.
+In: the op's operand arrays (pointers as uint64 byte addresses, optional mask and other) and
+the launch's ``AddressSpace``. Out: ``load`` gives the loaded block, ``other`` (else 0) on
+masked-off lanes; ``store`` writes the active lanes and gives nothing; ``hint`` gives its
+operand unchanged. Only active lanes touch memory. In memory a bool is a byte and a bfloat16
+its 16 bits (rounded from the float32 it is held in).
 """
 from __future__ import annotations
 
 import numpy as np
 
-
-def _owner(array: np.ndarray) -> np.ndarray:
-    while isinstance(array.base, np.ndarray):
-        array = array.base
-    return array
+from .address_space import AddressSpace
+from .executor import numpy_dtype, register_op_rules, round_bf16
 
 
-class Memory:
-    def __init__(self, kernel_name: str, arrays):
-        self.kernel_name = kernel_name
-        regions = {}
-        for array in arrays:
-            owner = _owner(array)
-            if not owner.flags.c_contiguous and not owner.flags.f_contiguous:
-                raise ValueError(f"{kernel_name}: array memory must come from a contiguous "
-                                 "buffer (a view of one is fine)")
-            start = owner.ctypes.data
-            regions[start] = owner.reshape(-1, order="A").view(np.uint8)
-        self.starts = np.array(sorted(regions), dtype=np.uint64)
-        self.buffers = [regions[int(s)] for s in self.starts]
+def memory_dtype(element):
+    """The numpy dtype an element of kir type ``element`` has in memory."""
+    if element.is_bool():
+        return np.uint8
+    return np.uint16 if element.is_bf16() else numpy_dtype(element)
 
-    def _locate(self, addresses: np.ndarray, itemsize: int):
-        """(region index, byte offset) of each address; raises on active lanes outside."""
-        index = np.searchsorted(self.starts, addresses, side="right").astype(np.int64) - 1
-        offsets = np.zeros(addresses.shape, np.int64)
-        ok = index >= 0
-        sizes = np.array([b.size for b in self.buffers], np.int64)
-        offsets[ok] = (addresses[ok] - self.starts[index[ok]]).astype(np.int64)
-        ok &= offsets + itemsize <= np.where(index >= 0, sizes[np.maximum(index, 0)], 0)
-        if not ok.all():
-            bad = int(addresses[~ok][0])
-            raise IndexError(f"{self.kernel_name}: out-of-bounds access at address {bad:#x} "
-                             "(no kernel argument holds it; is a mask missing?)")
-        return index, offsets
 
-    def load(self, addresses: np.ndarray, dtype: np.dtype) -> np.ndarray:
-        dtype = np.dtype(dtype)
-        out = np.empty(addresses.shape, dtype)
-        if addresses.size == 0:
-            return out
-        index, offsets = self._locate(addresses, dtype.itemsize)
-        lanes = np.arange(dtype.itemsize)
-        for region in np.unique(index):
-            selected = index == region
-            raw = self.buffers[region][offsets[selected][:, None] + lanes]
-            out[selected] = raw.copy().view(dtype).reshape(-1)
-        return out
+def read(address_space: AddressSpace, addresses: np.ndarray, element) -> np.ndarray:
+    """The elements at ``addresses``, as values of ``element`` (``numpy_dtype``)."""
+    raw = address_space.load(addresses, memory_dtype(element))
+    if element.is_bf16():
+        return (raw.astype(np.uint32) << 16).view(np.float32)
+    return raw.astype(numpy_dtype(element), copy=False)
 
-    def store(self, addresses: np.ndarray, values: np.ndarray):
-        """Lanes in row-major order; of duplicate addresses the last write wins
-        (on the GPU that order is unspecified)."""
-        if addresses.size == 0:
-            return
-        values = np.ascontiguousarray(values)
-        index, offsets = self._locate(addresses, values.dtype.itemsize)
-        lanes = np.arange(values.dtype.itemsize)
-        raw = values.reshape(-1).view(np.uint8).reshape(-1, values.dtype.itemsize)
-        for region in np.unique(index):
-            selected = index == region
-            self.buffers[region][offsets[selected][:, None] + lanes] = raw[selected]
+
+def write(address_space: AddressSpace, addresses: np.ndarray, values: np.ndarray, element):
+    """Writes ``values`` (of ``element``) at ``addresses``, lanes in row-major order."""
+    if element.is_bf16():
+        values = (round_bf16(values).view(np.uint32) >> 16).astype(np.uint16)
+    address_space.store(addresses, np.asarray(values, memory_dtype(element)))
+
+
+def _active(pointer, mask):
+    return np.broadcast_to(mask if mask is not None else True, pointer.shape)
+
+
+def load(ctx, op, pointer, mask=None, other=None):
+    """The ``load`` rule (``descriptor_load`` reuses it with the tile's addresses)."""
+    element = op.result.element
+    active = _active(pointer, mask)
+    result = np.zeros(pointer.shape, numpy_dtype(element))
+    result[active] = read(ctx.address_space, pointer[active], element)
+    return result if other is None else np.where(active, result, other)
+
+
+def store(ctx, op, pointer, value, mask=None):
+    """The ``store`` rule (``descriptor_store`` reuses it with the tile's addresses)."""
+    active = _active(pointer, mask)
+    write(ctx.address_space, pointer[active], np.broadcast_to(value, pointer.shape)[active],
+          op.operands[0].element.element_ty)
+
+
+register_op_rules({
+    "load": load,
+    "store": store,
+    "hint": lambda ctx, op, x: x,
+})

@@ -1,0 +1,20 @@
+"""Interpreter rules of the ops that make values from nothing: ``program_id``,
+``num_programs``, ``constant``, ``arange``.
+
+In: the op (its attributes) and the program's ids and grid. Out: an i32 scalar (the id or
+the grid size along ``axis``), the constant splat to the result shape, or
+``[start, end)`` as i32.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .executor import numpy_dtype, register_op_rules
+
+register_op_rules({
+    "program_id": lambda ctx, op: np.int32(ctx.pid[op.attrs["axis"]]),
+    "num_programs": lambda ctx, op: np.int32(ctx.grid[op.attrs["axis"]]),
+    "constant": lambda ctx, op: np.full(op.result.type.shape, op.attrs["value"],
+                                        numpy_dtype(op.result.element)),
+    "arange": lambda ctx, op: np.arange(op.attrs["start"], op.attrs["end"], dtype=np.int32),
+})
