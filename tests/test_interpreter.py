@@ -10,7 +10,7 @@ OP_FAMILIES = {
     "creation": "program_id num_programs constant arange",
     "elementwise": "add sub mul fdiv idiv irem frem and or xor shl shr min max cmp "
                    "neg not abs exp exp2 log log2 sqrt rsqrt sin cos floor ceil "
-                   "fma select cast addptr",
+                   "fma math select cast addptr",
     "views": "splat broadcast expand_dims permute reshape join split",
     "memory": "load store hint",
     "reduce": "reduce argreduce",

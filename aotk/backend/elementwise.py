@@ -21,6 +21,11 @@ _FLOAT_MATH = {  # opcode -> (libdevice fp32 name, fp64 name) or an LLVM intrins
     "sin": ("__nv_sinf", "__nv_sin"), "cos": ("__nv_cosf", "__nv_cos"),
     "rsqrt": ("__nv_rsqrtf", "__nv_rsqrt"), "frem": ("__nv_fmodf", "__nv_fmod"),
 }
+# The math functions of aotk.semantic's MATH_FUNCTIONS (kir op ``math``): libdevice's fp32
+# and fp64 versions.
+LIBDEVICE = {
+    "erf": ("__nv_erff", "__nv_erf"),
+}
 _INTRINSIC_MATH = {"sqrt": "llvm.sqrt", "floor": "llvm.floor", "ceil": "llvm.ceil",
                    "abs": "llvm.fabs", "min": "llvm.minnum", "max": "llvm.maxnum",
                    "fma": "llvm.fma"}
@@ -46,6 +51,14 @@ def _float_call(ctx, op, args):
     fn = declare_function(ctx.module, name, compute, [compute] * len(widened))
     result = b.call(fn, widened)
     return b.fptrunc(result, native) if compute is not native else result
+
+
+def _math(ctx, op, args):
+    """A libm function through libdevice (fp32 or fp64 operands only: aotk.semantic)."""
+    name = LIBDEVICE[op.attrs["function"]][1 if op.result.element.is_fp64() else 0]
+    result_type = llvm_type(op.result.element)
+    function = declare_function(ctx.module, name, result_type, [a.type for a in args])
+    return ctx.builder.call(function, args)
 
 
 def _shift(ctx, op, args):
@@ -201,7 +214,7 @@ RULES = {
     "neg": _neg, "not": _not, "abs": _abs,
     "exp": _float_call, "exp2": _float_call, "log": _float_call, "log2": _float_call,
     "sin": _float_call, "cos": _float_call, "rsqrt": _float_call, "sqrt": _float_call,
-    "floor": _float_call, "ceil": _float_call, "fma": _float_call,
+    "floor": _float_call, "ceil": _float_call, "fma": _float_call, "math": _math,
     "select": _select, "cast": _cast, "addptr": _addptr,
 }
 

@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir.kir import BINARY_OPS, UNARY_OPS, walk
+from ..ir.kir import ELEMENTWISE_OPS, walk
 from .executor import finish, register_region_rules, run_region
 
 # Region ops whose rules broadcast, so a whole slice goes through the region at once.
-_SLICE_SAFE = BINARY_OPS | UNARY_OPS | frozenset(("cmp", "select", "cast", "fma", "constant",
-                                                  "hint"))
+_SLICE_SAFE = ELEMENTWISE_OPS | frozenset(("constant", "hint"))
 
 
 def _combiner(ctx, op, env):

@@ -4,11 +4,13 @@ the unary ops (``neg`` ... ``ceil``), ``fma``, ``select``, ``cast``, ``addptr``.
 In: the operand arrays (one shape, or scalars) and the op. Out: the result array, element by
 element, as kir defines it: integer division and remainder round toward zero (C), shifts by
 the bit width or more give 0 (or the sign for an arithmetic right shift), float min/max
-return the non-NaN operand, math functions compute in float32 (float64 for fp64), ``fma``
-rounds once, ``addptr`` moves by whole elements. The executor casts every result to its
+return the non-NaN operand, math functions compute in float32 (float64 for fp64; the libm
+functions of ``math`` in float64), ``fma`` rounds once, ``addptr`` moves by whole elements. The executor casts every result to its
 exact dtype afterwards.
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -83,6 +85,23 @@ def _addptr(ctx, op, pointer, offset):
     return pointer + offset.astype(np.int64).astype(np.uint64) * size
 
 
+def _libm(function):
+    """A Python ``math`` function on every element, in float64 (the reference the GPU's
+    libdevice result is compared with), rounded to the result type afterwards."""
+    return np.frompyfunc(function, 1, 1)
+
+
+# The math functions of aotk.semantic's MATH_FUNCTIONS (kir op ``math``), by name.
+MATH = {
+    "erf": _libm(math.erf),
+}
+
+
+def _math(ctx, op, *operands):
+    wide = [np.asarray(x, np.float64) for x in operands]
+    return np.asarray(MATH[op.attrs["function"]](*wide), np.float64)
+
+
 register_op_rules({
     "add": lambda ctx, op, a, b: a + b,
     "sub": lambda ctx, op, a, b: a - b,
@@ -106,6 +125,7 @@ register_op_rules({
     "rsqrt": _unary_math(lambda x: 1 / np.sqrt(x)), "sin": _unary_math(np.sin),
     "cos": _unary_math(np.cos), "floor": _unary_math(np.floor), "ceil": _unary_math(np.ceil),
     "fma": _fma,
+    "math": _math,
     "select": lambda ctx, op, c, a, b: np.where(c, a, b),
     "cast": _cast,
     "addptr": _addptr,

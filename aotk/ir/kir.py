@@ -25,6 +25,9 @@ The op set, with operands and attributes:
   <unary>                     (x)                                     -> same type
       neg not(bitwise) abs exp exp2 log log2 sqrt rsqrt sin cos floor ceil
   fma                         (a, b, c)                               -> a*b+c, one rounding
+  math                        (x[, y])                function        -> same type: the math
+      function named (erf, ...: aotk.semantic's MATH_FUNCTIONS) on each element, fp32 or
+      fp64 operands only; the GPU calls libdevice
   select                      (cond:int1, a, b)                       -> a where cond else b
   cast                        (x)                     bitcast: bool   -> result type
   load                        (ptr, [mask], [other])  cache, eviction, volatile, has_mask, has_other
@@ -122,10 +125,12 @@ from .types import BlockType
 BINARY_OPS = frozenset("add sub mul fdiv idiv irem frem and or xor shl shr min max".split())
 UNARY_OPS = frozenset("neg not abs exp exp2 log log2 sqrt rsqrt sin cos floor ceil".split())
 COMPARE_PREDICATES = ("eq", "ne", "lt", "le", "gt", "ge")
+# Ops computing each element from the same element of their operands, which have one shape.
+ELEMENTWISE_OPS = BINARY_OPS | UNARY_OPS | frozenset(("cmp", "select", "cast", "fma", "math"))
 # Ops whose result depends only on their operands: safe to recompute or remove when unused.
-PURE_OPS = BINARY_OPS | UNARY_OPS | frozenset(
-    "program_id num_programs constant arange splat broadcast expand_dims cmp addptr fma "
-    "select cast hint permute reshape join split scan".split())
+PURE_OPS = ELEMENTWISE_OPS | frozenset(
+    "program_id num_programs constant arange splat broadcast expand_dims addptr hint permute "
+    "reshape join split scan".split())
 REDUCTIONS = frozenset(("reduce", "argreduce"))
 # Ops that combine the elements along an axis (named combine, or a combine region).
 COMBINING = REDUCTIONS | frozenset(("scan",))

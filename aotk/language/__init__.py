@@ -30,3 +30,9 @@ __all__ += ["atomic_add", "atomic_and", "atomic_cas", "atomic_max", "atomic_min"
 __all__ += ["associative_scan", "reduce"]
 __all__ += ["tensor_descriptor", "make_tensor_descriptor", "load_tensor_descriptor",
             "store_tensor_descriptor"]
+
+# The math functions of aotk.semantic.MATH_FUNCTIONS: tl.erf, ...
+from .functions import MATH_BUILTINS  # noqa: E402
+
+globals().update(MATH_BUILTINS)
+__all__ += sorted(MATH_BUILTINS)

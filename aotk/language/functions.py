@@ -148,6 +148,23 @@ floor = _math("floor")
 ceil = _math("ceil")
 
 
+def _math_function(name: str, arity: int):
+    if arity == 1:
+        def fn(x):
+            return semantic.math_function(name, x)
+    else:
+        def fn(x, y):
+            return semantic.math_function(name, x, y)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"Elementwise {name} (libm's), on fp32 or fp64."
+    return builtin(fn)
+
+
+# One builtin per row of aotk.semantic's MATH_FUNCTIONS (aotk.language exports them all).
+MATH_BUILTINS = {name: _math_function(name, arity)
+                 for name, arity in semantic.MATH_FUNCTIONS.items()}
+
+
 @builtin
 def fma(x, y, z):
     return semantic.fma(x, y, z)

@@ -22,13 +22,11 @@ code. The pass runs in three steps:
 """
 from __future__ import annotations
 
-from ..ir.kir import (BINARY_OPS, COMBINING, PURE_OPS, SHUFFLES, SIDE_EFFECT_OPS, TERMINATORS,
-                      UNARY_OPS, Function, walk)
+from ..ir.kir import (COMBINING, ELEMENTWISE_OPS, PURE_OPS, SHUFFLES, SIDE_EFFECT_OPS,
+                      TERMINATORS, Function, walk)
 from .layouts import MAX_VECTOR_BYTES, SCALAR, Layout, LayoutPlan, blocked_for, memory_vector_width
 from .mma_layout import Mma, choose_mma
 
-# Elementwise ops an accumulator epilogue may run in the accumulator's own layout.
-EPILOGUE_OPS = BINARY_OPS | UNARY_OPS | frozenset(("cmp", "select", "cast", "fma"))
 
 
 # -- 1. facts -----------------------------------------------------------------------------
@@ -118,7 +116,7 @@ def epilogue_layouts(plan: LayoutPlan, function: Function) -> dict:
                 if isinstance(layout, Layout) and isinstance(layout.blocked, Mma):
                     resident[result] = layout
             continue
-        if op.result is None or op.regions or op.opcode not in EPILOGUE_OPS:
+        if op.result is None or op.regions or op.opcode not in ELEMENTWISE_OPS:
             continue
         found = set()
         for value in op.operands:

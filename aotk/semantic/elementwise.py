@@ -169,6 +169,28 @@ def unary_math(opcode, x) -> tensor:
     return emit(opcode, [x], x.type)
 
 
+# Functions of libm evaluated elementwise (kir op ``math``): name -> number of operands. As
+# in Triton, they take fp32 or fp64 (libdevice has no 16-bit versions). A new function is
+# one row here, one in aotk.interpreter.elementwise.MATH and one in
+# aotk.backend.elementwise.LIBDEVICE; the tl builtin of the same name comes from this table.
+MATH_FUNCTIONS = {
+    "erf": 1,
+}
+
+
+def math_function(name, *operands) -> tensor:
+    arity = MATH_FUNCTIONS[name]
+    if len(operands) != arity:
+        raise TypeError(f"tl.{name} takes {arity} operand{'s' if arity > 1 else ''}, "
+                        f"got {len(operands)}")
+    values = _common_operands(*operands) if arity > 1 else [to_tensor(operands[0])]
+    dtype = values[0].dtype
+    if not (dtype.is_fp32() or dtype.is_fp64()):
+        raise TypeError(f"tl.{name} needs fp32 or fp64 operands, got {dtype}; cast with "
+                        f".to(tl.float32)")
+    return emit("math", values, values[0].type, function=name)
+
+
 def _common_operands(*values):
     """Promotes several operands together (literals joining by the kind rule) and broadcasts."""
     tensors = [v for v in values if isinstance(v, tensor)]

@@ -3,6 +3,7 @@ tests (against the interpreter). Each ``Case`` builds its inputs, launches, and 
 arrays the kernel writes."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -140,6 +141,8 @@ def math_kernel(x_ptr, out_ptr, n, FN: tl.constexpr, BLOCK: tl.constexpr):
         r = tl.fma(x, x, x)
     elif FN == "clamp":
         r = tl.clamp(x, 0.5, 2.0)
+    elif FN == "erf":
+        r = tl.erf(x)
     else:
         r = -x
     tl.store(out_ptr + offs, r, mask=mask)
@@ -371,6 +374,7 @@ _MATH_REFERENCES = {
     "cos": (np.cos, (-10, 10)), "abs": (np.abs, (-5, 5)), "floor": (np.floor, (-5, 5)),
     "ceil": (np.ceil, (-5, 5)), "sigmoid": (lambda x: 1 / (1 + np.exp(-x)), (-8, 8)),
     "fma": (lambda x: x * x + x, (-3, 3)), "clamp": (lambda x: np.clip(x, 0.5, 2.0), (0, 3)),
+    "erf": (np.vectorize(math.erf), (-3, 3)),
 }
 for _fn, (_ref, (_lo, _hi)) in _MATH_REFERENCES.items():
     for _dtype in (np.float32, np.float64):

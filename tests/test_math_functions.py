@@ -1,0 +1,49 @@
+"""Math functions of aotk.semantic's MATH_FUNCTIONS (tl.erf, ...): one row per layer, the tl
+builtin made from the semantic row, Triton's dtype rule (fp32 / fp64 only) with a clear
+error, and the generic kir op they share."""
+import numpy as np
+import pytest
+
+import aotk
+import aotk.language as tl
+from aotk import semantic
+from aotk.backend.elementwise import LIBDEVICE
+from aotk.interpreter.elementwise import MATH
+
+
+@aotk.jit
+def _erf_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.erf(tl.load(x_ptr + offs)))
+
+
+def test_every_math_function_has_a_builtin_and_a_rule_in_each_layer():
+    assert set(semantic.MATH_FUNCTIONS) == set(MATH) == set(LIBDEVICE)
+    for name in semantic.MATH_FUNCTIONS:
+        assert getattr(tl, name).__name__ == name and name in tl.__all__
+
+
+def test_erf_is_one_math_op_in_kir():
+    listing = str(aotk.compile(_erf_kernel, "*fp32:16, *fp32:16", {"BLOCK": 128},
+                               target="sm_80").kir)
+    assert "math [function=erf]" in listing
+
+
+def test_erf_needs_fp32_or_fp64():
+    x = np.linspace(-2, 2, 16).astype(np.float16)
+    with pytest.raises(aotk.CompilationError, match=r"tl.erf needs fp32 or fp64 operands, got "
+                                                    r"float16; cast with .to\(tl.float32\)"):
+        _erf_kernel[(1,)](x, np.empty_like(x), BLOCK=16)
+
+
+@aotk.jit
+def _erf_two_operands(x_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    tl.store(x_ptr + offs, tl.erf(x, x))
+
+
+def test_math_function_arity_is_checked():
+    x = np.zeros(16, np.float32)
+    with pytest.raises(aotk.CompilationError, match="erf"):
+        _erf_two_operands[(1,)](x, BLOCK=16)

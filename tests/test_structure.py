@@ -1,0 +1,118 @@
+"""The shape of the code: no import cycles under aotk/, and no module reading another
+module's private names. Both are read from the sources (imports inside functions count), so
+a new circle or reach-in fails here before review has to find it."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).parent.parent / "aotk"
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _resolve(module: str, node: ast.ImportFrom) -> str:
+    """The absolute module an ``from ... import`` names."""
+    if not node.level:
+        return node.module or ""
+    package = module.split(".")
+    if not MODULES[module].name == "__init__.py":
+        package = package[:-1]
+    base = package[:len(package) - node.level + 1]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _imports(module: str) -> list:
+    """(imported aotk module, names taken from it) for every import in ``module``."""
+    tree = ast.parse(MODULES[module].read_text())
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, []) for alias in node.names if alias.name in MODULES]
+        elif isinstance(node, ast.ImportFrom):
+            source = _resolve(module, node)
+            for alias in node.names:
+                submodule = f"{source}.{alias.name}"
+                if submodule in MODULES:
+                    found.append((submodule, []))
+                elif source in MODULES:
+                    found.append((source, [alias.name]))
+    return found
+
+
+def _graph() -> dict:
+    return {module: {target for target, _ in _imports(module) if target != module}
+            for module in MODULES}
+
+
+def _cycles(graph: dict) -> list:
+    """Strongly connected components of more than one module (Tarjan's algorithm)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(node):
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in graph[node]:
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in graph:
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_cycles_under_aotk():
+    assert _cycles(_graph()) == []
+
+
+def test_the_cycle_check_finds_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def _private_reads(module: str) -> list:
+    """``from aotk.x import _name`` and ``x._name`` where ``x`` is an imported aotk module."""
+    reads = [f"{module}: from {source} import {name}" for source, names in _imports(module)
+             for name in names if name.startswith("_") and not name.startswith("__")]
+    tree = ast.parse(MODULES[module].read_text())
+    aliases = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            source = _resolve(module, node)
+            for alias in node.names:
+                if f"{source}.{alias.name}" in MODULES:
+                    aliases[alias.asname or alias.name] = f"{source}.{alias.name}"
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in MODULES and alias.asname:
+                    aliases[alias.asname] = alias.name
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
+                node.value.id in aliases and node.attr.startswith("_") and \
+                not node.attr.startswith("__"):
+            reads.append(f"{module}: {node.value.id}.{node.attr}")
+    return reads
+
+
+def test_no_module_reads_another_modules_private_names():
+    assert [read for module in MODULES for read in _private_reads(module)] == []
