@@ -47,3 +47,32 @@ def test_math_function_arity_is_checked():
     x = np.zeros(16, np.float32)
     with pytest.raises(aotk.CompilationError, match="erf"):
         _erf_two_operands[(1,)](x, BLOCK=16)
+
+
+@aotk.jit
+def _sqrt_rn_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.sqrt_rn(tl.load(x_ptr + offs)))
+
+
+def _sqrt_inputs():
+    rng = np.random.default_rng(7)
+    # Random bit patterns of positive finite floats: every exponent, not just a range.
+    bits = rng.integers(0, 0x7F800000, 4096, dtype=np.uint32)
+    return bits.view(np.float32)
+
+
+def test_sqrt_rn_is_correctly_rounded_in_the_interpreter():
+    x = _sqrt_inputs()
+    out = np.empty_like(x)
+    _sqrt_rn_kernel[(1,)](x, out, BLOCK=4096)
+    assert np.array_equal(out, np.sqrt(x))   # numpy's float32 sqrt is correctly rounded
+
+
+@pytest.mark.gpu
+def test_sqrt_rn_is_correctly_rounded_on_the_gpu():
+    torch = pytest.importorskip("torch")
+    x = _sqrt_inputs()
+    out = torch.empty(x.size, dtype=torch.float32, device="cuda")
+    _sqrt_rn_kernel[(1,)](torch.from_numpy(x).cuda(), out, BLOCK=4096)
+    assert np.array_equal(out.cpu().numpy(), np.sqrt(x))

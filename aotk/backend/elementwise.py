@@ -25,6 +25,7 @@ _FLOAT_MATH = {  # opcode -> (libdevice fp32 name, fp64 name) or an LLVM intrins
 # and fp64 versions.
 LIBDEVICE = {
     "erf": ("__nv_erff", "__nv_erf"),
+    "sqrt_rn": ("__nv_fsqrt_rn", "__nv_dsqrt_rn"),
 }
 _INTRINSIC_MATH = {"sqrt": "llvm.sqrt", "floor": "llvm.floor", "ceil": "llvm.ceil",
                    "abs": "llvm.fabs", "min": "llvm.minnum", "max": "llvm.maxnum",

@@ -94,6 +94,7 @@ def _libm(function):
 # The math functions of aotk.semantic's MATH_FUNCTIONS (kir op ``math``), by name.
 MATH = {
     "erf": _libm(math.erf),
+    "sqrt_rn": _libm(math.sqrt),
 }
 
 

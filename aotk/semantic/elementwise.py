@@ -175,6 +175,7 @@ def unary_math(opcode, x) -> tensor:
 # aotk.backend.elementwise.LIBDEVICE; the tl builtin of the same name comes from this table.
 MATH_FUNCTIONS = {
     "erf": 1,
+    "sqrt_rn": 1,     # the square root rounded to nearest (tl.sqrt may be approximate)
 }
 
 

@@ -143,6 +143,8 @@ def math_kernel(x_ptr, out_ptr, n, FN: tl.constexpr, BLOCK: tl.constexpr):
         r = tl.clamp(x, 0.5, 2.0)
     elif FN == "erf":
         r = tl.erf(x)
+    elif FN == "sqrt_rn":
+        r = tl.sqrt_rn(x)
     else:
         r = -x
     tl.store(out_ptr + offs, r, mask=mask)
@@ -375,6 +377,7 @@ _MATH_REFERENCES = {
     "ceil": (np.ceil, (-5, 5)), "sigmoid": (lambda x: 1 / (1 + np.exp(-x)), (-8, 8)),
     "fma": (lambda x: x * x + x, (-3, 3)), "clamp": (lambda x: np.clip(x, 0.5, 2.0), (0, 3)),
     "erf": (np.vectorize(math.erf), (-3, 3)),
+    "sqrt_rn": (np.sqrt, (0, 100)),
 }
 for _fn, (_ref, (_lo, _hi)) in _MATH_REFERENCES.items():
     for _dtype in (np.float32, np.float64):
