@@ -18,6 +18,7 @@ import numpy as np
 from .errors import CompilationError
 from .frontend.codegen import SourceInfo, generate_kir
 from .ir import types as T
+from .ir.signature import Signature
 from .language.core import constexpr
 
 _NUMPY_TO_DTYPE = {
@@ -132,12 +133,13 @@ class JITFunction:
             return bool(self.debug_option)
         return os.environ.get("AOTK_DEBUG", "").lower() in ("1", "true", "yes", "on")
 
-    def kir(self, param_types: dict, hints: dict | None = None, constants: dict | None = None,
+    def kir(self, signature, hints: dict | None = None, constants: dict | None = None,
             debug: bool | None = None):
-        """The kir specialized on runtime types, hints, constexpr values and the debug flag
-        (memoized)."""
+        """The kir specialized on a ``Signature`` (or {param: type} with ``hints``), the
+        constexpr values and the debug flag (memoized)."""
         debug = self.debug if debug is None else bool(debug)
-        hints = hints or {}
+        if not isinstance(signature, Signature):
+            signature = Signature.from_types(signature, hints, self.runtime_names)
         constants = dict(constants or {})
         for name in self.constexpr_names:
             if name not in constants:
@@ -147,11 +149,11 @@ class JITFunction:
         unknown = set(constants) - self.constexpr_names
         if unknown:
             raise TypeError(f"{self.name}: {sorted(unknown)} are not tl.constexpr parameters")
-        key = (tuple(sorted((k, str(v)) for k, v in param_types.items())),
-               tuple(sorted(hints.items())), tuple(sorted((k, repr(v)) for k, v in constants.items())),
-               debug)
+        key = (signature.cache_key,
+               tuple(sorted((k, repr(v)) for k, v in constants.items())), debug)
         if key not in self._kir_cache:
-            self._kir_cache[key] = generate_kir(self, param_types, hints, constants, debug)
+            self._kir_cache[key] = generate_kir(self, signature.types, signature.hints,
+                                                constants, debug)
         return self._kir_cache[key]
 
     def __getitem__(self, grid):
@@ -209,7 +211,7 @@ class JITFunction:
                 param_types[name] = T.PointerType(_NUMPY_TO_DTYPE[value.dtype])
             else:
                 param_types[name] = scalar_type_of(value)
-        function = self.kir(param_types, {}, constants)
+        function = self.kir(param_types, constants=constants)
         interpreter.run(function, grid, [runtime_args[p.name] for p in function.params])
 
     def __call__(self, *args, **kwargs):

@@ -289,7 +289,6 @@ def test_dot_loops_are_pipelined_through_shared_memory():
     tiles with async_copy into one of S stages and the dot reads trip i's stage; with
     num_stages=1 nothing changes, and the memoized kir (what the interpreter runs) is never
     rewritten."""
-    from aotk.compiler import parse_signature
     from tests.kernels.dot import matmul_loop_kernel
     signature = "*fp16:16, *fp16:16, *fp16:16, i32:16, i32:16, i32:16"
     constants = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32}
@@ -301,8 +300,7 @@ def test_dot_loops_are_pipelined_through_shared_memory():
     assert listing.count("shared_read [") == 2
     plain = aotk.compile(matmul_loop_kernel, signature, constants, num_stages=1)
     assert _carried_types(plain.kir) == "fp32[64,64]" and "async" not in str(plain.kir)
-    types, hints = parse_signature(matmul_loop_kernel, signature)
-    assert "async" not in str(matmul_loop_kernel.kir(types, hints, constants))
+    assert "async" not in str(matmul_loop_kernel.kir(plain.signature, constants=constants))
 
 
 def test_dot_loads_too_narrow_for_cp_async_are_prefetched_a_trip_early():

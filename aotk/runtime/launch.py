@@ -12,7 +12,9 @@ import threading
 from .. import __version__
 from ..errors import AotkError
 from ..ir import types as T
+from ..ir.signature import Signature, SignatureParameter
 from ..jit import cuda_array_dtype, scalar_type_of
+from ..options import CompileOptions
 from . import cache
 from .tensor_maps import encode_tensor_maps
 
@@ -79,26 +81,27 @@ def _address(value) -> int:
 
 
 def specialize(kernel, runtime_args: dict):
-    """Types and hints for a launch, from the actual arguments."""
-    types, hints, values = {}, {}, []
+    """The Signature of a launch, from the actual arguments, and per argument its
+    (value, ctypes type)."""
+    parameters, values = [], []
     for name in kernel.runtime_names:
         value = runtime_args[name]
         if hasattr(type(value), "__cuda_array_interface__"):
-            types[name] = T.PointerType(cuda_array_dtype(value))
             address = _address(value)
-            if address % 16 == 0:
-                hints[name] = 16
+            parameters.append(SignatureParameter(name, T.PointerType(cuda_array_dtype(value)),
+                                                 16 if address % 16 == 0 else None))
             values.append((address, ctypes.c_uint64))
             continue
         dtype = scalar_type_of(value)
-        types[name] = dtype
+        hint = None
         if dtype.is_int() and not dtype.is_bool():
             if value == 1:
-                hints[name] = 1
+                hint = 1
             elif value % 16 == 0:
-                hints[name] = 16
+                hint = 16
+        parameters.append(SignatureParameter(name, dtype, hint))
         values.append((value, _CTYPES[dtype.name]))
-    return types, hints, values
+    return Signature(tuple(parameters)), values
 
 
 _CTYPES = {"int1": ctypes.c_bool, "int8": ctypes.c_int8, "int16": ctypes.c_int16,
@@ -113,19 +116,13 @@ def _versions() -> dict:
     return {"aotk": __version__, "llvm": llvm_version(), "ptxas": find_ptxas().version}
 
 
-def _compiled(kernel, types, hints, constants, num_warps, num_stages, target, tma=True):
-    function = kernel.kir(types, hints, constants)
-    options = {"num_warps": num_warps, "num_stages": num_stages, "target": target}
-    if not tma:
-        options["tma"] = False
-    key = cache.cache_key(str(function), options, _versions())
+def _compiled(kernel, signature, constants, options):
+    function = kernel.kir(signature, constants=constants)
+    key = cache.cache_key(str(function), options.cache_key(), _versions())
     hit = cache.load(key)
     if hit is None:
         from ..compiler import compile
-        signature = {n: types[n].short + (f":{hints[n]}" if n in hints else "")
-                     for n in kernel.runtime_names}
-        compiled = compile(kernel, signature, constants, num_warps, num_stages, target,
-                           tma=tma)
+        compiled = compile(kernel, signature, constants, options=options)
         cache.store(key, compiled.cubin, compiled.metadata)
         hit = compiled.cubin, compiled.metadata
     return key, hit[0], hit[1]
@@ -144,12 +141,13 @@ def _stream_handle(stream, runtime_args):
     return 0   # the legacy default stream, as for any CUDA array without a stream of its own
 
 
-def _load_function(kernel, context_key, types, hints, constants, num_warps, num_stages,
+def _load_function(kernel, context_key, signature, constants, num_warps, num_stages,
                    tma=True):
     driver = _driver()
+    options = CompileOptions(num_warps=num_warps, num_stages=num_stages, target=_target(),
+                             tma=tma)
     # A ":1" parameter is folded into the code but still passed: the ABI stays fixed.
-    key, cubin, metadata = _compiled(kernel, types, hints, constants, num_warps, num_stages,
-                                     _target(), tma)
+    key, cubin, metadata = _compiled(kernel, signature, constants, options)
     with _lock:
         module_key = (context_key, key)
         function = _modules.get(module_key)
@@ -172,14 +170,14 @@ STATIC_SHARED_LIMIT = 48 * 1024
 def launch_on_device(kernel, grid, runtime_args, constants, num_warps, num_stages, stream):
     driver = _driver()
     context_key = _current_context_key()
-    types, hints, values = specialize(kernel, runtime_args)
+    signature, values = specialize(kernel, runtime_args)
     # The hot path: a launch seen before skips kir, hashing and the disk cache.
-    fast_key = (kernel, context_key, tuple(types.values()), tuple(sorted(hints.items())),
+    fast_key = (kernel, context_key, signature,
                 tuple(sorted((k, repr(v)) for k, v in constants.items())), num_warps, num_stages,
                 kernel.debug)
     found = _launchable.get(fast_key)
     if found is None:
-        found = _load_function(kernel, context_key, types, hints, constants, num_warps,
+        found = _load_function(kernel, context_key, signature, constants, num_warps,
                                num_stages)
         _launchable[fast_key] = found
     function, metadata = found
@@ -195,7 +193,7 @@ def launch_on_device(kernel, grid, runtime_args, constants, num_warps, num_stage
             fast_key += ("no TMA",)
             found = _launchable.get(fast_key)
             if found is None:
-                found = _load_function(kernel, context_key, types, hints, constants,
+                found = _load_function(kernel, context_key, signature, constants,
                                        num_warps, num_stages, tma=False)
                 _launchable[fast_key] = found
             function, metadata = found
