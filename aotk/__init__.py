@@ -4,8 +4,7 @@ from .errors import AotkError, CompilationError
 from .ir.signature import Signature, SignatureError
 from .jit import JITFunction, jit
 from .options import CompileOptions
-
-__version__ = "0.1.0"
+from .version import __version__
 
 
 def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target="sm_90",
@@ -27,8 +26,8 @@ def build(manifest="aotk.toml", out_dir=None, jobs=None, **options):
 
 
 def load(path):
-    """Loads a library built by ``aotk build``; see ``aotk.runtime.library``."""
-    from .runtime.library import load as _load
+    """Loads a library built by ``aotk build``; see ``aotk.launch.library``."""
+    from .launch.library import load as _load
     return _load(path)
 
 

@@ -4,7 +4,7 @@ import pytest
 
 import aotk
 import aotk.language as tl
-from aotk.jit import scalar_type_of
+from aotk.launch.arguments import NUMPY_DTYPES, scalar_type_of
 from tests.kernels import atomics as atomic_kernels
 from tests.kernels import batched_matmul
 from tests.kernels import combine, control_flow, dot, reductions, scans, views
@@ -12,7 +12,6 @@ from tests.kernels.elementwise import CASES as ELEMENTWISE_CASES, add_kernel, co
 
 CASES = (ELEMENTWISE_CASES + reductions.CASES + control_flow.CASES + views.CASES + dot.CASES
          + atomic_kernels.CASES + scans.CASES + combine.CASES + batched_matmul.CASES)
-from aotk.jit import _NUMPY_TO_DTYPE
 import numpy as np
 
 ALIGNED_ADD = "*fp32:16, *fp32:16, *fp32:16, i32:16"
@@ -100,7 +99,7 @@ def _signature(case, args):
         value = args[name]
         if isinstance(value, np.ndarray):
             aligned = value.ctypes.data % 16 == 0
-            parts.append("*" + _NUMPY_TO_DTYPE[value.dtype].short + (":16" if aligned else ""))
+            parts.append("*" + NUMPY_DTYPES[value.dtype].short + (":16" if aligned else ""))
         else:
             parts.append(scalar_type_of(value).short)
     return ", ".join(parts)

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from string import Template
 
-from .. import __version__
+from ..version import __version__
 
 from ..data import resource_dir
 from ..passes.tensor_maps import MAX_DIMENSION, MAX_STRIDE_BYTES

@@ -14,9 +14,8 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
-from .. import __version__
+from .. import cache
 from ..options import CompileOptions
-from ..runtime import cache
 
 
 @dataclass
@@ -24,12 +23,6 @@ class CompiledBuild:
     fatbin: bytes
     metadata: dict     # name, shared, num_warps, targets: {arch: {registers, spills, ...}}
     cached: bool
-
-
-def _versions() -> dict:
-    from ..backend.ptx import llvm_version
-    from ..toolchain.ptxas import find_ptxas
-    return {"aotk": __version__, "llvm": llvm_version(), "ptxas": find_ptxas().version}
 
 
 def _compile_one(job) -> tuple:
@@ -64,7 +57,7 @@ def _compile_one(job) -> tuple:
 
 def compile_builds(plans, targets, jobs=None, verbose=False, progress=None) -> dict:
     """{(kernel name, build index): CompiledBuild}."""
-    versions = _versions()
+    versions = cache.versions()
     results, pending = {}, []
     for plan in plans:
         for build in plan.builds:

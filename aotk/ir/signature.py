@@ -57,6 +57,14 @@ class Signature:
         for parameter in self.parameters:
             check_hint(parameter)
 
+    def __hash__(self) -> int:
+        return self._hash
+
+    @cached_property
+    def _hash(self) -> int:
+        # Computed once: the JIT launch looks its compiled kernels up by signature.
+        return hash(self.parameters)
+
     @classmethod
     def parse(cls, signature, names, kernel: str = "the kernel") -> "Signature":
         """``"*fp32:16, i32"``, ``{param: "*fp32:16"}`` or a ``Signature`` for the runtime

@@ -1,21 +1,18 @@
 """JIT launch on the GPU: ``kernel[grid](cuda_tensors...)``.
 
-Specializes like Triton's JIT (pointers 16-byte aligned, integers divisible by 16 or equal
-to 1), compiles through ``aotk.compiler`` with the on-disk cache, loads the cubin once per
-CUDA context and launches through cuda-python on the given or current stream.
+Specializes on the arguments (``launch.arguments``: like Triton's JIT), compiles through
+``aotk.compiler`` with the on-disk cache (``aotk.cache``), loads the cubin once per CUDA
+context and launches through cuda-python on the given or current stream.
 """
 from __future__ import annotations
 
 import ctypes
 import threading
 
-from .. import __version__
+from .. import cache
 from ..errors import AotkError
-from ..ir import types as T
-from ..ir.signature import Signature, SignatureParameter
-from ..jit import cuda_array_dtype, scalar_type_of
 from ..options import CompileOptions
-from . import cache
+from .arguments import address_of, specialize
 from .tensor_maps import encode_tensor_maps
 
 _lock = threading.Lock()
@@ -73,52 +70,9 @@ def _target() -> str:
     return _targets[key]
 
 
-def _address(value) -> int:
-    data_ptr = getattr(value, "data_ptr", None)   # torch: much cheaper than the interface dict
-    if data_ptr is not None:
-        return data_ptr()
-    return int(value.__cuda_array_interface__["data"][0])
-
-
-def specialize(kernel, runtime_args: dict):
-    """The Signature of a launch, from the actual arguments, and per argument its
-    (value, ctypes type)."""
-    parameters, values = [], []
-    for name in kernel.runtime_names:
-        value = runtime_args[name]
-        if hasattr(type(value), "__cuda_array_interface__"):
-            address = _address(value)
-            parameters.append(SignatureParameter(name, T.PointerType(cuda_array_dtype(value)),
-                                                 16 if address % 16 == 0 else None))
-            values.append((address, ctypes.c_uint64))
-            continue
-        dtype = scalar_type_of(value)
-        hint = None
-        if dtype.is_int() and not dtype.is_bool():
-            if value == 1:
-                hint = 1
-            elif value % 16 == 0:
-                hint = 16
-        parameters.append(SignatureParameter(name, dtype, hint))
-        values.append((value, _CTYPES[dtype.name]))
-    return Signature(tuple(parameters)), values
-
-
-_CTYPES = {"int1": ctypes.c_bool, "int8": ctypes.c_int8, "int16": ctypes.c_int16,
-           "int32": ctypes.c_int32, "int64": ctypes.c_int64, "uint8": ctypes.c_uint8,
-           "uint16": ctypes.c_uint16, "uint32": ctypes.c_uint32, "uint64": ctypes.c_uint64,
-           "float32": ctypes.c_float, "float64": ctypes.c_double}
-
-
-def _versions() -> dict:
-    from ..backend.ptx import llvm_version
-    from ..toolchain.ptxas import find_ptxas
-    return {"aotk": __version__, "llvm": llvm_version(), "ptxas": find_ptxas().version}
-
-
 def _compiled(kernel, signature, constants, options):
     function = kernel.kir(signature, constants=constants)
-    key = cache.cache_key(str(function), options.cache_key(), _versions())
+    key = cache.cache_key(str(function), options.cache_key(), cache.versions())
     hit = cache.load(key)
     if hit is None:
         from ..compiler import compile
@@ -187,7 +141,7 @@ def launch_on_device(kernel, grid, runtime_args, constants, num_warps, num_stage
     holders = [ctype(value) for value, ctype in values]
     addresses = [ctypes.addressof(h) for h in holders]
     if metadata.get("tensor_maps"):
-        maps = encode_tensor_maps(metadata["tensor_maps"], runtime_args, _address)
+        maps = encode_tensor_maps(metadata["tensor_maps"], runtime_args, address_of)
         if maps is None:
             # Sizes a tensor map cannot describe (an empty dimension): the build without TMA.
             fast_key += ("no TMA",)
