@@ -3,9 +3,12 @@
 ``kernel[grid](*args, **constexprs)`` runs the kir interpreter when the arrays are numpy
 arrays, and compiles + launches on the GPU (``aotk.launch.device``) when they expose
 ``__cuda_array_interface__``. Compiled kernels are specialized like Triton's JIT: pointers
-16-byte aligned, integers divisible by 16 or equal to 1.
+16-byte aligned, integers divisible by 16 or equal to 1, except for the parameters named in
+``do_not_specialize`` (no hint) and ``do_not_specialize_on_alignment`` (no ":16").
 """
 from __future__ import annotations
+
+import difflib
 
 import numpy as np
 
@@ -14,10 +17,38 @@ from .language.core import constexpr
 from .launch.arguments import interpreter_types, is_array
 from .launch.device import launch_on_device
 
+# Triton's @jit keywords that change nothing here: aotk inlines every call (noinline),
+# and has no profiler hooks (repr, launch_metadata) or cache tag (version).
+_IGNORED_OPTIONS = ("noinline", "repr", "launch_metadata", "version")
+_OPTIONS = ("debug", "do_not_specialize", "do_not_specialize_on_alignment") + _IGNORED_OPTIONS
+
 
 class JITFunction(KernelFunction):
     """An ``@aotk.jit`` kernel: launched with ``kernel[grid](...)``, inlined when called
     from another kernel."""
+
+    def __init__(self, fn, debug=None, do_not_specialize=(), do_not_specialize_on_alignment=()):
+        super().__init__(fn, debug)
+        self.do_not_specialize = self._parameter_names("do_not_specialize", do_not_specialize)
+        self.do_not_specialize_on_alignment = self._parameter_names(
+            "do_not_specialize_on_alignment", do_not_specialize_on_alignment)
+
+    def _parameter_names(self, option: str, entries) -> frozenset:
+        """Triton's spelling: parameter names or indices into all parameters (or one)."""
+        if isinstance(entries, (str, int)):
+            entries = (entries,)
+        names = set()
+        for entry in entries:
+            if isinstance(entry, int) and not isinstance(entry, bool):
+                if not 0 <= entry < len(self.param_names):
+                    raise ValueError(f"{option} index {entry} is out of range: {self.name} "
+                                     f"has {len(self.param_names)} parameters")
+                entry = self.param_names[entry]
+            elif entry not in self.param_names:
+                raise ValueError(f"{option} names {entry!r}, which is not a parameter of "
+                                 f"{self.name} ({', '.join(self.param_names)})")
+            names.add(entry)
+        return frozenset(names)
 
     def __getitem__(self, grid):
         return lambda *args, **kwargs: self.run(grid, args, kwargs)
@@ -78,8 +109,19 @@ class JITFunction(KernelFunction):
 
 def jit(fn=None, *, debug=None, **options):
     """Decorator: ``@aotk.jit`` or ``@aotk.jit(...)``. ``debug=True`` compiles device asserts
-    in (default: the AOTK_DEBUG environment variable); other options are accepted for Triton
-    parity."""
-    if fn is None:
-        return lambda f: JITFunction(f, debug)
-    return JITFunction(fn, debug)
+    in (default: the AOTK_DEBUG environment variable). Triton's other keywords are taken:
+    ``do_not_specialize`` and ``do_not_specialize_on_alignment`` (parameter names or
+    indices) as Triton does at a GPU launch; ``noinline``, ``repr``, ``launch_metadata`` and
+    ``version`` change nothing. Any other keyword is a TypeError."""
+    for key in options:
+        if key not in _OPTIONS:
+            close = difflib.get_close_matches(key, _OPTIONS, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else \
+                f" (known: {', '.join(_OPTIONS)})"
+            raise TypeError(f"aotk.jit() got an unexpected keyword argument {key!r}{hint}")
+    specialization = {key: options[key] for key in
+                      ("do_not_specialize", "do_not_specialize_on_alignment") if key in options}
+
+    def decorate(function):
+        return JITFunction(function, debug, **specialization)
+    return decorate if fn is None else decorate(fn)

@@ -99,3 +99,64 @@ def test_interpreter_types_take_no_hints():
     assert str(Signature.from_types(types)) == "*fp32, *i32, i32, i32, i1, fp32"
     with pytest.raises(TypeError, match="argument 'x_ptr' has unsupported dtype complex64"):
         interpreter_types(_kernel, {**arguments, "x_ptr": np.zeros(4, np.complex64)})
+
+
+# -- @aotk.jit's Triton keywords ------------------------------------------------------
+
+
+def test_do_not_specialize_drops_every_hint_of_those_parameters():
+    kernel = aotk.jit(do_not_specialize=["x_ptr", 2, "m"])(_kernel.fn)
+    assert kernel.do_not_specialize == {"x_ptr", "n", "m"}
+    signature, _ = specialize(kernel, _arguments())
+    assert str(signature) == "*fp32, *i32, i32, i32, i1, fp32"
+    assert str(specialize(_kernel, _arguments())[0]) == "*fp32:16, *i32, i32:1, i32:16, i1, fp32"
+
+
+def test_do_not_specialize_on_alignment_drops_16_and_keeps_1():
+    kernel = aotk.jit(do_not_specialize_on_alignment=("x_ptr", "n", 3))(_kernel.fn)
+    signature, _ = specialize(kernel, _arguments())
+    assert str(signature) == "*fp32, *i32, i32:1, i32, i1, fp32"
+    signature, _ = specialize(kernel, _arguments(n=32, m=1))
+    assert str(signature) == "*fp32, *i32, i32, i32:1, i1, fp32"
+
+
+def test_one_name_or_index_is_taken_as_a_list_of_one():
+    assert aotk.jit(do_not_specialize="n")(_kernel.fn).do_not_specialize == {"n"}
+    assert aotk.jit(do_not_specialize_on_alignment=0)(_kernel.fn) \
+        .do_not_specialize_on_alignment == {"x_ptr"}
+
+
+@pytest.mark.parametrize("keywords, message", [
+    ({"do_not_specialize": ["count"]}, "do_not_specialize names 'count', which is not a "
+                                       "parameter of _kernel (x_ptr, y_ptr, n, m, flag, "
+                                       "scale, BLOCK)"),
+    ({"do_not_specialize_on_alignment": [7]}, "do_not_specialize_on_alignment index 7 is out "
+                                              "of range: _kernel has 7 parameters"),
+])
+def test_unknown_parameters_in_the_keywords_are_named(keywords, message):
+    with pytest.raises(ValueError) as error:
+        aotk.jit(**keywords)(_kernel.fn)
+    assert str(error.value) == message
+
+
+def test_tritons_other_jit_keywords_are_accepted():
+    kernel = aotk.jit(noinline=True, repr=lambda _: "k", launch_metadata=None, version=2,
+                      debug=True)(_kernel.fn)
+    assert kernel.debug and not kernel.do_not_specialize
+    assert str(specialize(kernel, _arguments())[0]) == str(specialize(_kernel, _arguments())[0])
+
+
+@pytest.mark.parametrize("keyword, message", [
+    ("num_warps", "aotk.jit() got an unexpected keyword argument 'num_warps' (known: debug, "
+                  "do_not_specialize, do_not_specialize_on_alignment, noinline, repr, "
+                  "launch_metadata, version)"),
+    ("do_not_specialise", "aotk.jit() got an unexpected keyword argument 'do_not_specialise'; "
+                          "did you mean 'do_not_specialize'?"),
+])
+def test_an_unknown_jit_keyword_is_a_type_error_naming_it(keyword, message):
+    with pytest.raises(TypeError) as error:
+        aotk.jit(**{keyword: 1})
+    assert str(error.value) == message
+    with pytest.raises(TypeError) as error:
+        aotk.jit(_kernel.fn, **{keyword: 1})
+    assert str(error.value) == message

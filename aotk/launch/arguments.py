@@ -4,7 +4,9 @@ In: the values passed to ``kernel[grid](...)``: numpy arrays (the interpreter), 
 tensors or ``__cuda_array_interface__`` objects (the GPU), Python and numpy scalars. Out:
 their element and scalar types (DESIGN.md section 7) and, for a GPU launch, a ``Signature``
 specialized like Triton's JIT (pointers 16-byte aligned, integers divisible by 16 or equal
-to 1) with each argument as a (value, ctypes type) pair for the driver.
+to 1; a kernel's ``do_not_specialize`` parameters get no hint, its
+``do_not_specialize_on_alignment`` ones no ":16") with each argument as a (value, ctypes
+type) pair for the driver.
 """
 from __future__ import annotations
 
@@ -107,23 +109,26 @@ _signatures: dict = {}
 
 def specialize(kernel, runtime_args: dict):
     """The Signature of a GPU launch, from the actual arguments, and per argument its
-    (value, ctypes type)."""
+    (value, ctypes type). ``kernel.do_not_specialize``: names that get no hint;
+    ``kernel.do_not_specialize_on_alignment``: names that get no ":16" (":1" still)."""
+    unhinted, unaligned = kernel.do_not_specialize, kernel.do_not_specialize_on_alignment
     types, hints, values = [], [], []
     for name in kernel.runtime_names:
         value = runtime_args[name]
         hint = None
+        divisible = name not in unhinted and name not in unaligned
         if is_cuda_array(value):
             type_ = T.PointerType(cuda_array_dtype(value))
             address = address_of(value)
-            if address % SPECIALIZED_HINT == 0:
+            if divisible and address % SPECIALIZED_HINT == 0:
                 hint = SPECIALIZED_HINT
             values.append((address, ctypes.c_uint64))
         else:
             type_ = scalar_type_of(value)
-            if type_.is_int() and not type_.is_bool():
+            if type_.is_int() and not type_.is_bool() and name not in unhinted:
                 if value == 1:
                     hint = 1
-                elif value % SPECIALIZED_HINT == 0:
+                elif divisible and value % SPECIALIZED_HINT == 0:
                     hint = SPECIALIZED_HINT
             values.append((value, SCALAR_CTYPES[type_.name]))
         types.append(type_)
