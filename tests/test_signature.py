@@ -172,3 +172,13 @@ def test_no_other_module_splits_or_joins_signature_text():
                     isinstance(node.left, ast.Attribute) and node.left.attr == "short":
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert offenders == []
+
+
+def test_a_pickled_signature_leaves_its_cached_values_behind():
+    import pickle
+    signature = Signature.parse("*fp32:16, *fp16, i32:1, fp32", NAMES)
+    assert {signature} and signature.types and signature.cache_key   # computed, so cached
+    assert {"_hash", "types", "cache_key"} <= set(vars(signature))
+    copy = pickle.loads(pickle.dumps(signature))
+    assert copy == signature and copy.cache_key == signature.cache_key
+    assert "_hash" not in vars(copy) and "types" not in vars(copy)

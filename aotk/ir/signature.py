@@ -65,6 +65,11 @@ class Signature:
         # Computed once: the JIT launch looks its compiled kernels up by signature.
         return hash(self.parameters)
 
+    def __reduce__(self):
+        # Pickled (for the build's worker processes) without the cached values: a str
+        # hash is not the same in another process.
+        return (Signature, (self.parameters,))
+
     @classmethod
     def parse(cls, signature, names, kernel: str = "the kernel") -> "Signature":
         """``"*fp32:16, i32"``, ``{param: "*fp32:16"}`` or a ``Signature`` for the runtime
