@@ -8,10 +8,9 @@ arrays, and compiles + launches on the GPU (``aotk.launch.device``) when they ex
 """
 from __future__ import annotations
 
-import difflib
-
 import numpy as np
 
+from .errors import suggestion
 from .frontend.kernel import KernelFunction
 from .language.core import constexpr
 from .launch.arguments import interpreter_types, is_array
@@ -115,10 +114,8 @@ def jit(fn=None, *, debug=None, **options):
     ``version`` change nothing. Any other keyword is a TypeError."""
     for key in options:
         if key not in _OPTIONS:
-            close = difflib.get_close_matches(key, _OPTIONS, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else \
-                f" (known: {', '.join(_OPTIONS)})"
-            raise TypeError(f"aotk.jit() got an unexpected keyword argument {key!r}{hint}")
+            raise TypeError(f"aotk.jit() got an unexpected keyword argument {key!r}"
+                            f"{suggestion(key, _OPTIONS)}")
     specialization = {key: options[key] for key in
                       ("do_not_specialize", "do_not_specialize_on_alignment") if key in options}
 

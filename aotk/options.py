@@ -7,8 +7,9 @@ cache's key that the options make (the kir listing makes the rest).
 """
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, fields
+
+from .errors import suggestion
 
 SUPPORTED_TARGETS = ("sm_80", "sm_86", "sm_89", "sm_90")
 
@@ -37,10 +38,7 @@ class CompileOptions:
         known = [f.name for f in fields(cls)]
         for key in keywords:
             if key not in known:
-                close = difflib.get_close_matches(key, known, n=1)
-                hint = f"; did you mean {close[0]!r}?" if close else \
-                    f" (known options: {', '.join(known)})"
-                raise TypeError(f"unknown compile option {key!r}{hint}")
+                raise TypeError(f"unknown compile option {key!r}{suggestion(key, known)}")
         return cls(**keywords)
 
     def cache_key(self) -> dict:

@@ -41,7 +41,7 @@ def test_unknown_option_is_a_type_error_naming_it():
     with pytest.raises(TypeError, match="unknown compile option 'num_warp'; did you mean "
                                         "'num_warps'"):
         CompileOptions.from_keywords(num_warp=8)
-    with pytest.raises(TypeError, match=r"unknown compile option 'colour' \(known options: "
+    with pytest.raises(TypeError, match=r"unknown compile option 'colour' \(known: "
                                         r"num_warps, num_stages, target, debug, tma\)"):
         CompileOptions.from_keywords(colour="red")
     assert CompileOptions.from_keywords(num_warps=8) == CompileOptions(num_warps=8)

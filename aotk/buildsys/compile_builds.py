@@ -49,8 +49,7 @@ def _compile_one(job) -> tuple:
             lowest_ptx = (target, compiled.ptx)
     fatbin = pack(cubins, *lowest_ptx)
     metadata = {"name": name, "shared": shared, "num_warps": options.num_warps,
-                "targets": per_target,
-                "tensor_maps": tensor_maps}
+                "targets": per_target, "tensor_maps": tensor_maps}
     cache.store(key, fatbin, metadata, kind="fatbin")
     return fatbin, metadata
 

@@ -5,8 +5,9 @@ In: a validated ``Manifest``. Out: per kernel, its ``JITFunction``, C parameter 
 "auto"`` (the variant's, else its kernel's), first the build that assumes every pointer
 16-byte aligned and every integer divisible by 16, then the generic one; ``"none"`` keeps
 only the generic build, ``"aligned"`` only the specialized one. Checks against the Python
-function happen here: signature length, constexpr values present, grid and ``when``
-naming only scalar parameters and constants.
+function happen here: the signatures (parsed into ``Signature``s against its parameter
+names), constexpr values present, grid and ``when`` naming only scalar parameters and
+constants.
 """
 from __future__ import annotations
 
