@@ -1,19 +1,22 @@
 """aotk: ahead-of-time GPU kernels from a Triton-style Python block language."""
 from . import language
 from .errors import AotkError, CompilationError
+from .ir.signature import Signature, SignatureError
 from .jit import JITFunction, jit
-
-__version__ = "0.1.0"
+from .options import CompileOptions
+from .version import __version__
 
 
 def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target="sm_90",
-            debug=None, tma=True):
-    """Compiles ``kernel`` for one signature; see ``aotk.compiler.compile``. ``debug``
-    (default: the kernel's own setting) compiles device asserts in; ``tma=False`` reads
-    tensor descriptors with pointer loads even where TMA could copy them."""
+            debug=None, tma=True, *, options=None):
+    """Compiles ``kernel`` for one signature (text, {param: entry} or a ``Signature``); see
+    ``aotk.compiler.compile``. ``debug`` (default: the kernel's own setting) compiles device
+    asserts in; ``tma=False`` reads tensor descriptors with pointer loads even where TMA
+    could copy them; ``options``, a ``CompileOptions``, stands for all of them."""
     from .compiler import compile as _compile
     return _compile(kernel, signature, constants=constants, num_warps=num_warps,
-                    num_stages=num_stages, target=target, debug=debug, tma=tma)
+                    num_stages=num_stages, target=target, debug=debug, tma=tma,
+                    options=options)
 
 
 def build(manifest="aotk.toml", out_dir=None, jobs=None, **options):
@@ -23,10 +26,10 @@ def build(manifest="aotk.toml", out_dir=None, jobs=None, **options):
 
 
 def load(path):
-    """Loads a library built by ``aotk build``; see ``aotk.runtime.library``."""
-    from .runtime.library import load as _load
+    """Loads a library built by ``aotk build``; see ``aotk.launch.library``."""
+    from .launch.library import load as _load
     return _load(path)
 
 
-__all__ = ["jit", "build", "load", "JITFunction", "compile", "language", "CompilationError", "AotkError",
-           "__version__"]
+__all__ = ["jit", "build", "load", "JITFunction", "compile", "CompileOptions", "Signature",
+           "SignatureError", "language", "CompilationError", "AotkError", "__version__"]

@@ -22,76 +22,53 @@ from __future__ import annotations
 import copy
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass
 
-from .ir.types import HINTS_TEXT, SIGNATURE_HINTS, parse_type
 from .ir.kir import walk
+from .ir.signature import Signature
+from .options import CompileOptions
 from .passes import axis_info
 from .passes.assign_layouts import assign_layouts
 from .passes.descriptors import lower_descriptors
 from .passes.pipeline import pipeline_dot_loops, tma_loads
 from .passes.prefetch import prefetch_dot_operands
 
-SUPPORTED_TARGETS = ("sm_80", "sm_86", "sm_89", "sm_90")
+STAGES = ("kir", "gir", "llir", "ptx", "cubin")
 
 
 @dataclass
 class CompiledKernel:
+    """Every stage of one compile, by name in pipeline order (``asm``), with what it was
+    compiled for. ``asm["kir"]`` is the kir.Function (str() gives the listing), ``gir``
+    the layouts chosen, for reading; ``cubin`` is bytes, the others text."""
     name: str
-    kir: object          # kir.Function; str() gives the listing
-    gir: str             # the layouts chosen, for reading
-    llir: str
-    ptx: str
-    cubin: bytes
-    metadata: dict = field(default_factory=dict)
+    asm: dict
+    metadata: dict
+    signature: Signature
+    options: CompileOptions
+
+    kir = property(lambda self: self.asm["kir"])
+    gir = property(lambda self: self.asm["gir"])
+    llir = property(lambda self: self.asm["llir"])
+    ptx = property(lambda self: self.asm["ptx"])
+    cubin = property(lambda self: self.asm["cubin"])
 
     def dump(self, directory: str) -> list[str]:
-        """Writes every stage to ``directory``; returns the paths written."""
+        """Writes every stage and the metadata to ``directory``; returns the paths written."""
         os.makedirs(directory, exist_ok=True)
+        contents = [(stage, self.asm[stage]) for stage in STAGES]
+        contents.append(("json", json.dumps(self.metadata, indent=2, sort_keys=True)))
         written = []
-        for extension, content in (("kir", str(self.kir)), ("gir", self.gir),
-                                   ("llir", self.llir), ("ptx", self.ptx), ("cubin", self.cubin),
-                                   ("json", json.dumps(self.metadata, indent=2, sort_keys=True))):
+        for extension, content in contents:
             path = os.path.join(directory, f"{self.name}.{extension}")
-            with open(path, "wb" if isinstance(content, bytes) else "w") as f:
-                f.write(content)
+            if isinstance(content, bytes):
+                with open(path, "wb") as f:
+                    f.write(content)
+            else:
+                with open(path, "w") as f:
+                    f.write(str(content))
             written.append(path)
         return written
-
-
-def parse_signature(kernel, signature) -> tuple[dict, dict]:
-    """``"*fp32:16, i32"`` or ``{param: "*fp32:16"}`` -> ({param: type}, {param: hint})."""
-    names = kernel.runtime_names
-    if isinstance(signature, dict):
-        unknown = set(signature) - set(names)
-        if unknown:
-            raise ValueError(f"signature names {sorted(unknown)} which are not runtime "
-                             f"parameters of {kernel.name} ({', '.join(names)})")
-        items = [(n, signature[n]) for n in names if n in signature]
-        missing = [n for n in names if n not in signature]
-        if missing:
-            raise ValueError(f"signature lacks a type for {', '.join(missing)}")
-    else:
-        parts = [p.strip() for p in str(signature).split(",") if p.strip()]
-        if len(parts) != len(names):
-            raise ValueError(f"signature has {len(parts)} entries but {kernel.name} has "
-                             f"{len(names)} runtime parameters ({', '.join(names)})")
-        items = list(zip(names, parts))
-    types, hints = {}, {}
-    for name, text in items:
-        text = str(text).strip()
-        type_text, _, hint_text = text.partition(":")
-        types[name] = parse_type(type_text)
-        if hint_text:
-            hint = int(hint_text)
-            if hint not in SIGNATURE_HINTS:
-                raise ValueError(f"hint :{hint} on {name} is not supported ({HINTS_TEXT})")
-            if hint == 1 and not types[name].is_int():
-                raise ValueError(f"hint :1 needs an integer parameter, {name} is {types[name]}")
-            if types[name].is_floating():
-                raise ValueError(f"float parameter {name} cannot carry a hint")
-            hints[name] = hint
-    return types, hints
 
 
 def target_has_async_copy(target: str) -> bool:
@@ -105,21 +82,26 @@ def target_has_wgmma(target: str) -> bool:
 
 
 def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target="sm_90",
-            debug=None, tma=True):
-    """Compiles one specialization. ``tma=False`` keeps tensor-descriptor loads on pointer
-    loads even where TMA could copy them (the JIT launcher's build for sizes a tensor map
-    cannot describe)."""
+            debug=None, tma=True, *, options: CompileOptions | None = None):
+    """Compiles one specialization. ``signature``: text, a {param: entry} mapping or a
+    ``Signature``. ``options`` replaces the keyword options, which must then be left out.
+    ``tma=False`` keeps tensor-descriptor loads on pointer loads even where TMA could copy
+    them (the JIT launcher's build for sizes a tensor map cannot describe)."""
     from .backend.lower import lower_to_llvm
     from .backend.ptx import emit_ptx
     from .backend.tma import grid_constant_params
     from .toolchain.ptxas import assemble
 
-    if target not in SUPPORTED_TARGETS:
-        raise ValueError(f"unsupported target {target!r}; expected one of {', '.join(SUPPORTED_TARGETS)}")
-    if num_warps < 1 or num_warps & (num_warps - 1) or num_warps > 32:
-        raise ValueError(f"num_warps must be a power of two from 1 to 32, got {num_warps}")
-    types, hints = parse_signature(kernel, signature)
-    function = kernel.kir(types, hints, constants or {}, debug)
+    keywords = dict(num_warps=num_warps, num_stages=num_stages, target=target, debug=debug,
+                    tma=tma)
+    if options is None:
+        options = CompileOptions(**keywords)
+    elif keywords != asdict(CompileOptions()):
+        raise TypeError("compile() takes options= or the keyword options, not both")
+    num_warps, num_stages, target, tma = (options.num_warps, options.num_stages,
+                                          options.target, options.tma)
+    signature = Signature.parse(signature, kernel.runtime_names, kernel.name)
+    function = kernel.kir(signature, constants=constants or {}, debug=options.debug)
     wgmma = target_has_wgmma(target)
     # Passes below may rewrite the kir; the memoized function stays as generated.
     function = copy.deepcopy(function)
@@ -153,8 +135,8 @@ def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target
         # Passed after the params, encoded by the launcher (cuTensorMapEncodeTiled).
         "tensor_maps": [recipe.to_json() for recipe in function.tensor_maps],
     }
-    compiled = CompiledKernel(function.name, function, plan.listing(function), llir, ptx, cubin,
-                              metadata)
+    stages = dict(zip(STAGES, (function, plan.listing(function), llir, ptx, cubin)))
+    compiled = CompiledKernel(function.name, stages, metadata, signature, options)
     dump_dir = os.environ.get("AOTK_DUMP")
     if dump_dir:
         compiled.dump(dump_dir)

@@ -1,5 +1,14 @@
-"""Errors users see: CompilationError points at the kernel source, AotkError at a library call."""
+"""Errors users see: CompilationError points at the kernel source, AotkError at a library call;
+``suggestion`` ends a message about an unknown name."""
 from __future__ import annotations
+
+import difflib
+
+
+def suggestion(name: str, known) -> str:
+    """"; did you mean 'x'?" where a known name is close to ``name``, else the known names."""
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(known)})"
 
 
 class CompilationError(Exception):

@@ -1,158 +1,53 @@
 """``@aotk.jit``: a kernel function plus its launchers.
 
 ``kernel[grid](*args, **constexprs)`` runs the kir interpreter when the arrays are numpy
-arrays, and compiles + launches on the GPU when they expose ``__cuda_array_interface__``.
-Compiled kernels are specialized like Triton's JIT: pointers 16-byte aligned, integers
-divisible by 16 or equal to 1.
+arrays, and compiles + launches on the GPU (``aotk.launch.device``) when they expose
+``__cuda_array_interface__``. Compiled kernels are specialized like Triton's JIT: pointers
+16-byte aligned, integers divisible by 16 or equal to 1, except for the parameters named in
+``do_not_specialize`` (no hint) and ``do_not_specialize_on_alignment`` (no ":16").
 """
 from __future__ import annotations
 
-import ast
-import inspect
-import linecache
-import os
-import textwrap
-
 import numpy as np
 
-from .errors import CompilationError
-from .frontend.codegen import SourceInfo, generate_kir
-from .ir import types as T
+from .errors import suggestion
+from .frontend.kernel import KernelFunction
 from .language.core import constexpr
+from .launch.arguments import interpreter_types, is_array
+from .launch.device import launch_on_device
 
-_NUMPY_TO_DTYPE = {
-    np.dtype(np.bool_): T.int1, np.dtype(np.int8): T.int8, np.dtype(np.int16): T.int16,
-    np.dtype(np.int32): T.int32, np.dtype(np.int64): T.int64, np.dtype(np.uint8): T.uint8,
-    np.dtype(np.uint16): T.uint16, np.dtype(np.uint32): T.uint32, np.dtype(np.uint64): T.uint64,
-    np.dtype(np.float16): T.float16, np.dtype(np.float32): T.float32,
-    np.dtype(np.float64): T.float64,
-}
-_TYPESTR_TO_DTYPE = {
-    "|b1": T.int1, "|i1": T.int8, "<i2": T.int16, "<i4": T.int32, "<i8": T.int64,
-    "|u1": T.uint8, "<u2": T.uint16, "<u4": T.uint32, "<u8": T.uint64, "<f2": T.float16,
-    "<f4": T.float32, "<f8": T.float64,
-}
+# Triton's @jit keywords that change nothing here: aotk inlines every call (noinline),
+# and has no profiler hooks (repr, launch_metadata) or cache tag (version).
+_IGNORED_OPTIONS = ("noinline", "repr", "launch_metadata", "version")
+_OPTIONS = ("debug", "do_not_specialize", "do_not_specialize_on_alignment") + _IGNORED_OPTIONS
 
 
-def scalar_type_of(value) -> T.DType:
-    """The type a runtime scalar argument takes at a Python launch (DESIGN.md section 7)."""
-    if isinstance(value, (bool, np.bool_)):
-        return T.int1
-    if isinstance(value, np.generic):
-        return _NUMPY_TO_DTYPE[value.dtype]
-    if isinstance(value, int):
-        if -2**31 <= value < 2**31:
-            return T.int32
-        if -2**63 <= value < 2**63:
-            return T.int64
-        if 0 <= value < 2**64:
-            return T.uint64
-        raise OverflowError(f"integer argument {value} does not fit in 64 bits")
-    if isinstance(value, float):
-        return T.float32
-    raise TypeError(f"unsupported kernel argument of type {type(value).__name__}")
+class JITFunction(KernelFunction):
+    """An ``@aotk.jit`` kernel: launched with ``kernel[grid](...)``, inlined when called
+    from another kernel."""
 
+    def __init__(self, fn, debug=None, do_not_specialize=(), do_not_specialize_on_alignment=()):
+        super().__init__(fn, debug)
+        self.do_not_specialize = self._parameter_names("do_not_specialize", do_not_specialize)
+        self.do_not_specialize_on_alignment = self._parameter_names(
+            "do_not_specialize_on_alignment", do_not_specialize_on_alignment)
 
-_TORCH_DTYPES = {"torch.bool": T.int1, "torch.int8": T.int8, "torch.int16": T.int16,
-                 "torch.int32": T.int32, "torch.int64": T.int64, "torch.uint8": T.uint8,
-                 "torch.uint16": T.uint16, "torch.uint32": T.uint32, "torch.uint64": T.uint64,
-                 "torch.float16": T.float16, "torch.bfloat16": T.bfloat16,
-                 "torch.float32": T.float32, "torch.float64": T.float64}
-
-
-def cuda_array_dtype(obj) -> T.DType:
-    """Element type of a torch tensor / ``__cuda_array_interface__`` object."""
-    torch_dtype = str(getattr(obj, "dtype", ""))
-    if torch_dtype in _TORCH_DTYPES:
-        return _TORCH_DTYPES[torch_dtype]
-    typestr = obj.__cuda_array_interface__["typestr"]
-    if typestr not in _TYPESTR_TO_DTYPE:
-        raise TypeError(f"unsupported CUDA array element type {typestr!r}")
-    return _TYPESTR_TO_DTYPE[typestr]
-
-
-class JITFunction:
-    def __init__(self, fn, debug=None):
-        self.fn = fn
-        # None: follow AOTK_DEBUG at each compile; True/False: fixed by the decorator.
-        self.debug_option = debug
-        self.name = fn.__name__
-        self.__name__ = fn.__name__
-        self.__doc__ = fn.__doc__
-        self.__module__ = fn.__module__
-        signature = inspect.signature(fn)
-        self.param_names = list(signature.parameters)
-        self.defaults = {name: p.default for name, p in signature.parameters.items()
-                         if p.default is not inspect.Parameter.empty}
-        self.constexpr_names = {name for name, p in signature.parameters.items()
-                                if _is_constexpr_annotation(p.annotation, fn)}
-        self.runtime_names = [n for n in self.param_names if n not in self.constexpr_names]
-        self.source_info, self._source = _read_source(fn)
-        self._tree = None
-        self._kir_cache: dict = {}
-        self._device_cache: dict = {}
-        self.parse()   # syntax errors surface at decoration, pointing at the file
-
-    def parse(self) -> ast.Module:
-        if self._tree is None:
-            try:
-                self._tree = ast.parse(self._source)
-            except SyntaxError as exc:
-                raise CompilationError(f"invalid syntax: {exc.msg}", self.source_info.filename,
-                                       (exc.lineno or 1) + self.source_info.first_line - 1,
-                                       (exc.offset or 1) - 1 + self.source_info.indent) from None
-        return self._tree
-
-    def bind_arguments(self, args, kwargs) -> dict:
-        """Positional + keyword + defaults -> {param name: value}, for inlined calls."""
-        if len(args) > len(self.param_names):
-            raise TypeError(f"{self.name}() takes {len(self.param_names)} arguments, "
-                            f"got {len(args)}")
-        bound = dict(zip(self.param_names, args))
-        for key, value in kwargs.items():
-            if key not in self.param_names:
-                raise TypeError(f"{self.name}() got an unexpected argument {key!r}")
-            bound[key] = value
-        for name in self.param_names:
-            if name not in bound:
-                if name not in self.defaults:
-                    raise TypeError(f"{self.name}() missing argument {name!r}")
-                bound[name] = constexpr(self.defaults[name])
-            elif name in self.constexpr_names and not isinstance(bound[name], constexpr):
-                if hasattr(bound[name], "handle"):
-                    raise TypeError(f"argument {name!r} of {self.name}() is a tl.constexpr "
-                                    "and needs a compile-time value")
-                bound[name] = constexpr(bound[name])
-        return bound
-
-    @property
-    def debug(self) -> bool:
-        """Whether device asserts are compiled in: ``@aotk.jit(debug=...)``, else AOTK_DEBUG."""
-        if self.debug_option is not None:
-            return bool(self.debug_option)
-        return os.environ.get("AOTK_DEBUG", "").lower() in ("1", "true", "yes", "on")
-
-    def kir(self, param_types: dict, hints: dict | None = None, constants: dict | None = None,
-            debug: bool | None = None):
-        """The kir specialized on runtime types, hints, constexpr values and the debug flag
-        (memoized)."""
-        debug = self.debug if debug is None else bool(debug)
-        hints = hints or {}
-        constants = dict(constants or {})
-        for name in self.constexpr_names:
-            if name not in constants:
-                if name not in self.defaults:
-                    raise TypeError(f"{self.name}: missing value for constexpr {name!r}")
-                constants[name] = self.defaults[name]
-        unknown = set(constants) - self.constexpr_names
-        if unknown:
-            raise TypeError(f"{self.name}: {sorted(unknown)} are not tl.constexpr parameters")
-        key = (tuple(sorted((k, str(v)) for k, v in param_types.items())),
-               tuple(sorted(hints.items())), tuple(sorted((k, repr(v)) for k, v in constants.items())),
-               debug)
-        if key not in self._kir_cache:
-            self._kir_cache[key] = generate_kir(self, param_types, hints, constants, debug)
-        return self._kir_cache[key]
+    def _parameter_names(self, option: str, entries) -> frozenset:
+        """Triton's spelling: parameter names or indices into all parameters (or one)."""
+        if isinstance(entries, (str, int)):
+            entries = (entries,)
+        names = set()
+        for entry in entries:
+            if isinstance(entry, int) and not isinstance(entry, bool):
+                if not 0 <= entry < len(self.param_names):
+                    raise ValueError(f"{option} index {entry} is out of range: {self.name} "
+                                     f"has {len(self.param_names)} parameters")
+                entry = self.param_names[entry]
+            elif entry not in self.param_names:
+                raise ValueError(f"{option} names {entry!r}, which is not a parameter of "
+                                 f"{self.name} ({', '.join(self.param_names)})")
+            names.add(entry)
+        return frozenset(names)
 
     def __getitem__(self, grid):
         return lambda *args, **kwargs: self.run(grid, args, kwargs)
@@ -167,13 +62,12 @@ class JITFunction:
         if not 1 <= len(grid) <= 3:
             raise ValueError(f"grid must have 1 to 3 dimensions, got {grid}")
         grid = grid + (1,) * (3 - len(grid))
-        arrays = [a for a in runtime_args.values() if _is_array(a)]
+        arrays = [a for a in runtime_args.values() if is_array(a)]
         on_cpu = [isinstance(a, np.ndarray) for a in arrays]
         if arrays and all(on_cpu):
             return self._run_interpreter(grid, runtime_args, constants)
         if any(on_cpu):
             raise TypeError(f"{self.name}: cannot mix numpy arrays and CUDA arrays in one launch")
-        from .runtime.launch import launch_on_device
         return launch_on_device(self, grid, runtime_args, constants, num_warps, num_stages, stream)
 
     def _split_arguments(self, args, kwargs):
@@ -201,15 +95,7 @@ class JITFunction:
 
     def _run_interpreter(self, grid, runtime_args, constants):
         from . import interpreter
-        param_types = {}
-        for name, value in runtime_args.items():
-            if isinstance(value, np.ndarray):
-                if value.dtype not in _NUMPY_TO_DTYPE:
-                    raise TypeError(f"{self.name}: argument {name!r} has unsupported dtype {value.dtype}")
-                param_types[name] = T.PointerType(_NUMPY_TO_DTYPE[value.dtype])
-            else:
-                param_types[name] = scalar_type_of(value)
-        function = self.kir(param_types, {}, constants)
+        function = self.kir(interpreter_types(self, runtime_args), constants=constants)
         interpreter.run(function, grid, [runtime_args[p.name] for p in function.params])
 
     def __call__(self, *args, **kwargs):
@@ -220,38 +106,19 @@ class JITFunction:
         return f"JITFunction({self.fn.__module__}:{self.name})"
 
 
-def _is_array(value) -> bool:
-    # Looked up on the type: evaluating torch's __cuda_array_interface__ property is slow.
-    return isinstance(value, np.ndarray) or hasattr(type(value), "__cuda_array_interface__")
-
-
-def _is_constexpr_annotation(annotation, fn) -> bool:
-    if annotation is constexpr:
-        return True
-    if isinstance(annotation, str):   # `from __future__ import annotations`
-        return annotation.split(".")[-1] == "constexpr"
-    return False
-
-
-def _read_source(fn):
-    filename = inspect.getsourcefile(fn) or fn.__code__.co_filename
-    lines, first_line = inspect.getsourcelines(fn)
-    raw = "".join(lines)
-    source = textwrap.dedent(raw)
-    indent = len(lines[0]) - len(lines[0].lstrip())
-    # Drop decorators so line 1 of the parsed tree is the `def` line.
-    tree = ast.parse(source)
-    def_line = tree.body[0].lineno
-    kept = source.splitlines(keepends=True)[def_line - 1:]
-    linecache.checkcache(filename)
-    info = SourceInfo(filename, first_line + def_line - 1, [l.rstrip("\n") for l in kept], indent)
-    return info, "".join(kept)
-
-
 def jit(fn=None, *, debug=None, **options):
     """Decorator: ``@aotk.jit`` or ``@aotk.jit(...)``. ``debug=True`` compiles device asserts
-    in (default: the AOTK_DEBUG environment variable); other options are accepted for Triton
-    parity."""
-    if fn is None:
-        return lambda f: JITFunction(f, debug)
-    return JITFunction(fn, debug)
+    in (default: the AOTK_DEBUG environment variable). Triton's other keywords are taken:
+    ``do_not_specialize`` and ``do_not_specialize_on_alignment`` (parameter names or
+    indices) as Triton does at a GPU launch; ``noinline``, ``repr``, ``launch_metadata`` and
+    ``version`` change nothing. Any other keyword is a TypeError."""
+    for key in options:
+        if key not in _OPTIONS:
+            raise TypeError(f"aotk.jit() got an unexpected keyword argument {key!r}"
+                            f"{suggestion(key, _OPTIONS)}")
+    specialization = {key: options[key] for key in
+                      ("do_not_specialize", "do_not_specialize_on_alignment") if key in options}
+
+    def decorate(function):
+        return JITFunction(function, debug, **specialization)
+    return decorate if fn is None else decorate(fn)

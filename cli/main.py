@@ -82,8 +82,10 @@ def compile_command(kernel_spec, signature, defines, num_warps, num_stages, targ
     constants = dict(parse_define(d) for d in defines)
     kernel = load_kernel(kernel_spec)
     try:
-        compiled = aotk.compile(kernel, signature, constants, num_warps=num_warps,
-                                num_stages=num_stages, target=target)
+        options = aotk.CompileOptions(num_warps=num_warps, num_stages=num_stages,
+                                      target=target)
+        signature = aotk.Signature.parse(signature, kernel.runtime_names, kernel.name)
+        compiled = aotk.compile(kernel, signature, constants, options=options)
     except (aotk.CompilationError, ToolchainError, ValueError, TypeError) as exc:
         raise UserError(str(exc)) from None
     for path in compiled.dump(out_dir):

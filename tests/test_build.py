@@ -270,9 +270,13 @@ BAD_MANIFESTS = [
                                                              'when = "n < 65536"\nspecialize = "always"'),
      'expected one of "auto", "none", "aligned", got \'always\''),
     ("kernel.add.signature", lambda t: t.replace("*fp32, *fp32, *fp32, i32", "*fp32, *fp32, i32"),
-     "has 3 entries, the kernel has 4"),
+     "signature has 3 entries but add_kernel has 4 runtime parameters (x_ptr, y_ptr, out_ptr, n)"),
     ("kernel.add.signature", lambda t: t.replace("*fp32, *fp32, *fp32, i32", "*fp32, *fp32, *fp32, i32:3"),
-     "hint ':3' in 'i32:3' is not supported (use :1, :2, :4, :8 or :16)"),
+     "hint :3 on n is not supported (use :1, :2, :4, :8 or :16)"),
+    ("kernel.add.signature", lambda t: t.replace("*fp32, *fp32, *fp32, i32", "*fp32:1, *fp32, *fp32, i32"),
+     "hint :1 needs an integer parameter, x_ptr is pointer<float32>"),
+    ("kernel.add.variant[0].num_stages", lambda t: t.replace("num_warps = 2", "num_warps = 2\nnum_stages = 0"),
+     "must be at least 1, got 0"),
 ]
 
 

@@ -4,7 +4,7 @@ import pytest
 
 import aotk
 import aotk.language as tl
-from aotk.jit import scalar_type_of
+from aotk.launch.arguments import NUMPY_DTYPES, scalar_type_of
 from tests.kernels import atomics as atomic_kernels
 from tests.kernels import batched_matmul
 from tests.kernels import combine, control_flow, dot, reductions, scans, views
@@ -12,7 +12,6 @@ from tests.kernels.elementwise import CASES as ELEMENTWISE_CASES, add_kernel, co
 
 CASES = (ELEMENTWISE_CASES + reductions.CASES + control_flow.CASES + views.CASES + dot.CASES
          + atomic_kernels.CASES + scans.CASES + combine.CASES + batched_matmul.CASES)
-from aotk.jit import _NUMPY_TO_DTYPE
 import numpy as np
 
 ALIGNED_ADD = "*fp32:16, *fp32:16, *fp32:16, i32:16"
@@ -100,7 +99,7 @@ def _signature(case, args):
         value = args[name]
         if isinstance(value, np.ndarray):
             aligned = value.ctypes.data % 16 == 0
-            parts.append("*" + _NUMPY_TO_DTYPE[value.dtype].short + (":16" if aligned else ""))
+            parts.append("*" + NUMPY_DTYPES[value.dtype].short + (":16" if aligned else ""))
         else:
             parts.append(scalar_type_of(value).short)
     return ", ".join(parts)
@@ -289,7 +288,6 @@ def test_dot_loops_are_pipelined_through_shared_memory():
     tiles with async_copy into one of S stages and the dot reads trip i's stage; with
     num_stages=1 nothing changes, and the memoized kir (what the interpreter runs) is never
     rewritten."""
-    from aotk.compiler import parse_signature
     from tests.kernels.dot import matmul_loop_kernel
     signature = "*fp16:16, *fp16:16, *fp16:16, i32:16, i32:16, i32:16"
     constants = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32}
@@ -301,8 +299,7 @@ def test_dot_loops_are_pipelined_through_shared_memory():
     assert listing.count("shared_read [") == 2
     plain = aotk.compile(matmul_loop_kernel, signature, constants, num_stages=1)
     assert _carried_types(plain.kir) == "fp32[64,64]" and "async" not in str(plain.kir)
-    types, hints = parse_signature(matmul_loop_kernel, signature)
-    assert "async" not in str(matmul_loop_kernel.kir(types, hints, constants))
+    assert "async" not in str(matmul_loop_kernel.kir(plain.signature, constants=constants))
 
 
 def test_dot_loads_too_narrow_for_cp_async_are_prefetched_a_trip_early():

@@ -13,7 +13,7 @@ import aotk.language as tl
 from aotk import interpreter
 from aotk.ir import kir
 from aotk.ir import types as T
-from aotk.jit import _NUMPY_TO_DTYPE, scalar_type_of
+from aotk.launch.arguments import NUMPY_DTYPES, scalar_type_of
 from aotk.passes import axis_info
 from aotk.passes.descriptors import lower_descriptors
 from aotk.passes.layouts import memory_vector_width
@@ -30,7 +30,7 @@ def _interpreter_kir(case, args):
     """The kir an interpreter launch of ``case`` on ``args`` runs (as ``JITFunction.run``
     builds it: arrays are pointers, scalars typed as at a Python launch)."""
     kernel = case.kernel
-    types = {name: T.PointerType(_NUMPY_TO_DTYPE[args[name].dtype])
+    types = {name: T.PointerType(NUMPY_DTYPES[args[name].dtype])
              if isinstance(args[name], np.ndarray) else scalar_type_of(args[name])
              for name in kernel.runtime_names}
     return kernel.kir(types, {}, case.constants)

@@ -86,12 +86,12 @@ def test_jit_copies_descriptor_tiles_with_tma(m, n, k, block_n, warps):
     """Through the JIT launcher, on sm_90: the tensor maps are encoded per launch and the
     tiles arrive by TMA (the compiled kernel takes two maps); sizes end mid-tile."""
     torch = pytest.importorskip("torch")
-    from aotk.runtime import launch
-    launch._launchable.clear()
+    from aotk.launch import device
+    device._launchable.clear()
     a, b, out = _descriptor_matmul(torch, m, n, k, block_n, warps)
     reference = a.float() @ b.float()
     assert (torch.linalg.norm(out.float() - reference) / torch.linalg.norm(reference)) < 1e-2
-    maps = [len(metadata["tensor_maps"]) for _, metadata in launch._launchable.values()]
+    maps = [len(metadata["tensor_maps"]) for _, metadata in device._launchable.values()]
     target = torch.cuda.get_device_capability()
     assert maps == ([2] if target == (9, 0) else [0])
 
@@ -102,7 +102,7 @@ def test_jit_reuses_tensor_maps_of_repeated_arguments():
     torch = pytest.importorskip("torch")
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("TMA builds exist on sm_90 only")
-    from aotk.runtime import tensor_maps
+    from aotk.launch import tensor_maps
     tensor_maps._encoded.clear()
     # The first call's tensors stay alive, so the second call's (from torch's caching
     # allocator) cannot reuse their addresses.
@@ -120,12 +120,12 @@ def test_jit_reuses_tensor_maps_of_repeated_arguments():
 def test_jit_descriptor_with_empty_dimension_runs_without_tma():
     """K = 0 has no tensor map: the launcher compiles the build without TMA and runs it."""
     torch = pytest.importorskip("torch")
-    from aotk.runtime import launch
-    launch._launchable.clear()
+    from aotk.launch import device
+    device._launchable.clear()
     _, _, out = _descriptor_matmul(torch, 512, 512, 0)
     assert torch.count_nonzero(out).item() == 0
     if torch.cuda.get_device_capability() == (9, 0):
-        assert sorted(len(m["tensor_maps"]) for _, m in launch._launchable.values()) == [0, 2]
+        assert sorted(len(m["tensor_maps"]) for _, m in device._launchable.values()) == [0, 2]
 
 
 @pytest.mark.parametrize("dtype, acc_fp16, stages, block_n, warps", [
@@ -136,9 +136,9 @@ def test_jit_tma_persistent_matmul(dtype, acc_fp16, stages, block_n, warps):
     restarting), bf16 tiles, fp16 accumulation (no wgmma in flight: the stage is freed by
     a barrier), 2 to 4 stages; fewer programs than tiles, K ending mid-tile."""
     torch = pytest.importorskip("torch")
-    from aotk.runtime import launch
+    from aotk.launch import device
     from tests.kernels.descriptors import persistent_matmul_kernel
-    launch._launchable.clear()
+    device._launchable.clear()
     m, n, k = 640, 768, 1000
     element = getattr(torch, dtype)
     a = torch.randn(m, k + 8, device="cuda", dtype=element)[:, :k]   # row stride 1008
@@ -152,4 +152,4 @@ def test_jit_tma_persistent_matmul(dtype, acc_fp16, stages, block_n, warps):
     error = torch.linalg.norm(out.float() - reference) / torch.linalg.norm(reference)
     assert error < (2e-2 if acc_fp16 or dtype == "bfloat16" else 1e-2)
     if torch.cuda.get_device_capability() == (9, 0):
-        assert [len(md["tensor_maps"]) for _, md in launch._launchable.values()] == [2]
+        assert [len(md["tensor_maps"]) for _, md in device._launchable.values()] == [2]

@@ -20,7 +20,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import __version__
+from ..version import __version__
 from ..toolchain.errors import ToolchainError
 from ..data import resource_dir
 from .cgen import generate, template

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from string import Template
 
-from .. import __version__
+from ..version import __version__
 
 from ..data import resource_dir
 from ..passes.tensor_maps import MAX_DIMENSION, MAX_STRIDE_BYTES
@@ -61,15 +61,14 @@ def _constant_lines(constants: dict, indent: str) -> list:
     return lines
 
 
-def _hint_clauses(plan, build) -> list:
+def _hint_clauses(build) -> list:
     clauses = []
-    for param, part in zip(plan.parameters, build.signature.split(",")):
-        hint = part.strip().partition(":")[2]
-        if hint and hint != "1":
-            clauses.append(f"AOTK_ALIGNED({param.name}, {hint})" if param.type.is_ptr()
-                           else f"{param.name} % {hint} == 0")
-        elif hint == "1":
+    for param in build.signature:
+        if param.hint == 1:
             clauses.append(f"{param.name} == 1")
+        elif param.hint:
+            clauses.append(f"AOTK_ALIGNED({param.name}, {param.hint})" if param.type.is_ptr()
+                           else f"{param.name} % {param.hint} == 0")
     return clauses
 
 
@@ -113,7 +112,7 @@ def _tensor_map_lines(maps: list, variant: str, indent: str) -> list:
 
 def describe(plan, build) -> str:
     """The comment over a variant: what it is specialized for."""
-    hints = _hint_clauses(plan, build)
+    hints = _hint_clauses(build)
     text = f"{build.index}: {build.description}: "
     text += ("assumes " + ", ".join(hints)) if hints else "no alignment or divisibility assumed"
     text += f"; num_warps={build.variant.num_warps}"
@@ -129,7 +128,7 @@ def _kernel_source(plan, first: int, library_name: str, manifest_dir: Path,
     for build in plan.builds:
         maps = compiled[(plan.kernel.name, build.index)].metadata.get("tensor_maps") or []
         map_count = max(map_count, len(maps))
-        clauses = _hint_clauses(plan, build) + _tensor_map_clauses(plan, maps)
+        clauses = _hint_clauses(build) + _tensor_map_clauses(plan, maps)
         if build.variant.when:
             clauses.append(f"({build.variant.when})")
         body = _constant_lines(build.constants, "        ")
@@ -184,7 +183,7 @@ def info_json(manifest, plans, compiled: dict) -> str:
             "grid": plan.kernel.grid,
             "variants": [b.description for b in plan.builds],
             # What each build compiled to, per target: for `aotk inspect` and for reading.
-            "builds": [{"variant": b.description, "signature": b.signature,
+            "builds": [{"variant": b.description, "signature": str(b.signature),
                         "num_warps": b.variant.num_warps,
                         "shared": compiled[(plan.kernel.name, b.index)].metadata["shared"],
                         "targets": compiled[(plan.kernel.name, b.index)].metadata["targets"]}

@@ -8,13 +8,14 @@ and ptxas versions; entries are written atomically. ``verbose`` prints each tool
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
-from .. import __version__
-from ..runtime import cache
+from .. import cache
+from ..options import CompileOptions
 
 
 @dataclass
@@ -24,22 +25,17 @@ class CompiledBuild:
     cached: bool
 
 
-def _versions() -> dict:
-    from ..backend.ptx import llvm_version
-    from ..toolchain.ptxas import find_ptxas
-    return {"aotk": __version__, "llvm": llvm_version(), "ptxas": find_ptxas().version}
-
-
 def _compile_one(job) -> tuple:
     """Runs in a worker process: one build for every target, packed into a fatbin."""
     from ..compiler import compile
     from ..toolchain.fatbinary import pack
     from .sources import load_kernel
-    source, function_name, signature, constants, num_warps, num_stages, targets, key = job
+    source, function_name, signature, constants, options, targets, key = job
     kernel, _ = load_kernel(source, function_name)
     cubins, per_target, lowest_ptx, name, shared, tensor_maps = {}, {}, None, None, 0, []
     for target in sorted(targets):
-        compiled = compile(kernel, signature, constants, num_warps, num_stages, target)
+        compiled = compile(kernel, signature, constants,
+                           options=dataclasses.replace(options, target=target))
         # A kernel on wgmma is an sm_90a cubin: the fatbin entry says so.
         cubins[compiled.metadata["arch"]] = compiled.cubin
         per_target[target] = {k: compiled.metadata[k] for k in ("arch", "registers", "spills",
@@ -52,36 +48,37 @@ def _compile_one(job) -> tuple:
         if lowest_ptx is None:
             lowest_ptx = (target, compiled.ptx)
     fatbin = pack(cubins, *lowest_ptx)
-    metadata = {"name": name, "shared": shared, "num_warps": num_warps, "targets": per_target,
-                "tensor_maps": tensor_maps}
+    metadata = {"name": name, "shared": shared, "num_warps": options.num_warps,
+                "targets": per_target, "tensor_maps": tensor_maps}
     cache.store(key, fatbin, metadata, kind="fatbin")
     return fatbin, metadata
 
 
 def compile_builds(plans, targets, jobs=None, verbose=False, progress=None) -> dict:
     """{(kernel name, build index): CompiledBuild}."""
-    versions = _versions()
+    versions = cache.versions()
     results, pending = {}, []
     for plan in plans:
         for build in plan.builds:
-            from ..compiler import parse_signature
-            types, hints = parse_signature(plan.function, build.signature)
-            kir_text = str(plan.function.kir(types, hints, build.constants))
-            options = {"num_warps": build.variant.num_warps,
-                       "num_stages": build.variant.num_stages, "targets": sorted(targets)}
-            key = cache.cache_key(kir_text, options, versions)
+            kir_text = str(plan.function.kir(build.signature, constants=build.constants))
+            options = CompileOptions(num_warps=build.variant.num_warps,
+                                     num_stages=build.variant.num_stages)
+            # One entry for every target: the fatbin holds them all.
+            key = cache.cache_key(kir_text, {"num_warps": options.num_warps,
+                                             "num_stages": options.num_stages,
+                                             "targets": sorted(targets)}, versions)
             hit = cache.load(key, kind="fatbin")
             ident = (plan.kernel.name, build.index)
             if hit is not None:
                 results[ident] = CompiledBuild(hit[0], hit[1], True)
                 continue
             pending.append((ident, (str(plan.kernel.source), plan.kernel.function,
-                                    build.signature, build.constants, build.variant.num_warps,
-                                    build.variant.num_stages, list(targets), key)))
+                                    build.signature, build.constants, options, list(targets),
+                                    key)))
     if verbose:
         for ident, job in pending:
             print(f"aotk: compiling {ident[0]} build {ident[1]}: signature '{job[2]}' "
-                  f"constants {json.dumps(job[3], sort_keys=True)} targets {','.join(job[6])}")
+                  f"constants {json.dumps(job[3], sort_keys=True)} targets {','.join(job[5])}")
     workers = max(1, min(jobs or os.cpu_count() or 1, len(pending)))
     if pending:
         if workers == 1:

@@ -17,7 +17,7 @@ def inspect_rows(path) -> list:
     if path.suffix == ".toml":
         from .builder import build
         path = build(path).library
-    from ..runtime.library import load
+    from ..launch.library import load
     info = load(path).info
     rows = []
     for kernel, description in info["kernels"].items():

@@ -17,8 +17,6 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10
     import tomli as tomllib
 
-from ..ir.types import HINTS_TEXT, SIGNATURE_HINTS, parse_type
-
 DEFAULT_TARGETS = ("sm_80", "sm_90")
 KNOWN_TARGETS = ("sm_80", "sm_86", "sm_89", "sm_90")
 _C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -48,7 +46,7 @@ class Variant:
     when: str | None
     num_warps: int
     num_stages: int
-    signature: str
+    signature: str               # as written; plan.py parses it against the function
     specialize: str = "auto"     # the kernel's unless the variant says otherwise
 
 
@@ -57,7 +55,7 @@ class Kernel:
     name: str
     source: Path
     function: str
-    signature: str
+    signature: str               # as written; plan.py parses it against the function
     grid: list
     num_warps: int
     num_stages: int
@@ -121,6 +119,13 @@ def _num_warps(path, key, value):
     return value
 
 
+def _num_stages(path, key, value):
+    _typed(path, key, value, int, "an integer")
+    if value < 1:
+        _fail(path, key, f"must be at least 1, got {value}")
+    return value
+
+
 def check_expression(path, key, text, names):
     """A C expression over ``names`` (plus ``cdiv``): tokens must be numbers, known names,
     operators; parentheses balance."""
@@ -147,24 +152,6 @@ def check_expression(path, key, text, names):
     if depth:
         _fail(path, key, f"unbalanced parentheses in {text!r}")
     return text.strip()
-
-
-def check_signature(path, key, text, parameter_count=None):
-    if not isinstance(text, str):
-        _fail(path, key, f"expected a string like \"*fp32:16, i32\", got {text!r}")
-    parts = [p.strip() for p in text.split(",") if p.strip()]
-    for part in parts:
-        type_text, _, hint = part.partition(":")
-        try:
-            parse_type(type_text)
-        except ValueError as exc:
-            _fail(path, key, str(exc))
-        if hint and hint not in [str(h) for h in SIGNATURE_HINTS]:
-            _fail(path, key, f"hint ':{hint}' in {part!r} is not supported ({HINTS_TEXT})")
-    if parameter_count is not None and len(parts) != parameter_count:
-        _fail(path, key, f"has {len(parts)} entries, the kernel has {parameter_count} "
-                         "runtime parameters")
-    return parts
 
 
 def load_manifest(path) -> Manifest:
@@ -222,8 +209,8 @@ def load_manifest(path) -> Manifest:
                         _typed(path, f"{where}.function", table["function"], str, "a string"),
                         _typed(path, f"{where}.signature", table["signature"], str, "a string"),
                         grid, _num_warps(path, f"{where}.num_warps", table.get("num_warps", 4)),
-                        _typed(path, f"{where}.num_stages", table.get("num_stages", 3), int,
-                               "an integer"), specialize)
+                        _num_stages(path, f"{where}.num_stages", table.get("num_stages", 3)),
+                        specialize)
         variants = table.get("variant") or [{}]
         if "constants" in table or "when" in table:
             # A kernel without [[kernel.variant]] may give its constants directly.
@@ -243,8 +230,8 @@ def load_manifest(path) -> Manifest:
             kernel.variants.append(Variant(
                 v, dict(constants), variant.get("when"),
                 _num_warps(path, f"{vwhere}.num_warps", variant.get("num_warps", kernel.num_warps)),
-                _typed(path, f"{vwhere}.num_stages", variant.get("num_stages", kernel.num_stages),
-                       int, "an integer"),
+                _num_stages(path, f"{vwhere}.num_stages",
+                            variant.get("num_stages", kernel.num_stages)),
                 _typed(path, f"{vwhere}.signature", variant.get("signature", kernel.signature),
                        str, "a string"),
                 _specialize(path, f"{vwhere}.specialize",

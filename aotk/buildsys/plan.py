@@ -5,23 +5,17 @@ In: a validated ``Manifest``. Out: per kernel, its ``JITFunction``, C parameter 
 "auto"`` (the variant's, else its kernel's), first the build that assumes every pointer
 16-byte aligned and every integer divisible by 16, then the generic one; ``"none"`` keeps
 only the generic build, ``"aligned"`` only the specialized one. Checks against the Python
-function happen here: signature length, constexpr values present, grid and ``when``
-naming only scalar parameters and constants.
+function happen here: the signatures (parsed into ``Signature``s against its parameter
+names), constexpr values present, grid and ``when`` naming only scalar parameters and
+constants.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..ir.types import parse_type
-from .manifest import ManifestError, check_expression, check_signature
+from ..ir.signature import Signature, SignatureError
+from .manifest import ManifestError, check_expression
 from .sources import SourceError, load_kernel
-
-
-@dataclass
-class Parameter:
-    name: str
-    type: object      # DType or PointerType
-    hint: int | None  # from the manifest signature
 
 
 @dataclass
@@ -29,7 +23,7 @@ class Build:
     index: int                 # position in dispatch order (the C variant index)
     variant: object            # manifest.Variant
     specialized: bool          # the aligned/divisible build ("auto" or "aligned")
-    signature: str             # with hints, as aotk.compile takes it
+    signature: Signature       # with the hints the build is compiled for
     description: str           # for the generated C comment and variant_name
 
     @property
@@ -41,13 +35,20 @@ class Build:
 class KernelPlan:
     kernel: object             # manifest.Kernel
     function: object           # JITFunction
-    parameters: list
+    parameters: tuple          # the kernel signature's SignatureParameters: the C API
     builds: list = field(default_factory=list)
     dependencies: list = field(default_factory=list)
 
 
 def _fail(manifest, key, message):
     raise ManifestError(f"{manifest.path}: {key}: {message}")
+
+
+def _signature(manifest, key, text: str, function) -> Signature:
+    try:
+        return Signature.parse(text, function.runtime_names, function.name)
+    except SignatureError as exc:
+        _fail(manifest, key, str(exc))
 
 
 def plan_builds(manifest) -> list:
@@ -58,12 +59,8 @@ def plan_builds(manifest) -> list:
             function, dependencies = load_kernel(kernel.source, kernel.function)
         except SourceError as exc:
             _fail(manifest, f"{where}.function", str(exc))
-        parts = check_signature(manifest.path, f"{where}.signature", kernel.signature,
-                                len(function.runtime_names))
-        parameters = []
-        for name, part in zip(function.runtime_names, parts):
-            type_text, _, hint = part.partition(":")
-            parameters.append(Parameter(name, parse_type(type_text), int(hint) if hint else None))
+        parameters = _signature(manifest, f"{where}.signature", kernel.signature,
+                                function).parameters
         scalars = {p.name for p in parameters if not p.type.is_ptr()}
         plan = KernelPlan(kernel, function, parameters, dependencies=dependencies)
         for variant in kernel.variants:
@@ -83,22 +80,14 @@ def plan_builds(manifest) -> list:
                 check_expression(manifest.path, f"{where}.grid[{g}]", expression, names)
             if variant.when is not None:
                 check_expression(manifest.path, f"{vwhere}.when", variant.when, names)
-            variant_parts = check_signature(manifest.path, f"{vwhere}.signature",
-                                            variant.signature, len(parameters))
+            signature = _signature(manifest, f"{vwhere}.signature", variant.signature, function)
             constants_text = ", ".join(f"{k}={v}" for k, v in variant.constants.items())
             label = f"{kernel.name}[{constants_text}]" if constants_text else kernel.name
             if variant.specialize in ("auto", "aligned"):
-                specialized = []
-                for param, part in zip(parameters, variant_parts):
-                    base = part.partition(":")[0]
-                    hinted = part if ":" in part else (
-                        f"{base}:16" if param.type.is_ptr() or
-                        (param.type.is_int() and not param.type.is_bool()) else part)
-                    specialized.append(hinted)
-                plan.builds.append(Build(len(plan.builds), variant, True, ", ".join(specialized),
-                                         f"{label} aligned"))
+                plan.builds.append(Build(len(plan.builds), variant, True,
+                                         signature.specialized(), f"{label} aligned"))
             if variant.specialize != "aligned":
-                plan.builds.append(Build(len(plan.builds), variant, False, ", ".join(variant_parts),
+                plan.builds.append(Build(len(plan.builds), variant, False, signature,
                                          f"{label} generic" if variant.specialize == "auto"
                                          else label))
         plans.append(plan)

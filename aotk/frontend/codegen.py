@@ -18,6 +18,7 @@ from ..ir.types import BlockType
 from ..language.core import constexpr, is_builtin, tensor, tensor_descriptor
 from ..language.functions import range as tl_range
 from ..language.functions import static_range
+from .source import KernelSource, SourceInfo
 
 RETURN_SLOT = "$return"   # the scope entry an executed `return` binds
 
@@ -478,8 +479,7 @@ class CodeGenerator(ast.NodeVisitor):
         kwargs = {k.arg: self.visit(k.value) for k in node.keywords}
         if any(k is None for k in kwargs):
             raise self.error(node, "**kwargs in calls are not supported")
-        from ..jit import JITFunction
-        if isinstance(fn, JITFunction):
+        if isinstance(fn, KernelSource):
             return self._inline_call(fn, args, kwargs, node)
         if fn is builtins.range:
             fn = tl_range   # range() in a kernel is a runtime loop, as in Triton
@@ -553,34 +553,11 @@ def _same_value(a, b) -> bool:
         return False
 
 
-class SourceInfo:
-    """Maps AST positions of a dedented function source back to its file."""
-
-    def __init__(self, filename: str, first_line: int, lines: list[str], indent: int):
-        self.filename = filename
-        self.first_line = first_line
-        self.lines = lines
-        self.indent = indent
-
-    def location(self, node) -> tuple:
-        return (self.filename, node.lineno + self.first_line - 1, node.col_offset + self.indent)
-
-    def error(self, node, message) -> CompilationError:
-        line = getattr(node, "lineno", None)
-        if line is None:
-            return CompilationError(message, self.filename)
-        source_line = self.lines[line - 1] if 0 < line <= len(self.lines) else None
-        return CompilationError(message, self.filename, line + self.first_line - 1,
-                                node.col_offset + self.indent,
-                                (" " * self.indent + source_line) if source_line is not None else None)
-
-
 def _inliner(function: kir.Function, builder: kir.Builder):
     """The semantic layer's hook to generate an ``@aotk.jit`` function's body on given
     arguments (a reduce / scan combine function, inlined into the op's region)."""
     def inline(callee, args):
-        from ..jit import JITFunction
-        if not isinstance(callee, JITFunction):
+        if not isinstance(callee, KernelSource):
             raise TypeError(f"the combine function must be an @aotk.jit function, got "
                             f"{getattr(callee, '__name__', callee)!r}")
         bound = callee.bind_arguments(list(args), {})

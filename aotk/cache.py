@@ -15,6 +15,8 @@ import os
 import pathlib
 import tempfile
 
+from .version import __version__
+
 
 def cache_dir() -> str:
     return os.environ.get("AOTK_CACHE_DIR") or os.path.join(
@@ -24,11 +26,18 @@ def cache_dir() -> str:
 @functools.lru_cache(maxsize=1)
 def compiler_digest() -> str:
     """sha256 of every Python file of the aotk package, in path order."""
-    package = pathlib.Path(__file__).resolve().parent.parent
+    package = pathlib.Path(__file__).resolve().parent
     digest = hashlib.sha256()
     for path in sorted(package.rglob("*.py")):
         digest.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
+
+
+def versions() -> dict:
+    """The tools whose output a cached binary is: aotk, LLVM, ptxas."""
+    from .backend.ptx import llvm_version
+    from .toolchain.ptxas import find_ptxas
+    return {"aotk": __version__, "llvm": llvm_version(), "ptxas": find_ptxas().version}
 
 
 def cache_key(kir_text: str, options: dict, versions: dict) -> str:

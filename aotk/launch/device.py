@@ -1,19 +1,18 @@
 """JIT launch on the GPU: ``kernel[grid](cuda_tensors...)``.
 
-Specializes like Triton's JIT (pointers 16-byte aligned, integers divisible by 16 or equal
-to 1), compiles through ``aotk.compiler`` with the on-disk cache, loads the cubin once per
-CUDA context and launches through cuda-python on the given or current stream.
+Specializes on the arguments (``launch.arguments``: like Triton's JIT), compiles through
+``aotk.compiler`` with the on-disk cache (``aotk.cache``), loads the cubin once per CUDA
+context and launches through cuda-python on the given or current stream.
 """
 from __future__ import annotations
 
 import ctypes
 import threading
 
-from .. import __version__
+from .. import cache
 from ..errors import AotkError
-from ..ir import types as T
-from ..jit import cuda_array_dtype, scalar_type_of
-from . import cache
+from ..options import CompileOptions
+from .arguments import address_of, specialize
 from .tensor_maps import encode_tensor_maps
 
 _lock = threading.Lock()
@@ -71,61 +70,13 @@ def _target() -> str:
     return _targets[key]
 
 
-def _address(value) -> int:
-    data_ptr = getattr(value, "data_ptr", None)   # torch: much cheaper than the interface dict
-    if data_ptr is not None:
-        return data_ptr()
-    return int(value.__cuda_array_interface__["data"][0])
-
-
-def specialize(kernel, runtime_args: dict):
-    """Types and hints for a launch, from the actual arguments."""
-    types, hints, values = {}, {}, []
-    for name in kernel.runtime_names:
-        value = runtime_args[name]
-        if hasattr(type(value), "__cuda_array_interface__"):
-            types[name] = T.PointerType(cuda_array_dtype(value))
-            address = _address(value)
-            if address % 16 == 0:
-                hints[name] = 16
-            values.append((address, ctypes.c_uint64))
-            continue
-        dtype = scalar_type_of(value)
-        types[name] = dtype
-        if dtype.is_int() and not dtype.is_bool():
-            if value == 1:
-                hints[name] = 1
-            elif value % 16 == 0:
-                hints[name] = 16
-        values.append((value, _CTYPES[dtype.name]))
-    return types, hints, values
-
-
-_CTYPES = {"int1": ctypes.c_bool, "int8": ctypes.c_int8, "int16": ctypes.c_int16,
-           "int32": ctypes.c_int32, "int64": ctypes.c_int64, "uint8": ctypes.c_uint8,
-           "uint16": ctypes.c_uint16, "uint32": ctypes.c_uint32, "uint64": ctypes.c_uint64,
-           "float32": ctypes.c_float, "float64": ctypes.c_double}
-
-
-def _versions() -> dict:
-    from ..backend.ptx import llvm_version
-    from ..toolchain.ptxas import find_ptxas
-    return {"aotk": __version__, "llvm": llvm_version(), "ptxas": find_ptxas().version}
-
-
-def _compiled(kernel, types, hints, constants, num_warps, num_stages, target, tma=True):
-    function = kernel.kir(types, hints, constants)
-    options = {"num_warps": num_warps, "num_stages": num_stages, "target": target}
-    if not tma:
-        options["tma"] = False
-    key = cache.cache_key(str(function), options, _versions())
+def _compiled(kernel, signature, constants, options):
+    function = kernel.kir(signature, constants=constants)
+    key = cache.cache_key(str(function), options.cache_key(), cache.versions())
     hit = cache.load(key)
     if hit is None:
         from ..compiler import compile
-        signature = {n: types[n].short + (f":{hints[n]}" if n in hints else "")
-                     for n in kernel.runtime_names}
-        compiled = compile(kernel, signature, constants, num_warps, num_stages, target,
-                           tma=tma)
+        compiled = compile(kernel, signature, constants, options=options)
         cache.store(key, compiled.cubin, compiled.metadata)
         hit = compiled.cubin, compiled.metadata
     return key, hit[0], hit[1]
@@ -144,12 +95,13 @@ def _stream_handle(stream, runtime_args):
     return 0   # the legacy default stream, as for any CUDA array without a stream of its own
 
 
-def _load_function(kernel, context_key, types, hints, constants, num_warps, num_stages,
+def _load_function(kernel, context_key, signature, constants, num_warps, num_stages,
                    tma=True):
     driver = _driver()
+    options = CompileOptions(num_warps=num_warps, num_stages=num_stages, target=_target(),
+                             tma=tma)
     # A ":1" parameter is folded into the code but still passed: the ABI stays fixed.
-    key, cubin, metadata = _compiled(kernel, types, hints, constants, num_warps, num_stages,
-                                     _target(), tma)
+    key, cubin, metadata = _compiled(kernel, signature, constants, options)
     with _lock:
         module_key = (context_key, key)
         function = _modules.get(module_key)
@@ -172,14 +124,14 @@ STATIC_SHARED_LIMIT = 48 * 1024
 def launch_on_device(kernel, grid, runtime_args, constants, num_warps, num_stages, stream):
     driver = _driver()
     context_key = _current_context_key()
-    types, hints, values = specialize(kernel, runtime_args)
+    signature, values = specialize(kernel, runtime_args)
     # The hot path: a launch seen before skips kir, hashing and the disk cache.
-    fast_key = (kernel, context_key, tuple(types.values()), tuple(sorted(hints.items())),
+    fast_key = (kernel, context_key, signature,
                 tuple(sorted((k, repr(v)) for k, v in constants.items())), num_warps, num_stages,
                 kernel.debug)
     found = _launchable.get(fast_key)
     if found is None:
-        found = _load_function(kernel, context_key, types, hints, constants, num_warps,
+        found = _load_function(kernel, context_key, signature, constants, num_warps,
                                num_stages)
         _launchable[fast_key] = found
     function, metadata = found
@@ -189,13 +141,13 @@ def launch_on_device(kernel, grid, runtime_args, constants, num_warps, num_stage
     holders = [ctype(value) for value, ctype in values]
     addresses = [ctypes.addressof(h) for h in holders]
     if metadata.get("tensor_maps"):
-        maps = encode_tensor_maps(metadata["tensor_maps"], runtime_args, _address)
+        maps = encode_tensor_maps(metadata["tensor_maps"], runtime_args, address_of)
         if maps is None:
             # Sizes a tensor map cannot describe (an empty dimension): the build without TMA.
             fast_key += ("no TMA",)
             found = _launchable.get(fast_key)
             if found is None:
-                found = _load_function(kernel, context_key, types, hints, constants,
+                found = _load_function(kernel, context_key, signature, constants,
                                        num_warps, num_stages, tma=False)
                 _launchable[fast_key] = found
             function, metadata = found

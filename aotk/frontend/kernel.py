@@ -1,0 +1,51 @@
+"""A kernel function + a Signature, constexpr values and the debug flag -> its kir.
+
+In: the decorated Python function (read by ``frontend.source``). Out: a ``KernelFunction``
+whose ``kir(...)`` generates (``frontend.codegen``) and memoizes the kir of one
+specialization. Launching is not here: ``aotk.jit.JITFunction`` adds it.
+"""
+from __future__ import annotations
+
+import os
+
+from ..ir.signature import Signature
+from .codegen import generate_kir
+from .source import KernelSource
+
+
+class KernelFunction(KernelSource):
+    def __init__(self, fn, debug=None):
+        super().__init__(fn)
+        # None: follow AOTK_DEBUG at each compile; True/False: fixed by the decorator.
+        self.debug_option = debug
+        self._kir_cache: dict = {}
+
+    @property
+    def debug(self) -> bool:
+        """Whether device asserts are compiled in: ``@aotk.jit(debug=...)``, else AOTK_DEBUG."""
+        if self.debug_option is not None:
+            return bool(self.debug_option)
+        return os.environ.get("AOTK_DEBUG", "").lower() in ("1", "true", "yes", "on")
+
+    def kir(self, signature, hints: dict | None = None, constants: dict | None = None,
+            debug: bool | None = None):
+        """The kir specialized on a ``Signature`` (or {param: type} with ``hints``), the
+        constexpr values and the debug flag (memoized)."""
+        debug = self.debug if debug is None else bool(debug)
+        if not isinstance(signature, Signature):
+            signature = Signature.from_types(signature, hints, self.runtime_names)
+        constants = dict(constants or {})
+        for name in self.constexpr_names:
+            if name not in constants:
+                if name not in self.defaults:
+                    raise TypeError(f"{self.name}: missing value for constexpr {name!r}")
+                constants[name] = self.defaults[name]
+        unknown = set(constants) - self.constexpr_names
+        if unknown:
+            raise TypeError(f"{self.name}: {sorted(unknown)} are not tl.constexpr parameters")
+        key = (signature.cache_key,
+               tuple(sorted((k, repr(v)) for k, v in constants.items())), debug)
+        if key not in self._kir_cache:
+            self._kir_cache[key] = generate_kir(self, signature.types, signature.hints,
+                                                constants, debug)
+        return self._kir_cache[key]

@@ -1,0 +1,172 @@
+"""Kernel signatures: ``"*fp32:16, i32"`` or ``{param: "*fp32:16"}`` <-> a ``Signature``.
+
+In: signature text (one entry per runtime parameter, in the kernel's order) or a mapping
+keyed by parameter name, plus the kernel's runtime parameter names. Out: a frozen
+``Signature`` holding each parameter's type (spelled as ``ir.types.parse_type`` reads it)
+and hint: ":1", an integer equal to 1; ":D", a pointer aligned to D bytes or an integer
+divisible by D. ``str(signature)`` prints the canonical text. This module is the only
+parser and printer of that syntax; a malformed signature raises ``SignatureError``, whose
+one-line message callers prefix with where the signature came from.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from typing import NamedTuple
+
+from .types import HINTS_TEXT, SIGNATURE_HINTS, parse_type
+
+_HINT_SPELLINGS = {str(hint): hint for hint in SIGNATURE_HINTS}
+# What Triton's JIT proves of an aligned pointer or a divisible integer.
+SPECIALIZED_HINT = 16
+
+
+class SignatureError(ValueError):
+    """A signature that does not fit its kernel, or uses an unknown type or hint."""
+
+
+class SignatureParameter(NamedTuple):
+    name: str
+    type: object          # DType | PointerType
+    hint: int | None
+
+    def __str__(self) -> str:
+        return self.type.short + (f":{self.hint}" if self.hint else "")
+
+
+def check_hint(parameter: SignatureParameter):
+    """SignatureError unless ``parameter``'s hint is one its type can carry."""
+    name, type_, hint = parameter
+    if hint is None:
+        return
+    if hint not in SIGNATURE_HINTS:
+        raise SignatureError(f"hint :{hint} on {name} is not supported ({HINTS_TEXT})")
+    if hint == 1 and not type_.is_int():
+        raise SignatureError(f"hint :1 needs an integer parameter, {name} is {type_}")
+    if type_.is_floating():
+        raise SignatureError(f"float parameter {name} cannot carry a hint")
+
+
+@dataclass(frozen=True)
+class Signature:
+    """The types and hints of a kernel's runtime parameters, in the kernel's order."""
+    parameters: tuple     # SignatureParameter per runtime parameter
+
+    def __post_init__(self):
+        for parameter in self.parameters:
+            check_hint(parameter)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    @cached_property
+    def _hash(self) -> int:
+        # Computed once: the JIT launch looks its compiled kernels up by signature.
+        return hash(self.parameters)
+
+    def __reduce__(self):
+        # Pickled (for the build's worker processes) without the cached values: a str
+        # hash is not the same in another process.
+        return (Signature, (self.parameters,))
+
+    @classmethod
+    def parse(cls, signature, names, kernel: str = "the kernel") -> "Signature":
+        """``"*fp32:16, i32"``, ``{param: "*fp32:16"}`` or a ``Signature`` for the runtime
+        parameters ``names`` of ``kernel`` -> a Signature, else SignatureError."""
+        names = tuple(names)
+        if isinstance(signature, Signature):
+            if signature.names != names:
+                raise SignatureError(f"signature is for ({', '.join(signature.names)}) but "
+                                     f"{kernel} has runtime parameters ({', '.join(names)})")
+            return signature
+        if isinstance(signature, Mapping):
+            unknown = set(signature) - set(names)
+            if unknown:
+                raise SignatureError(f"signature names {sorted(unknown)} which are not runtime "
+                                     f"parameters of {kernel} ({', '.join(names)})")
+            missing = [n for n in names if n not in signature]
+            if missing:
+                raise SignatureError(f"signature lacks a type for {', '.join(missing)}")
+            entries = [(n, str(signature[n])) for n in names]
+        elif isinstance(signature, str):
+            parts = [p.strip() for p in signature.split(",") if p.strip()]
+            if len(parts) != len(names):
+                raise SignatureError(f"signature has {len(parts)} entries but {kernel} has "
+                                     f"{len(names)} runtime parameters ({', '.join(names)})")
+            entries = list(zip(names, parts))
+        else:
+            raise SignatureError(f'expected a signature like "*fp32:16, i32" or '
+                                 f'{{param: "*fp32:16"}}, got {signature!r}')
+        return cls(tuple(_parse_entry(name, text) for name, text in entries))
+
+    @classmethod
+    def from_types(cls, types: Mapping, hints: Mapping | None = None,
+                   names=None) -> "Signature":
+        """{param: type} and {param: hint} (the form ``generate_kir`` reads), in the order
+        of ``names`` (default: the order of ``types``)."""
+        hints = hints or {}
+        return cls(tuple(SignatureParameter(n, types[n], hints.get(n))
+                         for n in (types if names is None else names)))
+
+    def __str__(self) -> str:
+        return ", ".join(str(p) for p in self.parameters)
+
+    def __iter__(self):
+        return iter(self.parameters)
+
+    def __len__(self) -> int:
+        return len(self.parameters)
+
+    def __getitem__(self, name: str) -> SignatureParameter:
+        for parameter in self.parameters:
+            if parameter.name == name:
+                return parameter
+        raise KeyError(name)
+
+    @cached_property
+    def names(self) -> tuple:
+        return tuple(p.name for p in self.parameters)
+
+    @cached_property
+    def types(self) -> dict:
+        """{param: DType | PointerType}."""
+        return {p.name: p.type for p in self.parameters}
+
+    @cached_property
+    def hints(self) -> dict:
+        """{param: hint}, for the hinted parameters only."""
+        return {p.name: p.hint for p in self.parameters if p.hint is not None}
+
+    @cached_property
+    def cache_key(self) -> str:
+        """The same text for equal signatures, in every process: names, types and hints."""
+        return ", ".join(f"{p.name}={p}" for p in self.parameters)
+
+    def specialized(self) -> "Signature":
+        """What a build for aligned data assumes: every pointer and every (non-bool)
+        integer that has no hint gets ":16"."""
+        return Signature(tuple(
+            p._replace(hint=SPECIALIZED_HINT)
+            if p.hint is None and takes_divisibility(p.type) else p for p in self.parameters))
+
+
+def takes_divisibility(type_) -> bool:
+    """Whether ``type_`` can carry a ":D" hint worth proving: pointers (alignment) and
+    integers other than bool (divisibility)."""
+    return type_.is_ptr() or (type_.is_int() and not type_.is_bool())
+
+
+def _parse_entry(name: str, text: str) -> SignatureParameter:
+    type_text, _, hint_text = text.strip().partition(":")
+    try:
+        type_ = parse_type(type_text)
+    except ValueError as exc:
+        raise SignatureError(str(exc)) from None
+    hint = None
+    hint_text = hint_text.strip()
+    if hint_text:
+        if hint_text not in _HINT_SPELLINGS:
+            raise SignatureError(f"hint :{hint_text} on {name} is not supported ({HINTS_TEXT})")
+        hint = _HINT_SPELLINGS[hint_text]
+    return SignatureParameter(name, type_, hint)

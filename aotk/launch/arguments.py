@@ -1,0 +1,141 @@
+"""Launch arguments -> the types and the Signature a Python launch compiles for.
+
+In: the values passed to ``kernel[grid](...)``: numpy arrays (the interpreter), torch
+tensors or ``__cuda_array_interface__`` objects (the GPU), Python and numpy scalars. Out:
+their element and scalar types (DESIGN.md section 7) and, for a GPU launch, a ``Signature``
+specialized like Triton's JIT (pointers 16-byte aligned, integers divisible by 16 or equal
+to 1; a kernel's ``do_not_specialize`` parameters get no hint, its
+``do_not_specialize_on_alignment`` ones no ":16") with each argument as a (value, ctypes
+type) pair for the driver.
+"""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from ..ir import types as T
+from ..ir.signature import SPECIALIZED_HINT, Signature, SignatureParameter
+
+NUMPY_DTYPES = {
+    np.dtype(np.bool_): T.int1, np.dtype(np.int8): T.int8, np.dtype(np.int16): T.int16,
+    np.dtype(np.int32): T.int32, np.dtype(np.int64): T.int64, np.dtype(np.uint8): T.uint8,
+    np.dtype(np.uint16): T.uint16, np.dtype(np.uint32): T.uint32, np.dtype(np.uint64): T.uint64,
+    np.dtype(np.float16): T.float16, np.dtype(np.float32): T.float32,
+    np.dtype(np.float64): T.float64,
+}
+TYPESTR_DTYPES = {
+    "|b1": T.int1, "|i1": T.int8, "<i2": T.int16, "<i4": T.int32, "<i8": T.int64,
+    "|u1": T.uint8, "<u2": T.uint16, "<u4": T.uint32, "<u8": T.uint64, "<f2": T.float16,
+    "<f4": T.float32, "<f8": T.float64,
+}
+TORCH_DTYPES = {"torch.bool": T.int1, "torch.int8": T.int8, "torch.int16": T.int16,
+                "torch.int32": T.int32, "torch.int64": T.int64, "torch.uint8": T.uint8,
+                "torch.uint16": T.uint16, "torch.uint32": T.uint32, "torch.uint64": T.uint64,
+                "torch.float16": T.float16, "torch.bfloat16": T.bfloat16,
+                "torch.float32": T.float32, "torch.float64": T.float64}
+SCALAR_CTYPES = {"int1": ctypes.c_bool, "int8": ctypes.c_int8, "int16": ctypes.c_int16,
+                 "int32": ctypes.c_int32, "int64": ctypes.c_int64, "uint8": ctypes.c_uint8,
+                 "uint16": ctypes.c_uint16, "uint32": ctypes.c_uint32,
+                 "uint64": ctypes.c_uint64, "float32": ctypes.c_float,
+                 "float64": ctypes.c_double}
+
+
+def scalar_type_of(value) -> T.DType:
+    """The type a runtime scalar argument takes at a Python launch (DESIGN.md section 7)."""
+    if isinstance(value, (bool, np.bool_)):
+        return T.int1
+    if isinstance(value, np.generic):
+        return NUMPY_DTYPES[value.dtype]
+    if isinstance(value, int):
+        if -2**31 <= value < 2**31:
+            return T.int32
+        if -2**63 <= value < 2**63:
+            return T.int64
+        if 0 <= value < 2**64:
+            return T.uint64
+        raise OverflowError(f"integer argument {value} does not fit in 64 bits")
+    if isinstance(value, float):
+        return T.float32
+    raise TypeError(f"unsupported kernel argument of type {type(value).__name__}")
+
+
+def cuda_array_dtype(obj) -> T.DType:
+    """Element type of a torch tensor / ``__cuda_array_interface__`` object."""
+    torch_dtype = str(getattr(obj, "dtype", ""))
+    if torch_dtype in TORCH_DTYPES:
+        return TORCH_DTYPES[torch_dtype]
+    typestr = obj.__cuda_array_interface__["typestr"]
+    if typestr not in TYPESTR_DTYPES:
+        raise TypeError(f"unsupported CUDA array element type {typestr!r}")
+    return TYPESTR_DTYPES[typestr]
+
+
+def is_cuda_array(value) -> bool:
+    # Looked up on the type: evaluating torch's __cuda_array_interface__ property is slow.
+    return hasattr(type(value), "__cuda_array_interface__")
+
+
+def is_array(value) -> bool:
+    return isinstance(value, np.ndarray) or is_cuda_array(value)
+
+
+def address_of(value) -> int:
+    """The device address of a torch tensor or ``__cuda_array_interface__`` object."""
+    data_ptr = getattr(value, "data_ptr", None)   # torch: much cheaper than the interface dict
+    if data_ptr is not None:
+        return data_ptr()
+    return int(value.__cuda_array_interface__["data"][0])
+
+
+def interpreter_types(kernel, runtime_args: dict) -> dict:
+    """{param: type} of a launch on numpy arrays (the interpreter assumes no hints)."""
+    types = {}
+    for name, value in runtime_args.items():
+        if isinstance(value, np.ndarray):
+            if value.dtype not in NUMPY_DTYPES:
+                raise TypeError(f"{kernel.name}: argument {name!r} has unsupported dtype "
+                                f"{value.dtype}")
+            types[name] = T.PointerType(NUMPY_DTYPES[value.dtype])
+        else:
+            types[name] = scalar_type_of(value)
+    return types
+
+
+# Signatures already built, by kernel and argument types and hints: a launch like an
+# earlier one (the common case) skips building and checking a new one.
+_signatures: dict = {}
+
+
+def specialize(kernel, runtime_args: dict):
+    """The Signature of a GPU launch, from the actual arguments, and per argument its
+    (value, ctypes type). ``kernel.do_not_specialize``: names that get no hint;
+    ``kernel.do_not_specialize_on_alignment``: names that get no ":16" (":1" still)."""
+    unhinted, unaligned = kernel.do_not_specialize, kernel.do_not_specialize_on_alignment
+    types, hints, values = [], [], []
+    for name in kernel.runtime_names:
+        value = runtime_args[name]
+        hint = None
+        divisible = name not in unhinted and name not in unaligned
+        if is_cuda_array(value):
+            type_ = T.PointerType(cuda_array_dtype(value))
+            address = address_of(value)
+            if divisible and address % SPECIALIZED_HINT == 0:
+                hint = SPECIALIZED_HINT
+            values.append((address, ctypes.c_uint64))
+        else:
+            type_ = scalar_type_of(value)
+            if type_.is_int() and not type_.is_bool() and name not in unhinted:
+                if value == 1:
+                    hint = 1
+                elif divisible and value % SPECIALIZED_HINT == 0:
+                    hint = SPECIALIZED_HINT
+            values.append((value, SCALAR_CTYPES[type_.name]))
+        types.append(type_)
+        hints.append(hint)
+    key = (kernel, tuple(types), tuple(hints))
+    signature = _signatures.get(key)
+    if signature is None:
+        signature = _signatures[key] = Signature(tuple(
+            map(SignatureParameter, kernel.runtime_names, types, hints)))
+    return signature, values

@@ -1,0 +1,55 @@
+"""Compile options: keyword arguments -> a validated, frozen ``CompileOptions``.
+
+In: ``num_warps``, ``num_stages``, ``target``, ``debug``, ``tma`` as keywords. Out: a
+``CompileOptions`` whose values are checked on construction (ValueError naming the option),
+or a TypeError naming an unknown keyword; ``cache_key()`` is the part of the JIT compile
+cache's key that the options make (the kir listing makes the rest).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from .errors import suggestion
+
+SUPPORTED_TARGETS = ("sm_80", "sm_86", "sm_89", "sm_90")
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    num_warps: int = 4
+    num_stages: int = 3         # > 1: dot loops copy num_stages - 1 trips ahead
+    target: str = "sm_90"
+    debug: bool | None = None   # device asserts; None: the kernel's own setting
+    tma: bool = True            # False: tensor-descriptor loads stay pointer loads
+
+    def __post_init__(self):
+        if self.target not in SUPPORTED_TARGETS:
+            raise ValueError(f"unsupported target {self.target!r}; expected one of "
+                             f"{', '.join(SUPPORTED_TARGETS)}")
+        warps = self.num_warps
+        if not _is_int(warps) or warps < 1 or warps & (warps - 1) or warps > 32:
+            raise ValueError(f"num_warps must be a power of two from 1 to 32, got {warps}")
+        if not _is_int(self.num_stages) or self.num_stages < 1:
+            raise ValueError(f"num_stages must be an integer >= 1, got {self.num_stages}")
+
+    @classmethod
+    def from_keywords(cls, **keywords) -> "CompileOptions":
+        """Like the constructor, with a "did you mean" for a misspelled option."""
+        known = [f.name for f in fields(cls)]
+        for key in keywords:
+            if key not in known:
+                raise TypeError(f"unknown compile option {key!r}{suggestion(key, known)}")
+        return cls(**keywords)
+
+    def cache_key(self) -> dict:
+        """What tells two compiles of the same kir apart. ``debug`` is left out: it is in
+        the kir already (its device asserts)."""
+        key = {"num_warps": self.num_warps, "num_stages": self.num_stages,
+               "target": self.target}
+        if not self.tma:
+            key["tma"] = False
+        return key
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

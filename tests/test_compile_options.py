@@ -1,0 +1,95 @@
+"""CompileOptions (validated, frozen, unknown options named) and CompiledKernel's stages."""
+import dataclasses
+import json
+
+import pytest
+
+import aotk
+from aotk.compiler import CompiledKernel
+from aotk.options import CompileOptions
+from tests.kernels.elementwise import add_kernel
+
+SIGNATURE = "*fp32:16, *fp32:16, *fp32:16, i32"
+
+
+def test_defaults_and_frozen():
+    options = CompileOptions()
+    assert (options.num_warps, options.num_stages, options.target, options.debug,
+            options.tma) == (4, 3, "sm_90", None, True)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        options.num_warps = 8
+
+
+@pytest.mark.parametrize("keywords, message", [
+    ({"target": "sm_75"}, "unsupported target 'sm_75'; expected one of sm_80, sm_86, sm_89, "
+                          "sm_90"),
+    ({"num_warps": 3}, "num_warps must be a power of two from 1 to 32, got 3"),
+    ({"num_warps": 64}, "num_warps must be a power of two from 1 to 32, got 64"),
+    ({"num_warps": 0}, "num_warps must be a power of two from 1 to 32, got 0"),
+    ({"num_warps": True}, "num_warps must be a power of two from 1 to 32, got True"),
+    ({"num_stages": 0}, r"num_stages must be an integer >= 1, got 0"),
+    ({"num_stages": 2.0}, r"num_stages must be an integer >= 1, got 2.0"),
+])
+def test_values_are_checked_on_construction(keywords, message):
+    with pytest.raises(ValueError, match=message):
+        CompileOptions(**keywords)
+    with pytest.raises(ValueError, match=message):
+        aotk.compile(add_kernel, SIGNATURE, {"BLOCK": 256}, **keywords)
+
+
+def test_unknown_option_is_a_type_error_naming_it():
+    with pytest.raises(TypeError, match="unknown compile option 'num_warp'; did you mean "
+                                        "'num_warps'"):
+        CompileOptions.from_keywords(num_warp=8)
+    with pytest.raises(TypeError, match=r"unknown compile option 'colour' \(known: "
+                                        r"num_warps, num_stages, target, debug, tma\)"):
+        CompileOptions.from_keywords(colour="red")
+    assert CompileOptions.from_keywords(num_warps=8) == CompileOptions(num_warps=8)
+
+
+def test_cache_key_is_what_the_jit_cache_keyed_on():
+    assert CompileOptions().cache_key() == {"num_warps": 4, "num_stages": 3, "target": "sm_90"}
+    assert CompileOptions(num_warps=8, num_stages=2, target="sm_80", tma=False).cache_key() \
+        == {"num_warps": 8, "num_stages": 2, "target": "sm_80", "tma": False}
+    # debug reaches the cache through the kir (its device asserts).
+    assert CompileOptions(debug=True).cache_key() == CompileOptions().cache_key()
+
+
+def test_compile_takes_options_or_keywords_not_both():
+    options = CompileOptions(num_warps=8, target="sm_80")
+    by_options = aotk.compile(add_kernel, SIGNATURE, {"BLOCK": 256}, options=options)
+    by_keywords = aotk.compile(add_kernel, SIGNATURE, {"BLOCK": 256}, num_warps=8,
+                               target="sm_80")
+    assert by_options.options == by_keywords.options == options
+    assert by_options.ptx == by_keywords.ptx
+    assert by_options.metadata == by_keywords.metadata
+    with pytest.raises(TypeError, match="options= or the keyword options, not both"):
+        aotk.compile(add_kernel, SIGNATURE, {"BLOCK": 256}, num_warps=8, options=options)
+
+
+def test_compiled_kernel_holds_every_stage_in_order(tmp_path):
+    compiled = aotk.compile(add_kernel, SIGNATURE, {"BLOCK": 256})
+    assert isinstance(compiled, CompiledKernel)
+    assert list(compiled.asm) == ["kir", "gir", "llir", "ptx", "cubin"]
+    assert compiled.kir is compiled.asm["kir"] and "add_kernel" in str(compiled.kir)
+    assert compiled.gir == compiled.asm["gir"] and isinstance(compiled.gir, str)
+    assert compiled.llir == compiled.asm["llir"] and "define" in compiled.llir
+    assert compiled.ptx == compiled.asm["ptx"] and ".entry add_kernel" in compiled.ptx
+    assert compiled.cubin == compiled.asm["cubin"] and compiled.cubin[:4] == b"\x7fELF"
+    assert compiled.name == "add_kernel"
+    assert str(compiled.signature) == SIGNATURE and compiled.options == CompileOptions()
+    assert set(compiled.metadata) == {"name", "target", "arch", "num_warps", "num_stages",
+                                      "shared", "registers", "spills", "wgmma_serialized",
+                                      "vector_widths", "tensor_maps"}
+
+    written = compiled.dump(str(tmp_path / "out"))
+    assert [p.rsplit("/", 1)[1] for p in written] == [
+        "add_kernel.kir", "add_kernel.gir", "add_kernel.llir", "add_kernel.ptx",
+        "add_kernel.cubin", "add_kernel.json"]
+    out = tmp_path / "out"
+    assert (out / "add_kernel.kir").read_text() == str(compiled.kir)
+    assert (out / "add_kernel.gir").read_text() == compiled.gir
+    assert (out / "add_kernel.llir").read_text() == compiled.llir
+    assert (out / "add_kernel.ptx").read_text() == compiled.ptx
+    assert (out / "add_kernel.cubin").read_bytes() == compiled.cubin
+    assert json.loads((out / "add_kernel.json").read_text()) == compiled.metadata

@@ -1,0 +1,162 @@
+"""Launch arguments -> types and the Signature a GPU launch compiles for (no GPU needed:
+CUDA arrays are stood in for by objects with ``__cuda_array_interface__``)."""
+import ctypes
+
+import numpy as np
+import pytest
+
+import aotk
+import aotk.language as tl
+from aotk.ir import types as T
+from aotk.ir.signature import Signature
+from aotk.launch.arguments import (cuda_array_dtype, interpreter_types, scalar_type_of,
+                                   specialize)
+
+
+class FakeCudaArray:
+    """What the launcher reads of a CUDA array: the interface's typestr and address."""
+
+    def __init__(self, address: int, typestr: str = "<f4"):
+        self.address, self.typestr = address, typestr
+
+    @property
+    def __cuda_array_interface__(self):
+        return {"typestr": self.typestr, "data": (self.address, False), "shape": (1,),
+                "version": 3}
+
+
+class FakeTensor(FakeCudaArray):
+    """A torch tensor's cheaper path: dtype and data_ptr()."""
+
+    def __init__(self, address: int, dtype: str):
+        super().__init__(address, "")
+        self.dtype = dtype
+
+    def data_ptr(self) -> int:
+        return self.address
+
+
+@aotk.jit
+def _kernel(x_ptr, y_ptr, n, m, flag, scale, BLOCK: tl.constexpr):
+    pass
+
+
+def _arguments(**changes):
+    arguments = {"x_ptr": FakeCudaArray(4096), "y_ptr": FakeCudaArray(4100, "<i4"), "n": 1,
+                 "m": 48, "flag": True, "scale": 0.5}
+    arguments.update(changes)
+    return arguments
+
+
+def test_specialize_gives_a_signature_like_tritons_jit():
+    signature, values = specialize(_kernel, _arguments())
+    assert isinstance(signature, Signature)
+    assert str(signature) == "*fp32:16, *i32, i32:1, i32:16, i1, fp32"
+    assert signature.names == ("x_ptr", "y_ptr", "n", "m", "flag", "scale")
+    assert values == [(4096, ctypes.c_uint64), (4100, ctypes.c_uint64), (1, ctypes.c_int32),
+                      (48, ctypes.c_int32), (True, ctypes.c_bool), (0.5, ctypes.c_float)]
+
+
+@pytest.mark.parametrize("n, m, text", [(0, 7, "i32:16, i32"), (2**40, 17, "i64:16, i32"),
+                                        (-16, 2**63, "i32:16, u64:16")])
+def test_integer_hints(n, m, text):
+    signature, _ = specialize(_kernel, _arguments(n=n, m=m))
+    assert str(signature).split(", ")[2:4] == text.split(", ")
+
+
+def test_same_kinds_of_arguments_give_the_same_signature_object():
+    first, _ = specialize(_kernel, _arguments())
+    again, values = specialize(_kernel, _arguments(x_ptr=FakeCudaArray(8192), m=64))
+    assert again is first and values[0][0] == 8192
+    other, _ = specialize(_kernel, _arguments(x_ptr=FakeCudaArray(8200)))
+    assert other != first and other["x_ptr"].hint is None
+
+
+def test_torch_tensors_are_typed_by_dtype_and_addressed_by_data_ptr():
+    signature, values = specialize(_kernel, _arguments(x_ptr=FakeTensor(256, "torch.bfloat16")))
+    assert signature["x_ptr"].type == T.PointerType(T.bfloat16)
+    assert values[0] == (256, ctypes.c_uint64)
+
+
+def test_argument_types():
+    assert scalar_type_of(True) is T.int1
+    assert scalar_type_of(np.float64(1)) is T.float64
+    assert scalar_type_of(2**31) is T.int64
+    assert scalar_type_of(2**63) is T.uint64
+    with pytest.raises(OverflowError, match="does not fit in 64 bits"):
+        scalar_type_of(2**64)
+    with pytest.raises(TypeError, match="unsupported kernel argument of type str"):
+        scalar_type_of("x")
+    assert cuda_array_dtype(FakeCudaArray(0, "<f2")) is T.float16
+    with pytest.raises(TypeError, match="unsupported CUDA array element type '<c8'"):
+        cuda_array_dtype(FakeCudaArray(0, "<c8"))
+
+
+def test_interpreter_types_take_no_hints():
+    arguments = {"x_ptr": np.zeros(4, np.float32), "y_ptr": np.zeros(4, np.int32), "n": 1,
+                 "m": 48, "flag": True, "scale": 0.5}
+    types = interpreter_types(_kernel, arguments)
+    assert str(Signature.from_types(types)) == "*fp32, *i32, i32, i32, i1, fp32"
+    with pytest.raises(TypeError, match="argument 'x_ptr' has unsupported dtype complex64"):
+        interpreter_types(_kernel, {**arguments, "x_ptr": np.zeros(4, np.complex64)})
+
+
+# -- @aotk.jit's Triton keywords ------------------------------------------------------
+
+
+def test_do_not_specialize_drops_every_hint_of_those_parameters():
+    kernel = aotk.jit(do_not_specialize=["x_ptr", 2, "m"])(_kernel.fn)
+    assert kernel.do_not_specialize == {"x_ptr", "n", "m"}
+    signature, _ = specialize(kernel, _arguments())
+    assert str(signature) == "*fp32, *i32, i32, i32, i1, fp32"
+    assert str(specialize(_kernel, _arguments())[0]) == "*fp32:16, *i32, i32:1, i32:16, i1, fp32"
+
+
+def test_do_not_specialize_on_alignment_drops_16_and_keeps_1():
+    kernel = aotk.jit(do_not_specialize_on_alignment=("x_ptr", "n", 3))(_kernel.fn)
+    signature, _ = specialize(kernel, _arguments())
+    assert str(signature) == "*fp32, *i32, i32:1, i32, i1, fp32"
+    signature, _ = specialize(kernel, _arguments(n=32, m=1))
+    assert str(signature) == "*fp32, *i32, i32, i32:1, i1, fp32"
+
+
+def test_one_name_or_index_is_taken_as_a_list_of_one():
+    assert aotk.jit(do_not_specialize="n")(_kernel.fn).do_not_specialize == {"n"}
+    assert aotk.jit(do_not_specialize_on_alignment=0)(_kernel.fn) \
+        .do_not_specialize_on_alignment == {"x_ptr"}
+
+
+@pytest.mark.parametrize("keywords, message", [
+    ({"do_not_specialize": ["count"]}, "do_not_specialize names 'count', which is not a "
+                                       "parameter of _kernel (x_ptr, y_ptr, n, m, flag, "
+                                       "scale, BLOCK)"),
+    ({"do_not_specialize_on_alignment": [7]}, "do_not_specialize_on_alignment index 7 is out "
+                                              "of range: _kernel has 7 parameters"),
+])
+def test_unknown_parameters_in_the_keywords_are_named(keywords, message):
+    with pytest.raises(ValueError) as error:
+        aotk.jit(**keywords)(_kernel.fn)
+    assert str(error.value) == message
+
+
+def test_tritons_other_jit_keywords_are_accepted():
+    kernel = aotk.jit(noinline=True, repr=lambda _: "k", launch_metadata=None, version=2,
+                      debug=True)(_kernel.fn)
+    assert kernel.debug and not kernel.do_not_specialize
+    assert str(specialize(kernel, _arguments())[0]) == str(specialize(_kernel, _arguments())[0])
+
+
+@pytest.mark.parametrize("keyword, message", [
+    ("num_warps", "aotk.jit() got an unexpected keyword argument 'num_warps' (known: debug, "
+                  "do_not_specialize, do_not_specialize_on_alignment, noinline, repr, "
+                  "launch_metadata, version)"),
+    ("do_not_specialise", "aotk.jit() got an unexpected keyword argument 'do_not_specialise'; "
+                          "did you mean 'do_not_specialize'?"),
+])
+def test_an_unknown_jit_keyword_is_a_type_error_naming_it(keyword, message):
+    with pytest.raises(TypeError) as error:
+        aotk.jit(**{keyword: 1})
+    assert str(error.value) == message
+    with pytest.raises(TypeError) as error:
+        aotk.jit(_kernel.fn, **{keyword: 1})
+    assert str(error.value) == message
