@@ -116,3 +116,31 @@ def _private_reads(module: str) -> list:
 
 def test_no_module_reads_another_modules_private_names():
     assert [read for module in MODULES for read in _private_reads(module)] == []
+
+
+# The op families (docs/architecture.md). Descriptor ops never reach the backend:
+# passes/descriptors.py rewrites them into loads and stores, or TMA copies (backend/tma.py).
+FAMILIES = ("creation", "elementwise", "views", "memory", "reduce", "scan", "combine", "dot",
+            "atomics", "descriptors", "debug", "control")
+
+
+def test_each_op_family_has_one_file_name_in_every_layer():
+    for family in FAMILIES:
+        assert (PACKAGE / "semantic" / f"{family}.py").is_file(), family
+        assert (PACKAGE / "interpreter" / f"{family}.py").is_file(), family
+        if family != "descriptors":
+            assert (PACKAGE / "backend" / f"{family}.py").is_file(), family
+
+
+def test_an_op_is_run_and_lowered_by_files_of_the_same_family():
+    from aotk import backend, interpreter   # noqa: F401  (the families register on import)
+    from aotk.backend import lower  # noqa: F401
+    from aotk.backend.registry import OP_LOWERINGS, VALUE_LOWERINGS
+    from aotk.interpreter.executor import OP_RULES
+    lowerings = {**VALUE_LOWERINGS, **OP_LOWERINGS}
+    family_of = {opcode: rule.__module__.rsplit(".", 1)[1] for opcode, rule in OP_RULES.items()}
+    mismatched = {opcode: (family, lowerings[opcode].__module__.rsplit(".", 1)[1])
+                  for opcode, family in family_of.items() if opcode in lowerings and
+                  lowerings[opcode].__module__.rsplit(".", 1)[1] != family}
+    assert mismatched == {}
+    assert set(family_of.values()) <= set(FAMILIES)
