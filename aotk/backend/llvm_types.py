@@ -51,7 +51,9 @@ def constant(element, value) -> ir.Constant:
         return ir.Constant(ty, float(value))
     if element.is_bool():
         return ir.Constant(I1, int(bool(value)))
-    return ir.Constant(ty, int(value) & ((1 << element.bits) - 1) if not element.is_ptr() else int(value))
+    if element.is_ptr():
+        return ir.Constant(ty, int(value))
+    return ir.Constant(ty, int(value) & ((1 << element.bits) - 1))
 
 
 def declare_function(module, name: str, return_type, argument_types):

@@ -2,12 +2,12 @@
 branch.
 
 In: the op, its pointers, masks and values in the op's layout (a load: its result's home; a
-store: the natural layout of its rank, see ``passes.layouts``), and the vector width the
+store: the layout of its rank, see ``passes.assign_layouts``), and the vector width the
 layout pass proved legal. Out: inline-asm calls such as ``@p ld.global.v4.b32 {...},
 [addr];`` (``emit_load`` / ``emit_store``, which ``backend.pipeline`` reuses). A store is
-predicated on its mask and on the thread owning each element, so replicas write nothing. Inline asm pins the
-exact instruction the axis info licensed (the width is proven, not hoped for) and keeps
-masked lanes as predicates. Both loads and stores are marked as having side effects so
+predicated on its mask and on the thread owning each element, so replicas write nothing.
+Inline asm pins the exact instruction the axis info licensed (the width is proven, not
+hoped for) and keeps masked lanes as predicates. Both loads and stores are marked as having side effects so
 LLVM keeps their order relative to each other.
 """
 from __future__ import annotations

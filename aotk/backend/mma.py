@@ -2,7 +2,7 @@
 accumulation (m16n8k16), fp32 inputs as tf32 (m16n8k8), int8 into int32 (m16n8k32).
 
 In: a [M, K] and b [K, N] in their natural blocked layouts, the accumulator in its ``Mma``
-layout (``passes.layouts.choose_mma``). Out: the result's registers in that ``Mma`` layout.
+layout (``passes.mma_layout.choose_mma``). Out: the result's registers in that ``Mma`` layout.
 
 1. a and b are in shared memory in the swizzled layout of ``backend.swizzle`` (the eight
    16-byte rows one ``ldmatrix`` matrix reads fall in eight different bank groups): a

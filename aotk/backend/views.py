@@ -9,8 +9,9 @@ takes the operand in the slice of the same layout along the new axis, whose regi
 exactly the result's.
 
 The shuffles read their operands in their rank's layout and build the result in its own
-(the layout pass gives them that home). Every shuffle is described by a *buffer* (a logical shape in shared memory), how
-each operand's element index maps into it, and how each result element index maps into it:
+(the layout pass gives them that home). Every shuffle is described by a *buffer* (a logical
+shape in shared memory), how each operand's element index maps into it, and how each
+result element index maps into it:
 
   permute   buffer = operand shape       write x[i] at i        read r at r placed back by order
   reshape   buffer = [numel]             write at row-major i   read at row-major r

@@ -3,7 +3,7 @@ inputs, fp32 accumulation, both operands read by the tensor cores from shared me
 
 In: a [M, K] and b [K, N] (already in shared memory when a pipelined loop staged them, else
 in their natural blocked layouts), the accumulator in its ``Mma`` layout with warps
-(num_warps, 1) (``passes.layouts.choose_mma``). Out: the result's registers in that layout.
+(num_warps, 1) (``passes.mma_layout.choose_mma``). Out: the result's registers in that layout.
 
 Shared memory: both operands in the swizzled layout of ``backend.swizzle``, whose rows here
 are whole 128-byte panels (``mma_layout.wgmma_fits``): inside each 8-row group the 16-byte

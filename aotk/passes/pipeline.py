@@ -21,7 +21,7 @@ i's copies into it, so one barrier per trip suffices. Every trip commits one gro
 past the end), which keeps the count of pending groups exact.
 
 A loop qualifies when its step is positive, its body holds no stores, side effects or
-nested regions, exactly one dot that tensor cores compute (``layouts.choose_mma``), whose
+nested regions, exactly one dot that tensor cores compute (``mma_layout.choose_mma``), whose
 operands are two loads used by nothing else, with no ``other`` or a zero one (cp.async
 zero-fills masked-off elements) and vectors of at least 4 bytes proven by axis info
 (cp.async copies 4, 8 or 16 bytes). The loads' addresses and masks
@@ -85,7 +85,7 @@ def staged_tile_bytes(shape: tuple, element, async_proxy: bool = False) -> int:
 def pipeline_dot_loops(function: kir.Function, infos: dict, num_warps: int,
                        num_stages: int, wgmma: bool = False) -> int:
     """Rewrites every qualifying loop; returns how many were rewritten. ``wgmma``: the
-    target has it (``layouts.choose_mma`` decides which dots use it)."""
+    target has it (``mma_layout.choose_mma`` decides which dots use it)."""
     if num_stages < 2:
         return 0
     users = users_of(function.body)
@@ -153,7 +153,7 @@ def _analyze(function, loop, infos, users, num_warps: int, num_stages: int,
             return None
     elif infos is None or not all(_copyable(load, infos) for load in loads):
         return None
-    induction, carried = region.args[0], region.args[1:]
+    carried = region.args[1:]
     body_ids = {id(o) for o in ops}
     load_slice = {id(o): o for o in load_ops}
     # The carried values the addresses read: shifted S-1 trips ahead, so nothing else may
