@@ -114,7 +114,24 @@ def mod(lhs, rhs) -> tensor:
 
 def bitwise(opcode, lhs, rhs) -> tensor:
     symbol = {"and": "&", "or": "|", "xor": "^", "shl": "<<", "shr": ">>"}[opcode]
-    return _binary(opcode, *_binary_operands(lhs, rhs, allow_float=False, op_name=symbol))
+    a, b = _binary_operands(lhs, rhs, allow_float=False, op_name=symbol)
+    if opcode == "shr":
+        # As in Triton, the tensor operand's own signedness (the left one's, when both are
+        # tensors) decides between an arithmetic and a logical shift, whatever type the
+        # operands are promoted to: int8 >> uint8 shifts the sign in, on uint8 bits.
+        decider = lhs if isinstance(lhs, tensor) else rhs
+        return _shift_right(a, b, arithmetic=decider.dtype.is_int_signed())
+    return _binary(opcode, a, b)
+
+
+def _shift_right(a: tensor, b: tensor, arithmetic: bool) -> tensor:
+    """kir ``shr`` is arithmetic on signed and logical on unsigned types: a shift of the
+    other kind goes through the same bits in the type of the other signedness."""
+    if a.dtype.is_bool() or a.dtype.is_int_signed() == arithmetic:
+        return _binary("shr", a, b)
+    other = T.DTYPE_BY_NAME[f"{'' if arithmetic else 'u'}int{a.dtype.bits}"]
+    shifted = _binary("shr", cast(a, other, bitcast=True), cast(b, other, bitcast=True))
+    return cast(shifted, a.dtype, bitcast=True)
 
 
 def compare(predicate, lhs, rhs) -> tensor:

@@ -151,6 +151,33 @@ def math_kernel(x_ptr, out_ptr, n, FN: tl.constexpr, BLOCK: tl.constexpr):
 
 
 @aotk.jit
+def shift_right_kernel(x_ptr, y_ptr, out_ptr, BLOCK: tl.constexpr):
+    """x >> y with operands of different types (Triton: x's own signedness picks the kind)."""
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs) >> tl.load(y_ptr + offs))
+
+
+def _shift_right_case(x_dtype, y_dtype):
+    """Signed x by unsigned y: the operands promote to the unsigned type, and the shift is
+    still arithmetic (Triton's rule, which test_core's test_shift_op checks)."""
+    bits = max(np.dtype(x_dtype).itemsize, np.dtype(y_dtype).itemsize) * 8
+    out_dtype = np.dtype(f"uint{bits}")
+
+    def make_args(rng):
+        info = np.iinfo(x_dtype)
+        return {"x_ptr": rng.integers(info.min, info.max, 256, endpoint=True).astype(x_dtype),
+                "y_ptr": rng.integers(0, bits, 256).astype(y_dtype),
+                "out_ptr": np.zeros(256, out_dtype)}
+
+    def reference(args):
+        signed = np.dtype(f"int{bits}")
+        shifted = args["x_ptr"].astype(signed) >> args["y_ptr"].astype(signed)
+        return {"out_ptr": shifted.astype(out_dtype)}
+    return Case(f"shr-{np.dtype(x_dtype).name}-by-{np.dtype(y_dtype).name}", shift_right_kernel,
+                make_args, (1,), {"BLOCK": 256}, ("out_ptr",), reference)
+
+
+@aotk.jit
 def outer_kernel(x_ptr, y_ptr, out_ptr, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
     x = tl.load(x_ptr + offs)
@@ -265,6 +292,10 @@ CASES = [
     _binary_case("shl", np.int32, -2**20, 2**20, _wrap(lambda a, b: a << b), b_range=(0, 31)),
     _binary_case("shr", np.int32, -2**30, 2**30, lambda a, b: a >> b, b_range=(0, 31)),
     _binary_case("shr", np.uint32, 0, 2**32, lambda a, b: a >> b, b_range=(0, 31)),
+    _shift_right_case(np.int8, np.uint8),
+    _shift_right_case(np.int8, np.uint32),
+    _shift_right_case(np.int32, np.uint32),
+    _shift_right_case(np.int64, np.uint64),
     _binary_case("min", np.int32, -1000, 1000, np.minimum),
     _binary_case("max", np.uint64, 0, 2**63, np.maximum),
     _binary_case("max", np.float16, -10, 10, np.maximum),
