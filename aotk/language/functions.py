@@ -237,7 +237,9 @@ def sum(input, axis=None, keep_dims=False, dtype=None):
 @builtin
 def max(input, axis=None, return_indices=False, return_indices_tie_break_left=True,
         keep_dims=False):
-    if _value(return_indices):
+    with_indices = bool(_value(return_indices))
+    input = semantic.max_min_operand(input, with_indices)
+    if with_indices:
         return (semantic.reduce(input, axis, "max", keep_dims),
                 semantic.argreduce(input, axis, "max", keep_dims))
     return semantic.reduce(input, axis, "max", keep_dims)
@@ -246,7 +248,9 @@ def max(input, axis=None, return_indices=False, return_indices_tie_break_left=Tr
 @builtin
 def min(input, axis=None, return_indices=False, return_indices_tie_break_left=True,
         keep_dims=False):
-    if _value(return_indices):
+    with_indices = bool(_value(return_indices))
+    input = semantic.max_min_operand(input, with_indices)
+    if with_indices:
         return (semantic.reduce(input, axis, "min", keep_dims),
                 semantic.argreduce(input, axis, "min", keep_dims))
     return semantic.reduce(input, axis, "min", keep_dims)
@@ -254,12 +258,12 @@ def min(input, axis=None, return_indices=False, return_indices_tie_break_left=Tr
 
 @builtin
 def argmax(input, axis, tie_break_left=True, keep_dims=False):
-    return semantic.argreduce(input, axis, "max", keep_dims)
+    return semantic.argreduce(semantic.widen_bfloat16(input), axis, "max", keep_dims)
 
 
 @builtin
 def argmin(input, axis, tie_break_left=True, keep_dims=False):
-    return semantic.argreduce(input, axis, "min", keep_dims)
+    return semantic.argreduce(semantic.widen_bfloat16(input), axis, "min", keep_dims)
 
 
 @builtin

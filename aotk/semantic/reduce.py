@@ -2,7 +2,9 @@
 ``min``, ``xor_sum`` (kir ``reduce``) and ``argmax`` / ``argmin`` (kir ``argreduce``).
 Reductions by a combine function (``tl.reduce``) are in ``combine``.
 
-In: a block, an axis (or None for all), options. Out: the reduced ``tensor``.
+In: a block, an axis (or None for all), options. Out: the reduced ``tensor``, of Triton's
+result type: ``tl.sum`` of narrow integers accumulates in 32 bits (``sum_dtype``), ``tl.max``
+/ ``tl.min`` widen narrow operands (``max_min_operand``).
 """
 from __future__ import annotations
 
@@ -31,6 +33,23 @@ def sum_dtype(dtype: DType) -> DType:
     if dtype.is_int_signed() and dtype.bits < 32:
         return T.int32
     return dtype
+
+
+def widen_bfloat16(x: tensor) -> tensor:
+    """bfloat16 as fp32: Triton's max, min, argmax, argmin, cumsum and cumprod take bfloat16
+    operands this way (so their results are fp32), as the hardware lacks bfloat16 compares."""
+    x = to_tensor(x)
+    return cast(x, T.float32) if x.dtype.is_bf16() else x
+
+
+def max_min_operand(x, with_indices: bool) -> tensor:
+    """Triton's operand for ``tl.max`` / ``tl.min``: bfloat16 widened to fp32; without
+    indices, every type narrower than 32 bits too (floats to fp32, integers to int32), so
+    that the result has that type."""
+    x = widen_bfloat16(x)
+    if with_indices or x.dtype.is_ptr() or x.dtype.bits >= 32:
+        return x
+    return cast(x, T.float32 if x.dtype.is_floating() else T.int32)
 
 
 def reduce(x, axis, combine: str, keep_dims=False, dtype=None) -> tensor:

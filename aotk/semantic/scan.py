@@ -3,8 +3,9 @@
 ``combine``.
 
 In: a block, an axis, the direction, an optional dtype. Out: a block of the same shape.
-``cumsum`` accumulates in ``tl.sum``'s type (narrow ints -> int32/uint32) unless ``dtype``
-says otherwise, as in Triton.
+As in Triton, bfloat16 is scanned in fp32 (``reduce.widen_bfloat16``), and ``cumsum``
+accumulates in ``tl.sum``'s type (narrow ints -> int32/uint32) unless ``dtype`` says
+otherwise.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from .building import emit
 from .combine import scan_axis
 from .elementwise import cast
 from .promotion import to_tensor
-from .reduce import sum_dtype
+from .reduce import sum_dtype, widen_bfloat16
 
 
 def scan(x, axis, combine: str, reverse=False, dtype=None) -> tensor:
@@ -29,9 +30,9 @@ def scan(x, axis, combine: str, reverse=False, dtype=None) -> tensor:
 
 
 def cumsum(x, axis=0, reverse=False, dtype=None) -> tensor:
-    x = to_tensor(x)
+    x = widen_bfloat16(x)
     return scan(x, axis, "add", reverse, unwrap(dtype) or sum_dtype(x.dtype))
 
 
 def cumprod(x, axis=0, reverse=False) -> tensor:
-    return scan(x, axis, "mul", reverse)
+    return scan(widen_bfloat16(x), axis, "mul", reverse)

@@ -8,7 +8,7 @@ import numpy as np
 
 import aotk
 import aotk.language as tl
-from tests.kernels.elementwise import Case
+from tests.kernels.elementwise import Case, _round_bf16 as round_bf16
 
 
 @aotk.jit
@@ -30,6 +30,37 @@ def scan_1d_kernel(x_ptr, out_ptr, n, REVERSE: tl.constexpr, BLOCK: tl.constexpr
     offs = tl.arange(0, BLOCK)
     x = tl.load(x_ptr + offs, mask=offs < n, other=0)
     tl.store(out_ptr + offs, tl.cumsum(x, 0, reverse=REVERSE), mask=offs < n)
+
+
+@aotk.jit
+def scan_bf16_kernel(x_ptr, out_ptr, OP: tl.constexpr, REVERSE: tl.constexpr,
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """A scan of bfloat16 values, which Triton computes (and returns) in fp32."""
+    offs = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    x = tl.load(x_ptr + offs).to(tl.bfloat16)
+    if OP == "cumsum":
+        y = tl.cumsum(x, axis=1, reverse=REVERSE)
+    else:
+        y = tl.cumprod(x, axis=1, reverse=REVERSE)
+    tl.static_assert(y.dtype == tl.float32)
+    tl.store(out_ptr + offs, y)
+
+
+def _scan_bf16(op, reverse, low, high):
+    M, N = 8, 64
+
+    def make(rng):
+        return {"x_ptr": rng.uniform(low, high, M * N).astype(np.float32),
+                "out_ptr": np.zeros(M * N, np.float32)}
+
+    def reference(args):
+        x = round_bf16(args["x_ptr"]).reshape(M, N).astype(np.float64)
+        accumulate = (np.add if op == "cumsum" else np.multiply).accumulate
+        y = np.flip(accumulate(np.flip(x, 1), axis=1), 1) if reverse else accumulate(x, axis=1)
+        return {"out_ptr": y.astype(np.float32).ravel()}
+    return Case(f"{op}-bf16-in-fp32-{M}x{N}{'-reverse' if reverse else ''}", scan_bf16_kernel,
+                make, (1,), {"OP": op, "REVERSE": reverse, "BLOCK_M": M, "BLOCK_N": N},
+                ("out_ptr",), reference, False, 1e-5)
 
 
 def _reference(op, axis, reverse, M, N, out_dtype):
@@ -78,4 +109,7 @@ CASES = [
     _scan1d(5000, 8192, False),
     _scan1d(700, 1024, True),
     _scan1d(10, 16, False),
+    _scan_bf16("cumsum", False, -1, 1),
+    _scan_bf16("cumsum", True, -1, 1),
+    _scan_bf16("cumprod", False, 0.9, 1.1),
 ]
