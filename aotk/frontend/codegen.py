@@ -102,16 +102,20 @@ class CodeGenerator(ast.NodeVisitor):
             body = body[1:]   # docstring
         self._visit_statements(body)
 
-    def _visit_statements(self, statements):
-        """Visits a statement list. An ``if`` that returns takes the statements after it into
-        its branches that fall through, so early returns become structured control flow."""
+    def _visit_statements(self, statements, continuation=()):
+        """Visits a statement list, then ``continuation`` (what follows the list in the
+        statements around it) unless it returned. An ``if`` that returns somewhere takes
+        everything after it into each of its branches, so early returns become structured
+        control flow: every path runs what follows unless it returned itself."""
         statements = list(statements)
         for index, statement in enumerate(statements):
             if isinstance(statement, ast.If) and _contains_return(statement):
-                self.rest_after_if[statement] = statements[index + 1:]
+                self.rest_after_if[statement] = statements[index + 1:] + list(continuation)
                 self.visit(statement)
                 return
             self.visit(statement)
+        if continuation and not self.returned:
+            self._visit_statements(continuation)
 
     def visit_Pass(self, node):
         pass
@@ -170,9 +174,7 @@ class CodeGenerator(ast.NodeVisitor):
         rest = self.rest_after_if.pop(node, [])
         condition = self.visit(node.test)
         if not isinstance(condition, tensor):
-            self._visit_statements(node.body if _unwrap(condition) else node.orelse)
-            if not self.returned:
-                self._visit_statements(rest)
+            self._visit_statements(node.body if _unwrap(condition) else node.orelse, rest)
             return
         condition = semantic.condition(condition, "`if`")
         before = dict(self.scope)
@@ -180,9 +182,7 @@ class CodeGenerator(ast.NodeVisitor):
         for region, statements in zip(regions, (node.body, node.orelse)):
             self.scope, self.returned = dict(before), False
             with self.builder.insertion(region.body):
-                self._visit_statements(statements)
-                if not self.returned:
-                    self._visit_statements(rest)
+                self._visit_statements(statements, rest)
             branches.append((self.scope, self.returned))
         returned = any(r for _, r in branches)
         if returned:

@@ -166,6 +166,47 @@ def _countdown_reference(args):
     return {"out_ptr": out}
 
 
+@aotk.jit
+def nested_return_kernel(flags_ptr, out_ptr):
+    """Program p reads three flags (bits of p): a return in one branch of an inner ``if``
+    must not stop the store on the paths that fall through (Triton's
+    test_nested_if_else_return)."""
+    pid = tl.program_id(0)
+    value = 0
+    if tl.load(flags_ptr + 3 * pid):
+        if tl.load(flags_ptr + 3 * pid + 1):
+            value = 1
+        else:
+            return
+    else:
+        if tl.load(flags_ptr + 3 * pid + 2):
+            value = 2
+        else:
+            value = 3
+    tl.store(out_ptr + pid, value)
+
+
+def _nested_return_reference(args):
+    out = args["out_ptr"].copy()
+    for pid, (first, second, third) in enumerate(args["flags_ptr"].reshape(8, 3)):
+        if first and not second:
+            continue
+        out[pid] = (1 if second else 0) if first else (2 if third else 3)
+    return {"out_ptr": out}
+
+
+@aotk.jit
+def static_branch_return_kernel(exit_ptr, out_ptr, DYNAMIC: tl.constexpr):
+    """A runtime early return inside a compile-time ``if``: the store after the outer
+    ``if`` still runs where the early return is not taken (Triton's test_if_return)."""
+    pid = tl.program_id(0)
+    if DYNAMIC:
+        if tl.load(exit_ptr + pid):
+            tl.store(out_ptr + pid, 0)
+            return
+    tl.store(out_ptr + pid, 1)
+
+
 def _c(name, kernel, make, grid, constants, reference, outputs=("out_ptr",), exact=True,
        rtol=1e-5):
     return Case(name, kernel, make, grid, constants, outputs, reference, exact, rtol)
@@ -229,6 +270,16 @@ CASES = [
        lambda rng: {"x_ptr": rng.integers(-8, 8, 21 * 37).astype(np.float32),
                     "out_ptr": np.zeros(8 * 16 + 16, np.float32), "M": 21, "N": 37},
        (1,), {"BLOCK_M": 8, "BLOCK_N": 16}, _nested_loops_reference),
+    _c("early-return-in-one-nested-branch", nested_return_kernel,
+       lambda rng: {"flags_ptr": np.array([((p >> 2) & 1, (p >> 1) & 1, p & 1) for p in range(8)],
+                                          np.int32).ravel(),
+                    "out_ptr": np.full(8, -1, np.int32)},
+       (8,), {}, _nested_return_reference),
+    _c("early-return-inside-a-static-if", static_branch_return_kernel,
+       lambda rng: {"exit_ptr": np.array([1, 0, 0, 1], np.int32),
+                    "out_ptr": np.full(4, -1, np.int32)},
+       (4,), {"DYNAMIC": True},
+       lambda args: {"out_ptr": np.where(args["exit_ptr"] == 1, 0, 1).astype(np.int32)}),
     _c("negative-step-and-data-dependent-while", countdown_kernel,
        lambda rng: {"x_ptr": rng.integers(1, 60, 16).astype(np.float32),
                     "out_ptr": np.zeros(16, np.float32), "n": 16},
