@@ -88,11 +88,16 @@ def place_operands(ctx, a, b, b_base: int, a_offset_of, b_offset_of, before_barr
 
 
 def _ldmatrix(ctx, address, transpose: bool):
-    """Four 8x8 b16 matrices; lane l supplies the address of row l % 8 of matrix l / 8."""
+    """Four 8x8 b16 matrices; lane l supplies the address of row l % 8 of matrix l / 8.
+
+    The asm reads shared memory, which LLVM cannot see in an asm's operands: declared
+    without side effects, it counts as a pure function of the address, so LLVM merged the
+    ldmatrix of two dots whose tiles sit at the same offsets (the second dot read the first
+    one's operand) and could move it above the barrier that publishes the tile."""
     text = ("ldmatrix.sync.aligned.m8n8.x4" + (".trans" if transpose else "") +
             ".shared.b16 {$0, $1, $2, $3}, [$4];")
     result = inline_asm(ctx.builder, text, "=r,=r,=r,=r,r", [address],
-                        ir.LiteralStructType([I32] * 4), side_effect=False)
+                        ir.LiteralStructType([I32] * 4), side_effect=True)
     return [ctx.builder.extract_value(result, i) for i in range(4)]
 
 

@@ -66,6 +66,61 @@ def batched_dot_kernel(a_ptr, b_ptr, c_ptr, B: tl.constexpr, M: tl.constexpr,
     tl.store(c_ptr + rb * M * N + rm * N + rn, tl.dot(a, b))
 
 
+@aotk.jit
+def chain_dot_kernel(x_ptr, y_ptr, w_ptr, out_ptr, M: tl.constexpr, N: tl.constexpr,
+                     K: tl.constexpr, PRECISION: tl.constexpr):
+    """(x @ y) @ w: the first dot's result, cast to w's type, is the second dot's A
+    (Triton's test_dot chain-dot epilogue)."""
+    rm = tl.arange(0, M)
+    rn = tl.arange(0, N)
+    rk = tl.arange(0, K)
+    x = tl.load(x_ptr + rm[:, None] * K + rk[None, :])
+    y = tl.load(y_ptr + rk[:, None] * N + rn[None, :])
+    w = tl.load(w_ptr + rn[:, None] * N + rn[None, :])
+    z = tl.dot(x, y, input_precision=PRECISION)
+    z = tl.dot(z.to(w.dtype), w, input_precision=PRECISION)
+    tl.store(out_ptr + rm[:, None] * N + rn[None, :], z)
+
+
+@aotk.jit
+def two_dots_kernel(x_ptr, y_ptr, w_ptr, out_ptr, N: tl.constexpr):
+    """x @ y + x @ w: two independent dots whose tiles sit at the same shared offsets."""
+    rn = tl.arange(0, N)
+    offs = rn[:, None] * N + rn[None, :]
+    x = tl.load(x_ptr + offs)
+    tl.store(out_ptr + offs, tl.dot(x, tl.load(y_ptr + offs)) + tl.dot(x, tl.load(w_ptr + offs)))
+
+
+def _two_dots_case(n):
+    def make(rng):
+        return {name: (rng.standard_normal(n * n) * 0.3).astype(np.float16)
+                for name in ("x_ptr", "y_ptr", "w_ptr")} | {"out_ptr": np.zeros(n * n, np.float32)}
+
+    def reference(args):
+        x, y, w = (args[name].astype(np.float64).reshape(n, n) for name in ("x_ptr", "y_ptr", "w_ptr"))
+        return {"out_ptr": (x @ y + x @ w).astype(np.float32).ravel()}
+    return Case(f"two-dots-fp16-{n}", two_dots_kernel, make, (1,), {"N": n}, ("out_ptr",),
+                reference, False, 1e-3)
+
+
+def _chain_dot_case(dtype, m, n, k, precision):
+    def make(rng):
+        return {"x_ptr": (rng.standard_normal(m * k) * 0.1).astype(dtype),
+                "y_ptr": (rng.standard_normal(k * n) * 0.1).astype(dtype),
+                "w_ptr": rng.standard_normal(n * n).astype(dtype),
+                "out_ptr": np.zeros(m * n, np.float32)}
+
+    def reference(args):
+        as_input = _tf32 if precision == "tf32" else (lambda v: v)
+        x, y, w = (as_input(args[name]).astype(np.float64) for name in ("x_ptr", "y_ptr", "w_ptr"))
+        z = (x.reshape(m, k) @ y.reshape(k, n)).astype(np.float32).astype(dtype)
+        return {"out_ptr": (as_input(z).astype(np.float64) @ w.reshape(n, n)).astype(np.float32)
+                .ravel()}
+    return Case(f"chain-dot-{np.dtype(dtype).name}-{precision}-{m}x{n}x{k}", chain_dot_kernel,
+                make, (1,), {"M": m, "N": n, "K": k, "PRECISION": precision}, ("out_ptr",),
+                reference, False, 1e-2)
+
+
 def _tf32(x):
     return (x.astype(np.float32).view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
 
@@ -135,6 +190,11 @@ CASES = [
               rtol=2e-2),
     _dot_case("dot-fp16-128x64x128-trans-b-wgmma", np.float16, 128, 64, 128, trans_b=True,
               rtol=1e-3),
+    # Two dots on mma.sync, the first one's accumulator feeding the second's A.
+    _chain_dot_case(np.float16, 32, 32, 32, "ieee"),
+    _chain_dot_case(np.float32, 32, 32, 32, "tf32"),
+    _chain_dot_case(np.float32, 64, 64, 64, "tf32"),
+    _two_dots_case(32),
     # 50 KB of operands: dynamic shared memory past the 48 KB default.
     _dot_case("dot-fp32-128x64x64-over-48KB-shared", np.float32, 128, 64, 64, rtol=1e-4),
     Case("dot-batched-3d", batched_dot_kernel,
