@@ -43,6 +43,14 @@ def test_constexpr_folds_in_python():
     (cases.return_in_loop, {"x_ptr": FP32_PTR, "n": T.int32}, {}, 80, "inside a loop"),
     (cases.branches_disagree, {"x_ptr": FP32_PTR, "n": T.int32}, {}, 86,
      "'value' has type fp32 in the `if` branch but i32"),
+    # Triton's rule and wording for /, // and % between integers of different signedness
+    # (bool counts as unsigned): test_core's test_bin_op matches "Cannot use .* because
+    # they have different signedness".
+    (cases.mixed_signedness_true_division,
+     {"a_ptr": T.PointerType(T.int32), "b_ptr": T.PointerType(T.uint32)}, {"BLOCK": 16}, 98,
+     "Cannot use / with int32 and uint32 because they have different signedness"),
+    (cases.bool_modulo_int, {"a_ptr": T.PointerType(T.int8), "b_ptr": T.PointerType(T.int8)},
+     {"BLOCK": 16}, 106, "Cannot use % with int8 and int1 because they have different signedness"),
 ])
 def test_errors_name_file_line_and_caret(kernel, types, constants, line, fragment):
     with pytest.raises(aotk.CompilationError) as info:

@@ -37,12 +37,13 @@ def _binary_operands(lhs, rhs, allow_float=True, allow_int=True, op_name="op",
         for side in (lhs, rhs):
             if side.dtype.is_ptr():
                 raise TypeError(f"{op_name} is not defined on pointers")
-        if check_signedness and lhs.dtype.kind in ("int", "uint") and \
-                rhs.dtype.kind in ("int", "uint") and lhs.dtype.kind != rhs.dtype.kind:
+        if check_signedness and lhs.dtype.is_int() and rhs.dtype.is_int() and \
+                lhs.dtype.is_int_signed() != rhs.dtype.is_int_signed():
+            # Triton's rule and wording (bool counts as unsigned, as Triton's int1 does).
             raise TypeError(
-                f"cannot use {op_name} with {lhs.dtype} and {rhs.dtype}: they have different "
-                "signedness, which is unlikely to give a useful answer; cast them to the same "
-                "signedness")
+                f"Cannot use {op_name} with {lhs.dtype} and {rhs.dtype} because they have "
+                "different signedness; this is unlikely to give a useful answer: cast them to "
+                "the same signedness")
         dtype = promote_dtypes(lhs.dtype, rhs.dtype)
     if dtype.is_ptr():
         raise TypeError(f"{op_name} is not defined on pointers")
@@ -94,7 +95,7 @@ def mul(lhs, rhs) -> tensor:
 
 def truediv(lhs, rhs) -> tensor:
     """``/``: integers divide as float32 (Triton's rule); floats keep the promoted type."""
-    a, b = _binary_operands(lhs, rhs, op_name="/")
+    a, b = _binary_operands(lhs, rhs, op_name="/", check_signedness=True)
     if not a.dtype.is_floating():
         a, b = cast(a, T.float32), cast(b, T.float32)
     return _binary("fdiv", a, b)

@@ -88,3 +88,19 @@ def branches_disagree(x_ptr, n):
     else:
         value = 2
     tl.store(x_ptr, value)
+
+
+@aotk.jit
+def mixed_signedness_true_division(a_ptr, b_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    a = tl.load(a_ptr + offs)
+    b = tl.load(b_ptr + offs)
+    tl.store(a_ptr + offs, (a / b).to(tl.int32))  # line 98
+
+
+@aotk.jit
+def bool_modulo_int(a_ptr, b_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    a = tl.load(a_ptr + offs)
+    b = tl.load(b_ptr + offs) > 0
+    tl.store(a_ptr + offs, a % b)  # line 106
