@@ -81,3 +81,42 @@ def test_store_rejects_a_load_only_cache_modifier():
         tl.store(x_ptr, 1.0, cache_modifier=".ca")
     with pytest.raises(aotk.CompilationError, match="unknown cache modifier '.ca'"):
         bad.kir({"x_ptr": T.PointerType(T.float32)}, {}, {})
+
+
+@aotk.jit
+def _division_kernel(x_ptr, y_ptr, out_ptr, OP: tl.constexpr, LITERAL: tl.constexpr):
+    x = tl.load(x_ptr + tl.arange(0, 16))
+    y = tl.load(y_ptr + tl.arange(0, 16))
+    if LITERAL:
+        z = x / 3.0 if OP == "/" else x % 3.0
+    else:
+        z = x / y if OP == "/" else x % y
+    tl.static_assert(z.dtype == tl.float32 or x.dtype == tl.float64)
+    tl.store(out_ptr + tl.arange(0, 16), z)
+
+
+@pytest.mark.parametrize("op", ["/", "%"])
+@pytest.mark.parametrize("x, y", [(np.float16, np.float16), (np.float16, np.int32),
+                                  (np.float16, np.float32)])
+@pytest.mark.parametrize("literal", [False, True])
+def test_16_bit_float_division_computes_in_fp32(op, x, y, literal):
+    """Triton's computation type for / and %: fp16 and bf16 operands divide in fp32, and the
+    result is fp32 (the static_assert in the kernel checks the type; the values below
+    check that nothing was rounded to 16 bits)."""
+    rng = np.random.default_rng(3)
+    a = rng.uniform(1, 100, 16).astype(x)
+    b = rng.uniform(1, 7, 16).astype(y) if y != np.int32 else rng.integers(1, 7, 16, dtype=np.int32)
+    out = np.zeros(16, np.float32)
+    _division_kernel[(1,)](a, b, out, OP=op, LITERAL=literal)
+    divisor = np.float32(3.0) if literal else b.astype(np.float32)
+    expected = a.astype(np.float32) / divisor if op == "/" else np.fmod(a.astype(np.float32), divisor)
+    np.testing.assert_allclose(out, expected, rtol=1e-6)
+
+
+def test_bfloat16_division_is_fp32():
+    listing = str(_division_kernel.kir({"x_ptr": T.PointerType(T.bfloat16),
+                                        "y_ptr": T.PointerType(T.bfloat16),
+                                        "out_ptr": T.PointerType(T.float32)}, {},
+                                       {"OP": "/", "LITERAL": False}))
+    (division,) = [line for line in listing.splitlines() if "= fdiv" in line]
+    assert division.split("//")[0].rstrip().endswith(": fp32[16]")

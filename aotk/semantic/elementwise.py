@@ -93,12 +93,21 @@ def mul(lhs, rhs) -> tensor:
     return _binary("mul", *_binary_operands(lhs, rhs, op_name="*"))
 
 
+def _in_fp32_if_16_bit(a: tensor, b: tensor) -> tuple:
+    """Triton's computation type of ``/`` and ``%``: 16-bit floats (which PTX cannot divide)
+    are computed in fp32, and the result stays fp32."""
+    if a.dtype.is_fp16() or a.dtype.is_bf16():
+        return cast(a, T.float32), cast(b, T.float32)
+    return a, b
+
+
 def truediv(lhs, rhs) -> tensor:
-    """``/``: integers divide as float32 (Triton's rule); floats keep the promoted type."""
+    """``/``: integers divide as fp32, 16-bit floats too (Triton's rules); other floats keep
+    the promoted type."""
     a, b = _binary_operands(lhs, rhs, op_name="/", check_signedness=True)
     if not a.dtype.is_floating():
         a, b = cast(a, T.float32), cast(b, T.float32)
-    return _binary("fdiv", a, b)
+    return _binary("fdiv", *_in_fp32_if_16_bit(a, b))
 
 
 def floordiv(lhs, rhs) -> tensor:
@@ -108,9 +117,12 @@ def floordiv(lhs, rhs) -> tensor:
 
 
 def mod(lhs, rhs) -> tensor:
-    """``%`` on tensors: C remainder (sign of the dividend); fmod for floats."""
+    """``%`` on tensors: C remainder (sign of the dividend); fmod for floats (16-bit ones in
+    fp32, as ``/``)."""
     a, b = _binary_operands(lhs, rhs, op_name="%", check_signedness=True)
-    return _binary("frem" if a.dtype.is_floating() else "irem", a, b)
+    if a.dtype.is_floating():
+        return _binary("frem", *_in_fp32_if_16_bit(a, b))
+    return _binary("irem", a, b)
 
 
 def bitwise(opcode, lhs, rhs) -> tensor:
