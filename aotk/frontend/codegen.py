@@ -129,7 +129,7 @@ class CodeGenerator(ast.NodeVisitor):
             self._assign(target, value, node)
 
     def visit_AnnAssign(self, node):
-        annotation = self._static_eval(node.annotation)
+        annotation = _unwrap(self.visit(node.annotation))
         value = self.visit(node.value)
         if annotation is constexpr and not isinstance(value, constexpr):
             raise self.error(node.value, "a tl.constexpr local needs a compile-time value")

@@ -48,7 +48,10 @@ def _binary_operands(lhs, rhs, allow_float=True, allow_int=True, op_name="op",
     if dtype.is_ptr():
         raise TypeError(f"{op_name} is not defined on pointers")
     if dtype.is_floating() and not allow_float:
-        raise TypeError(f"{op_name} needs integer operands, got {dtype}")
+        # Triton's wording first ("invalid operands of type ..."), then what to do.
+        raise TypeError(f"invalid operands of type {lhs.dtype} and {rhs.dtype}: {op_name} "
+                        "needs integer operands; cast them with .to(tl.int32) or another "
+                        "integer type")
     if dtype.is_int() and not allow_int:
         raise TypeError(f"{op_name} needs floating-point operands, got {dtype}")
     lhs, rhs = cast(lhs, dtype), cast(rhs, dtype)

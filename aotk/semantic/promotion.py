@@ -82,7 +82,7 @@ def check_literal_fits(value, dtype: DType):
     if dtype.is_floating() or isinstance(value, float) or dtype.is_bool():
         return
     if not (-(2 ** (dtype.bits - 1)) <= int(value) < 2 ** dtype.bits):
-        raise TypeError(f"literal {value} does not fit in {dtype.name}; "
+        raise TypeError(f"literal {value} is out of range for type {dtype.name}; "
                         f"cast the tensor to a wider type first")
 
 

@@ -67,8 +67,8 @@ def subscript(x: tensor, index) -> tensor:
         elif isinstance(item, slice) and item == slice(None, None, None):
             dim += 1
         else:
-            raise TypeError(f"unsupported index {item!r}: blocks take only ':' and None, "
-                            "e.g. x[:, None]")
+            raise TypeError(f"unsupported tensor index: {item!r}; blocks take only ':' and "
+                            "None, e.g. x[:, None]")
     return x
 
 
