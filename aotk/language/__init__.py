@@ -5,7 +5,7 @@ from .core import constexpr, tensor, tensor_descriptor
 from .functions import (abs, arange, argmax, argmin, max, min, sum, xor_sum, broadcast, broadcast_to, cast, cdiv, ceil, clamp, cos, exp,
                         exp2, expand_dims, floor, fma, full, load, log, log2, max_constancy,
                         max_contiguous, maximum, minimum, multiple_of, num_programs, program_id,
-                        cumprod, cumsum, dot, permute, range, ravel, reshape, rsqrt, join, split, trans, view,
+                        cumprod, cumsum, dot, item, permute, range, ravel, reshape, rsqrt, join, split, trans, view,
                          sigmoid, sin, sqrt, static_assert, static_print, static_range,
                         store, where, zeros, zeros_like)
 from .functions import associative_scan, reduce
@@ -21,7 +21,7 @@ __all__ = [
     "abs", "arange", "broadcast", "broadcast_to", "cast", "cdiv", "ceil", "clamp", "cos", "exp",
     "exp2", "expand_dims", "floor", "fma", "full", "load", "log", "log2", "max_constancy",
     "max_contiguous", "maximum", "minimum", "multiple_of", "num_programs", "program_id", "range", "rsqrt",
-    "cumprod", "cumsum", "dot", "permute", "ravel", "reshape", "join", "split", "trans", "view",
+    "cumprod", "cumsum", "dot", "item", "permute", "ravel", "reshape", "join", "split", "trans", "view",
     "sigmoid", "sin", "sqrt", "static_assert", "static_print", "static_range", "store", "where",
     "zeros", "zeros_like", "sum", "max", "min", "argmax", "argmin", "xor_sum",
 ]

@@ -131,19 +131,16 @@ class tensor:
         raise TypeError("a tensor has no Python truth value at compile time; "
                         "use a constexpr for static conditions or tl.where for data")
 
-    def to(self, dtype, bitcast=False, fp_downcast_rounding=None):
+    def to(self, dtype, fp_downcast_rounding=None, bitcast=False):
+        """``tl.cast(self, dtype, ...)``, Triton's parameter order."""
         return _semantic().cast(self, unwrap(dtype), bitcast=bool(unwrap(bitcast)))
 
-    # Tensor methods that Triton also offers (x.T, x.reshape(...), ...).
     @property
     def T(self):
         return _semantic().trans(self)
 
-    def trans(self, *dims): return _semantic().trans(self, *dims)
-    def permute(self, *dims): return _semantic().permute(self, *dims)
-    def reshape(self, *shape, can_reorder=False): return _semantic().reshape(self, *shape)
-    def ravel(self, can_reorder=False): return _semantic().ravel(self)
-    def split(self): return _semantic().split(self)
+    # The other methods (x.sum(1), x.reshape(...), ptr.atomic_add(v), ...) are the tl
+    # builtins that ``tensor_member`` attaches, as Triton's @_tensor_member_fn does.
 
     def __getitem__(self, index):
         return _semantic().subscript(self, index)
@@ -224,6 +221,13 @@ class tensor_descriptor:
         _semantic().descriptor_store(self, offsets, value)
 
 
+def tensor_member(fn):
+    """Makes the tl builtin ``fn`` also a method of ``tensor``: ``x.fn(...)`` is
+    ``fn(x, ...)`` (Triton's @_tensor_member_fn)."""
+    setattr(tensor, fn.__name__, fn)
+    return fn
+
+
 def builtin(fn):
     """Marks a ``tl`` function: callable only while a kernel is being compiled."""
     fn.__aotk_builtin__ = True
@@ -234,5 +238,5 @@ def is_builtin(fn) -> bool:
     return getattr(fn, "__aotk_builtin__", False)
 
 
-__all__ = ["constexpr", "tensor", "tensor_descriptor", "builtin", "is_builtin", "unwrap",
-           "install_semantic", "DType", "PointerType", "BlockType"]
+__all__ = ["constexpr", "tensor", "tensor_descriptor", "builtin", "is_builtin", "tensor_member",
+           "unwrap", "install_semantic", "DType", "PointerType", "BlockType"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import builtins
 
 from .. import semantic
-from .core import builtin, constexpr, tensor
+from .core import builtin, constexpr, tensor, tensor_member
 
 
 def _value(x):
@@ -308,6 +308,12 @@ def split(a):
 
 
 @builtin
+def item(input):
+    """The one element of a one-element block, as a scalar."""
+    return semantic.item(input)
+
+
+@builtin
 def dot(input, other, acc=None, input_precision=None, allow_tf32=None,
         max_num_imprecise_acc=None, out_dtype=None):
     from ..ir.types import float32
@@ -376,3 +382,12 @@ def associative_scan(input, axis, combine_fn, reverse=False):
     """Inclusive scan of ``input`` (a block or a tuple of blocks) along ``axis`` with the
     @aotk.jit function ``combine_fn``."""
     return semantic.associative_scan(input, axis, combine_fn, reverse)
+
+
+# Triton's tensor methods: x.sum(1), x.cast(tl.int32), x.broadcast_to(...), ptr.store(v), ...
+for _member in (abs, argmax, argmin, associative_scan, atomic_add, atomic_and, atomic_cas,
+                atomic_max, atomic_min, atomic_or, atomic_xchg, atomic_xor, broadcast_to, cast,
+                cdiv, ceil, cos, cumprod, cumsum, exp, exp2, expand_dims, floor, item, log, log2,
+                max, min, permute, ravel, reduce, reshape, rsqrt, sigmoid, sin, split, sqrt,
+                store, sum, trans, view, xor_sum, *MATH_BUILTINS.values()):
+    tensor_member(_member)

@@ -123,6 +123,16 @@ def reshape(x, *shape, can_reorder=False) -> tensor:
     return emit("reshape", [x], x.type.with_shape(shape))
 
 
+def item(x) -> tensor:
+    """``x.item()``: the one element of a one-element block, as a 0-d value."""
+    x = to_tensor(x)
+    if x.type.numel != 1:
+        raise ValueError(f"item() needs a block of one element, got shape {list(x.type.shape)}")
+    if not x.type.shape:
+        return x
+    return emit("reshape", [x], x.type.with_shape(()))
+
+
 def ravel(x, can_reorder=False) -> tensor:
     x = to_tensor(x)
     return reshape(x, (x.type.numel,))

@@ -83,7 +83,18 @@ def _join_split_reference(args):
     return {"out_ptr": np.concatenate([interleaved, pairs[:, 0] - pairs[:, 1], flags])}
 
 
+@aotk.jit
+def item_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    """Each program's element as a scalar (x.item()), doubled and stored by one thread."""
+    one = tl.load(x_ptr + tl.program_id(0) + tl.arange(0, 1))
+    tl.store(out_ptr + tl.program_id(0), one.item() * 2 + tl.sum(tl.zeros([BLOCK], tl.int32)))
+
+
 CASES = [
+    Case("item-of-one-element-blocks", item_kernel,
+         lambda rng: {"x_ptr": rng.integers(-100, 100, 8).astype(np.int32),
+                      "out_ptr": np.zeros(8, np.int32)},
+         (8,), {"BLOCK": 128}, ("out_ptr",), lambda args: {"out_ptr": args["x_ptr"] * 2}),
     _c("trans-2d-masked", transpose_kernel,
        lambda rng: {"x_ptr": rng.standard_normal(45 * 27).astype(np.float32),
                     "out_ptr": np.zeros(45 * 27, np.float32), "M": 45, "N": 27},
