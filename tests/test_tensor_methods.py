@@ -53,3 +53,17 @@ def test_item_of_a_one_element_block():
     out = np.zeros(1, np.float32)
     _item_kernel[(1,)](np.array([21.0], np.float32), out)
     assert out[0] == 42.0
+
+
+@aotk.jit
+def _shape_kernel(out_ptr):
+    a = tl.full([128], 2, tl.int8)
+    tl.static_assert(a.shape == [128])            # a tuple, as Triton's: equal to a list literal
+    tl.static_assert(tl.full((), 1, tl.int8).shape == [])
+    tl.store(out_ptr + tl.arange(0, 128), a)
+
+
+def test_shape_is_a_tuple_of_constexprs_equal_to_list_literals():
+    out = np.zeros(128, np.int8)
+    _shape_kernel[(1,)](out)
+    assert (out == 2).all()

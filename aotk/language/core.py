@@ -118,7 +118,7 @@ class tensor:
 
     @property
     def shape(self):
-        return [constexpr(s) for s in self.type.shape]
+        return tuple(constexpr(s) for s in self.type.shape)
 
     @property
     def numel(self):
@@ -202,7 +202,7 @@ class tensor_descriptor:
 
     @property
     def block_shape(self):
-        return [constexpr(s) for s in self._block_shape]
+        return tuple(constexpr(s) for s in self._block_shape)
 
     @property
     def block_type(self) -> BlockType:
