@@ -49,6 +49,8 @@ def lower_splat(ctx, op, layout):
 
 @value_lowering("expand_dims")
 def lower_expand_dims(ctx, op, layout):
+    if not op.operands[0].type.shape:   # a 0-d value: every register is the scalar's
+        return lower_splat(ctx, op, layout)
     sliced = layout.sliced + (layout.parent_axis(op.attrs["axis"]),)
     return ctx.regs(op.operands[0], Layout(layout.blocked, tuple(sorted(sliced))))
 

@@ -296,7 +296,8 @@ def _splat(demands, op, wanted):
 @_value_op
 def _expand_dims(demands, op, wanted):
     for layout in wanted:
-        if layout is SCALAR:
+        if layout is SCALAR or not op.operands[0].type.shape:
+            # A 0-d operand lives in every thread (SCALAR): the result is its splat.
             demands.want(op.operands[0], SCALAR)
             continue
         axis = layout.parent_axis(op.attrs["axis"])

@@ -78,6 +78,16 @@ def reduce_3d_kernel(x_ptr, out_ptr, A: tl.constexpr, B: tl.constexpr, C: tl.con
     tl.store(out_ptr + ar * C + cr, r)
 
 
+@aotk.jit
+def total_keep_dims_kernel(x_ptr, out_ptr, M: tl.constexpr, N: tl.constexpr):
+    """A reduction over every axis with keep_dims: [1, 1], from a 0-d total (Triton's
+    test_reduce with axis=None and keep_dims=True)."""
+    x = tl.load(x_ptr + tl.arange(0, M)[:, None] * N + tl.arange(0, N)[None, :])
+    total = tl.sum(x, axis=None, keep_dims=True)
+    tl.static_assert(total.shape == [1, 1])
+    tl.store(out_ptr + tl.zeros([1, 1], tl.int32), total)
+
+
 def _c(name, kernel, make, grid, constants, reference, exact=True, rtol=1e-5):
     return Case(name, kernel, make, grid, constants, ("out_ptr",), reference, exact, rtol)
 
@@ -132,6 +142,11 @@ def _softmax_reference(args):
 
 
 CASES = [
+    _c("sum-all-axes-keep-dims", total_keep_dims_kernel,
+       lambda rng: {"x_ptr": rng.integers(-50, 50, 8 * 64).astype(np.float32),
+                    "out_ptr": np.zeros(1, np.float32)},
+       (1,), {"M": 8, "N": 64}, lambda args: {"out_ptr": np.array([args["x_ptr"].sum()],
+                                                                  np.float32)}),
     _c("softmax-rows", softmax_kernel,
        lambda rng: {"in_ptr": rng.standard_normal((6, 1000)).astype(np.float32),
                     "out_ptr": np.zeros((6, 1000), np.float32), "in_stride": 1000,
