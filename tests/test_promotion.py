@@ -120,3 +120,46 @@ def test_bfloat16_division_is_fp32():
                                        {"OP": "/", "LITERAL": False}))
     (division,) = [line for line in listing.splitlines() if "= fdiv" in line]
     assert division.split("//")[0].rstrip().endswith(": fp32[16]")
+
+
+@aotk.jit
+def _assigned_numbers_kernel(x16_ptr, x8_ptr, out32_ptr, out8_ptr):
+    offs = tl.arange(0, 4)
+    acc = 0.0                                # an fp32 value, as in Triton
+    acc = acc + tl.load(x16_ptr + offs)      # fp32 + fp16 -> fp32
+    tl.static_assert(acc.dtype == tl.float32)
+    one = 1                                  # an int32 value: it takes part in promotion
+    wide = tl.load(x8_ptr + offs) + one
+    tl.static_assert(wide.dtype == tl.int32)
+    ONE: tl.constexpr = 1                    # a compile-time value: it does not
+    narrow = tl.load(x8_ptr + offs) + ONE
+    tl.static_assert(narrow.dtype == tl.int8)
+    total = 0
+    total = total.to(tl.int64)               # numbers bound to names have tensor methods
+    filled = tl.full([4], one, one.dtype)
+    tl.store(out32_ptr + offs, acc.to(tl.int32) + wide + filled + total.to(tl.int32))
+    tl.store(out8_ptr + offs, narrow)
+
+
+def test_a_number_assigned_to_a_name_is_a_tensor_of_its_literal_type():
+    """Triton's assignment rule: plain names bind numbers as 0-d tensors (int32, fp32...),
+    which promote like tensors; only NAME: tl.constexpr = ... stays compile-time."""
+    x16 = np.array([0.5, 1.25, -2.0, 3.0], np.float16)
+    x8 = np.array([127, -128, 5, 0], np.int8)
+    out32, out8 = np.zeros(4, np.int32), np.zeros(4, np.int8)
+    _assigned_numbers_kernel[(1,)](x16, x8, out32, out8)
+    expected = np.trunc(x16.astype(np.float32)).astype(np.int32) + (x8.astype(np.int32) + 1) + 1
+    assert out32.tolist() == expected.tolist()
+    assert out8.tolist() == (x8 + np.int8(1)).tolist()    # wraps at 127: int8 arithmetic
+
+
+@aotk.jit
+def _assigned_block_size(x_ptr):
+    N = 8
+    tl.store(x_ptr + tl.arange(0, N), 1)
+
+
+def test_a_block_size_bound_by_plain_assignment_says_how_to_keep_it_compile_time():
+    with pytest.raises(aotk.CompilationError, match=r"keep it compile-time with `NAME: "
+                                                    r"tl.constexpr = \.\.\.`"):
+        _assigned_block_size[(1,)](np.zeros(8, np.int32))

@@ -133,7 +133,7 @@ class CodeGenerator(ast.NodeVisitor):
         value = self.visit(node.value)
         if annotation is constexpr and not isinstance(value, constexpr):
             raise self.error(node.value, "a tl.constexpr local needs a compile-time value")
-        self._assign(node.target, value, node)
+        self._assign(node.target, value, node, keep_constexpr=annotation is constexpr)
 
     def visit_AugAssign(self, node):
         if not isinstance(node.target, ast.Name):
@@ -142,8 +142,14 @@ class CodeGenerator(ast.NodeVisitor):
         value = self._apply_binary(node.op, current, self.visit(node.value), node)
         self._assign(node.target, value, node)
 
-    def _assign(self, target, value, node):
+    def _assign(self, target, value, node, keep_constexpr=False):
+        """Binds names. As in Triton, a number assigned to a name becomes a 0-d tensor of its
+        literal type (``acc = 0.0`` is an fp32 value, ``v = 1`` an int32 one, and they take
+        part in promotion as such); only ``NAME: tl.constexpr = ...`` keeps it a
+        compile-time value (``keep_constexpr``)."""
         if isinstance(target, ast.Name):
+            if not keep_constexpr:
+                value = _numbers_as_tensors(value)
             if isinstance(value, tensor) and value.handle.hint_name is None:
                 value.handle.hint_name = target.id
             if not isinstance(value, (tensor, tensor_descriptor, constexpr, tuple)) \
@@ -155,7 +161,7 @@ class CodeGenerator(ast.NodeVisitor):
             if not isinstance(values, (tuple, list)) or len(values) != len(target.elts):
                 raise self.error(node, f"cannot unpack into {len(target.elts)} names")
             for t, v in zip(target.elts, values):
-                self._assign(t, v, node)
+                self._assign(t, v, node, keep_constexpr)
         else:
             raise self.error(target, "only names and tuples of names can be assigned")
 
@@ -510,6 +516,16 @@ class CodeGenerator(ast.NodeVisitor):
         generator.builder.loc = None
         generator.visit(tree.body[0])
         return generator.return_value
+
+
+def _numbers_as_tensors(value):
+    """Python numbers (bare or constexpr), also inside tuples, as 0-d tensors."""
+    if isinstance(value, tuple):
+        return tuple(_numbers_as_tensors(v) for v in value)
+    raw = _unwrap(value)
+    if isinstance(raw, (bool, int, float)):
+        return semantic.to_tensor(raw)
+    return value
 
 
 def _contains_return(node) -> bool:

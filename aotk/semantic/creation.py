@@ -13,7 +13,7 @@ from ..ir.types import BlockType
 from ..language.core import tensor, unwrap
 from .building import emit
 from .elementwise import cast
-from .promotion import constant, validate_block_shape
+from .promotion import COMPILE_TIME_HINT, constant, validate_block_shape
 from .views import broadcast_to_shape
 
 
@@ -34,7 +34,7 @@ def num_programs(axis) -> tensor:
 def arange(start, end) -> tensor:
     start, end = unwrap(start), unwrap(end)
     if not isinstance(start, int) or not isinstance(end, int):
-        raise TypeError("tl.arange bounds must be constexpr integers")
+        raise TypeError(f"tl.arange bounds must be constexpr integers; {COMPILE_TIME_HINT}")
     if end <= start:
         raise ValueError(f"tl.arange({start}, {end}) is empty")
     (length,) = validate_block_shape([end - start])

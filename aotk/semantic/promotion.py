@@ -111,7 +111,15 @@ def to_tensor(x) -> tensor:
 # Shapes
 # ---------------------------------------------------------------------------------------
 
+# A runtime value where a compile-time one is needed: usually a name bound by a plain
+# assignment, which makes a tensor of a number, as in Triton.
+COMPILE_TIME_HINT = ("a number assigned to a name is a runtime value, as in Triton; keep it "
+                     "compile-time with `NAME: tl.constexpr = ...`")
+
+
 def validate_block_shape(shape) -> tuple:
+    if any(isinstance(s, tensor) for s in shape):
+        raise TypeError(f"block shapes must be compile-time integers; {COMPILE_TIME_HINT}")
     shape = tuple(int(unwrap(s)) for s in shape)
     numel = 1
     for dim in shape:
