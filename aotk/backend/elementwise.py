@@ -38,8 +38,9 @@ def _is_16bit_float(element) -> bool:
     return element.is_floating() and element.bits == 16
 
 
-def _float_call(ctx, op, args):
-    """Math on floats through libdevice or an intrinsic, widening 16-bit floats to fp32."""
+def _float_call(ctx, op, args, intrinsic=None):
+    """Math on floats through libdevice or an intrinsic (``intrinsic``, else the opcode's),
+    widening 16-bit floats to fp32."""
     b = ctx.builder
     element = op.result.element
     native = llvm_type(element)
@@ -48,7 +49,7 @@ def _float_call(ctx, op, args):
     if op.opcode in _FLOAT_MATH:
         name = _FLOAT_MATH[op.opcode][1 if element.is_fp64() else 0]
     else:
-        name = f"{_INTRINSIC_MATH[op.opcode]}.{compute.intrinsic_name}"
+        name = f"{intrinsic or _INTRINSIC_MATH[op.opcode]}.{compute.intrinsic_name}"
     fn = declare_function(ctx.module, name, compute, [compute] * len(widened))
     result = b.call(fn, widened)
     return b.fptrunc(result, native) if compute is not native else result
@@ -85,9 +86,13 @@ def _int_binary(name_signed, name_unsigned=None):
 
 
 def _min_max(ctx, op, args):
+    """Floats: minnum / maxnum (the non-NaN operand), or minimum / maximum (NaN wins)
+    with ``propagate_nan``."""
     b = ctx.builder
     element = op.result.element
     if element.is_floating():
+        if op.attrs.get("propagate_nan"):
+            return _float_call(ctx, op, args, f"llvm.{'minimum' if op.opcode == 'min' else 'maximum'}")
         return _float_call(ctx, op, args)
     x, y = args
     less = (b.icmp_signed if element.is_int_signed() else b.icmp_unsigned)("<", x, y)

@@ -37,7 +37,7 @@ _UNARY_OPERATORS = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: 
 # Python builtins a kernel may call on compile-time values.
 _STATIC_BUILTINS = {builtins.min, builtins.max, builtins.abs, builtins.int, builtins.float,
                     builtins.bool, builtins.len, builtins.isinstance, builtins.range,
-                    builtins.print, builtins.tuple, builtins.list}
+                    builtins.print, builtins.tuple, builtins.list, builtins.getattr}
 
 
 def _unwrap(x):

@@ -51,6 +51,15 @@ def _shift(ctx, op, a, b):
     return np.where(too_far, 0, np.right_shift(a, clamped))
 
 
+def _min_max(ctx, op, a, b):
+    """Floats: the non-NaN operand where one is NaN (fmin / fmax), or NaN with
+    ``propagate_nan`` (minimum / maximum, which propagate it)."""
+    propagate = not op.result.element.is_floating() or op.attrs.get("propagate_nan")
+    if op.opcode == "min":
+        return np.minimum(a, b) if propagate else np.fmin(a, b)
+    return np.maximum(a, b) if propagate else np.fmax(a, b)
+
+
 def _compare(ctx, op, a, b):
     return {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
             "gt": np.greater, "ge": np.greater_equal}[op.attrs["predicate"]](a, b)
@@ -115,8 +124,7 @@ register_op_rules({
     "or": lambda ctx, op, a, b: a | b,
     "xor": lambda ctx, op, a, b: a ^ b,
     "shl": _shift, "shr": _shift,
-    "min": lambda ctx, op, a, b: np.fmin(a, b) if op.result.element.is_floating() else np.minimum(a, b),
-    "max": lambda ctx, op, a, b: np.fmax(a, b) if op.result.element.is_floating() else np.maximum(a, b),
+    "min": _min_max, "max": _min_max,
     "cmp": _compare,
     "neg": lambda ctx, op, x: np.negative(x) if not x.dtype == np.bool_ else x,
     "not": lambda ctx, op, x: np.invert(x),

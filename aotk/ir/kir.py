@@ -18,7 +18,8 @@ The op set, with operands and attributes:
   <binary>                    (a, b)  same shape and element type     -> same type
       add sub mul fdiv idiv irem frem and or xor shl shr min max
       idiv/irem round toward zero (C); shr is arithmetic for signed, logical for unsigned;
-      frem is C fmod; min/max on floats return the non-NaN operand if one is NaN
+      frem is C fmod; min/max on floats return the non-NaN operand if one is NaN, or NaN
+      with the attribute propagate_nan
   cmp                         (a, b)                  predicate       -> int1 of same shape
       predicate in eq ne lt le gt ge; signedness from the operand type
   addptr                      (ptr, offset)  offset is an integer     -> ptr; moves by offset elements

@@ -8,6 +8,7 @@ themselves here (``install_semantic``).
 """
 from __future__ import annotations
 
+import enum
 import operator
 
 from ..ir.types import BlockType, DType, PointerType
@@ -221,6 +222,13 @@ class tensor_descriptor:
         _semantic().descriptor_store(self, offsets, value)
 
 
+class PropagateNan(enum.Enum):
+    """``tl.minimum`` / ``maximum`` / ``clamp``'s ``propagate_nan``: NONE (the default)
+    returns the other operand where one is NaN, ALL returns NaN (Triton's values)."""
+    NONE = 0x0000
+    ALL = 0xFFFF
+
+
 def tensor_member(fn):
     """Makes the tl builtin ``fn`` also a method of ``tensor``: ``x.fn(...)`` is
     ``fn(x, ...)`` (Triton's @_tensor_member_fn)."""
@@ -239,4 +247,5 @@ def is_builtin(fn) -> bool:
 
 
 __all__ = ["constexpr", "tensor", "tensor_descriptor", "builtin", "is_builtin", "tensor_member",
+           "PropagateNan",
            "unwrap", "install_semantic", "DType", "PointerType", "BlockType"]

@@ -114,17 +114,17 @@ def cdiv(x, div):
 
 @builtin
 def minimum(x, y, propagate_nan=None):
-    return semantic.minimum(x, y)
+    return semantic.minimum(x, y, propagate_nan)
 
 
 @builtin
 def maximum(x, y, propagate_nan=None):
-    return semantic.maximum(x, y)
+    return semantic.maximum(x, y, propagate_nan)
 
 
 @builtin
 def clamp(x, min, max, propagate_nan=None):
-    return semantic.clamp(x, min, max)
+    return semantic.clamp(x, min, max, propagate_nan)
 
 
 def _math(opcode):

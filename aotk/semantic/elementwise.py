@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..ir import types as T
 from ..ir.types import BlockType, DType, PointerType
-from ..language.core import constexpr, tensor
+from ..language.core import PropagateNan, constexpr, tensor, unwrap
 from .building import emit
 from .promotion import (broadcast_shapes, check_literal_fits, constant, is_literal, is_pointer,
                         literal_type, promote_dtypes, promote_with_literal, to_tensor)
@@ -59,8 +59,8 @@ def _binary_operands(lhs, rhs, allow_float=True, allow_int=True, op_name="op",
     return broadcast_to_shape(lhs, shape), broadcast_to_shape(rhs, shape)
 
 
-def _binary(opcode, a: tensor, b: tensor) -> tensor:
-    return emit(opcode, [a, b], a.type)
+def _binary(opcode, a: tensor, b: tensor, **attrs) -> tensor:
+    return emit(opcode, [a, b], a.type, **attrs)
 
 
 def _pointer_offset(ptr: tensor, offset, negate=False) -> tensor:
@@ -161,12 +161,28 @@ def compare(predicate, lhs, rhs) -> tensor:
     return emit("cmp", [a, b], BlockType(T.int1, a.type.shape), predicate=predicate)
 
 
+def _propagates_nan(propagate_nan) -> bool:
+    """Whether ``propagate_nan`` (None, or a tl.PropagateNan) asks for NaN results."""
+    mode = unwrap(propagate_nan)
+    if mode is None or mode is PropagateNan.NONE:
+        return False
+    if mode is PropagateNan.ALL:
+        return True
+    raise TypeError(f"propagate_nan must be tl.PropagateNan.NONE or ALL, got {mode!r}")
+
+
 def minimum(x, y, propagate_nan=None) -> tensor:
-    return _binary("min", *_binary_operands(x, y, op_name="minimum"))
+    a, b = _binary_operands(x, y, op_name="minimum")
+    if _propagates_nan(propagate_nan) and a.dtype.is_floating():
+        return _binary("min", a, b, propagate_nan=True)
+    return _binary("min", a, b)
 
 
 def maximum(x, y, propagate_nan=None) -> tensor:
-    return _binary("max", *_binary_operands(x, y, op_name="maximum"))
+    a, b = _binary_operands(x, y, op_name="maximum")
+    if _propagates_nan(propagate_nan) and a.dtype.is_floating():
+        return _binary("max", a, b, propagate_nan=True)
+    return _binary("max", a, b)
 
 
 # ---------------------------------------------------------------------------------------
@@ -271,7 +287,7 @@ def sigmoid(x) -> tensor:
 
 
 def clamp(x, lo, hi, propagate_nan=None) -> tensor:
-    return minimum(maximum(x, lo), hi)
+    return minimum(maximum(x, lo, propagate_nan), hi, propagate_nan)
 
 
 # ---------------------------------------------------------------------------------------

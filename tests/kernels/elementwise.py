@@ -178,6 +178,42 @@ def _shift_right_case(x_dtype, y_dtype):
 
 
 @aotk.jit
+def nan_min_max_kernel(a_ptr, b_ptr, out_ptr, FUNC: tl.constexpr, PROPAGATE: tl.constexpr,
+                       BLOCK: tl.constexpr):
+    """tl.minimum / maximum / clamp with propagate_nan (Triton's test_propagate_nan)."""
+    offs = tl.arange(0, BLOCK)
+    a, b = tl.load(a_ptr + offs), tl.load(b_ptr + offs)
+    mode = getattr(tl.PropagateNan, PROPAGATE)
+    if FUNC == "clamp":
+        r = tl.clamp(a, -tl.abs(b), tl.abs(b), propagate_nan=mode)
+    else:
+        r = getattr(tl, FUNC)(a, b, propagate_nan=mode)
+    tl.store(out_ptr + offs, r)
+
+
+def _nan_min_max_case(func, propagate, dtype):
+    def make(rng):
+        a, b = (rng.standard_normal(64).astype(dtype) for _ in range(2))
+        a[::3] = np.nan
+        b[1::4] = np.nan
+        return {"a_ptr": a, "b_ptr": b, "out_ptr": np.zeros(64, dtype)}
+
+    def reference(args):
+        a, b = args["a_ptr"], args["b_ptr"]
+        if func == "clamp":
+            low, high = -np.abs(b), np.abs(b)
+            r = np.minimum(np.maximum(a, low), high) if propagate == "ALL" else \
+                np.fmin(np.fmax(a, low), high)
+        else:
+            numpy_name = {"minimum": ("fmin", "minimum"), "maximum": ("fmax", "maximum")}[func]
+            r = getattr(np, numpy_name[propagate == "ALL"])(a, b)
+        return {"out_ptr": r.astype(dtype)}
+    return Case(f"{func}-propagate-nan-{propagate.lower()}-{np.dtype(dtype).name}",
+                nan_min_max_kernel, make, (1,),
+                {"FUNC": func, "PROPAGATE": propagate, "BLOCK": 64}, ("out_ptr",), reference)
+
+
+@aotk.jit
 def outer_kernel(x_ptr, y_ptr, out_ptr, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
     x = tl.load(x_ptr + offs)
@@ -292,6 +328,8 @@ CASES = [
     _binary_case("shl", np.int32, -2**20, 2**20, _wrap(lambda a, b: a << b), b_range=(0, 31)),
     _binary_case("shr", np.int32, -2**30, 2**30, lambda a, b: a >> b, b_range=(0, 31)),
     _binary_case("shr", np.uint32, 0, 2**32, lambda a, b: a >> b, b_range=(0, 31)),
+    *[_nan_min_max_case(func, propagate, dtype) for func in ("minimum", "maximum", "clamp")
+      for propagate in ("NONE", "ALL") for dtype in (np.float32, np.float16)],
     _shift_right_case(np.int8, np.uint8),
     _shift_right_case(np.int8, np.uint32),
     _shift_right_case(np.int32, np.uint32),
