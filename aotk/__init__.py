@@ -1,8 +1,10 @@
 """aotk: ahead-of-time GPU kernels from a Triton-style Python block language."""
 from . import language
 from .errors import AotkError, CompilationError
+from .helpers import cdiv, next_power_of_2
 from .ir.signature import Signature, SignatureError
 from .jit import JITFunction, jit
+from .language.core import constexpr_function
 from .options import CompileOptions
 from .version import __version__
 
@@ -32,4 +34,5 @@ def load(path):
 
 
 __all__ = ["jit", "build", "load", "JITFunction", "compile", "CompileOptions", "Signature",
-           "SignatureError", "language", "CompilationError", "AotkError", "__version__"]
+           "SignatureError", "language", "CompilationError", "AotkError", "__version__", "cdiv",
+           "next_power_of_2", "constexpr_function"]

@@ -19,8 +19,45 @@ def _erf_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
 
 def test_every_math_function_has_a_builtin_and_a_rule_in_each_layer():
     assert set(semantic.MATH_FUNCTIONS) == set(MATH) == set(LIBDEVICE)
-    for name in semantic.MATH_FUNCTIONS:
-        assert getattr(tl, name).__name__ == name and name in tl.__all__
+    for name, row in semantic.MATH_FUNCTIONS.items():
+        assert set(LIBDEVICE[name]) == set(row.operands), name
+        module = tl.math if name == "umulhi" else tl.extra.libdevice
+        assert getattr(module, name).__name__ == name and name in module.__all__
+
+
+def test_triton_module_paths():
+    assert tl.extra.cuda.libdevice.tanh is tl.extra.libdevice.tanh
+    assert {"erf", "fdiv", "div_rn", "sqrt_rn", "umulhi", "fma", "exp"} <= set(tl.math.__all__)
+    assert tl.standard._log2(64) == 6 and tl.standard._is_power_of_two(48) == False   # noqa: E712
+    for name in ("erf", "div_rn", "sqrt_rn", "umulhi", "fdiv", "add", "TRITON_MAX_TENSOR_NUMEL"):
+        assert name in tl.__all__
+
+
+@aotk.jit
+def _uses_missing_name(x_ptr):
+    tl.store(x_ptr, tl.extra.libdevice.j0(tl.load(x_ptr)))
+
+
+def test_a_triton_name_aotk_lacks_is_one_clear_error():
+    with pytest.raises(aotk.CompilationError, match="tl.extra.libdevice.j0 is not provided by "
+                                                    "aotk yet"):
+        _uses_missing_name[(1,)](np.zeros(1, np.float32))
+    with pytest.raises(AttributeError, match="module 'tl' has no attribute 'no_such_name'"):
+        tl.no_such_name   # noqa: B018
+
+
+@aotk.jit
+def _compile_time_helpers(x_ptr, N: tl.constexpr):
+    BLOCK: tl.constexpr = aotk.next_power_of_2(N)
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, offs + aotk.cdiv(N, 4), mask=offs < N)
+
+
+def test_cdiv_and_next_power_of_2_run_at_compile_time_in_kernels():
+    x = np.zeros(6, np.int32)
+    _compile_time_helpers[(1,)](x, N=6)
+    assert x.tolist() == [2, 3, 4, 5, 6, 7]
+    assert aotk.cdiv(10, 4) == 3 and aotk.next_power_of_2(33) == 64
 
 
 def test_erf_is_one_math_op_in_kir():

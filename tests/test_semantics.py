@@ -4,12 +4,13 @@ import pytest
 
 from tests.kernels import atomics as atomic_kernels
 from tests.kernels import batched_matmul
-from tests.kernels import combine, control_flow, descriptors, dot, reductions, scans, views
+from tests.kernels import (combine, control_flow, descriptors, dot, libdevice, reductions,
+                           scans, views)
 from tests.kernels.elementwise import CASES as ELEMENTWISE_CASES, run_interpreter
 
 CASES = (ELEMENTWISE_CASES + reductions.CASES + control_flow.CASES + views.CASES + dot.CASES
          + atomic_kernels.CASES + scans.CASES + combine.CASES + batched_matmul.CASES
-         + descriptors.CASES)
+         + descriptors.CASES + libdevice.CASES)
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)

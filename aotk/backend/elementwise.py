@@ -21,11 +21,42 @@ _FLOAT_MATH = {  # opcode -> (libdevice fp32 name, fp64 name) or an LLVM intrins
     "sin": ("__nv_sinf", "__nv_sin"), "cos": ("__nv_cosf", "__nv_cos"),
     "rsqrt": ("__nv_rsqrtf", "__nv_rsqrt"), "frem": ("__nv_fmodf", "__nv_fmod"),
 }
-# The math functions of aotk.semantic's MATH_FUNCTIONS (kir op ``math``): libdevice's fp32
-# and fp64 versions.
+def _float_symbols(stem: str) -> dict:
+    """libdevice's usual spelling: ``__nv_<stem>f`` for fp32, ``__nv_<stem>`` for fp64."""
+    return {"fp32": f"__nv_{stem}f", "fp64": f"__nv_{stem}"}
+
+
+# The math functions of aotk.semantic's MATH_FUNCTIONS (kir op ``math``): libdevice's
+# symbol for each operand type the row takes.
 LIBDEVICE = {
-    "erf": ("__nv_erff", "__nv_erf"),
-    "sqrt_rn": ("__nv_fsqrt_rn", "__nv_dsqrt_rn"),
+    **{name: _float_symbols(name) for name in (
+        "erf", "erfc", "erfinv", "tanh", "exp10", "log10", "log1p", "expm1", "sinh", "cosh",
+        "tan", "asin", "acos", "atan", "asinh", "acosh", "atanh", "cbrt", "rcbrt", "lgamma",
+        "tgamma", "round", "trunc", "rint", "nearbyint", "sinpi", "cospi", "normcdf", "pow",
+        "atan2", "hypot", "copysign", "fmod", "fdim", "remainder", "nextafter")},
+    "sqrt_rn": {"fp32": "__nv_fsqrt_rn", "fp64": "__nv_dsqrt_rn"},
+    "rcp_rn": {"fp32": "__nv_frcp_rn", "fp64": "__nv_drcp_rn"},
+    "div_rn": {"fp32": "__nv_fdiv_rn", "fp64": "__nv_ddiv_rn"},
+    "add_rn": {"fp32": "__nv_fadd_rn", "fp64": "__nv_dadd_rn"},
+    "sub_rn": {"fp32": "__nv_fsub_rn", "fp64": "__nv_dsub_rn"},
+    "mul_rn": {"fp32": "__nv_fmul_rn", "fp64": "__nv_dmul_rn"},
+    "rsqrt_rn": {"fp32": "__nv_frsqrt_rn"},
+    **{name: {"fp32": f"__nv_{name}"} for name in (
+        "fast_expf", "fast_logf", "fast_sinf", "fast_cosf", "fast_tanf", "fast_exp10f",
+        "fast_log2f", "fast_log10f", "fast_powf")},
+    "fast_dividef": {"fp32": "__nv_fast_fdividef"},
+    "isnan": {"fp32": "__nv_isnanf", "fp64": "__nv_isnand"},
+    "isinf": {"fp32": "__nv_isinff", "fp64": "__nv_isinfd"},
+    "signbit": {"fp32": "__nv_signbitf", "fp64": "__nv_signbitd"},
+    "finitef": {"fp32": "__nv_finitef"}, "isfinited": {"fp64": "__nv_isfinited"},
+    "umulhi": {"i32": "__nv_umulhi", "u32": "__nv_umulhi", "i64": "__nv_umul64hi",
+               "u64": "__nv_umul64hi"},
+    "mulhi": {"i32": "__nv_mulhi", "u32": "__nv_umulhi", "i64": "__nv_mul64hi",
+              "u64": "__nv_umul64hi"},
+    "clz": {"i32": "__nv_clz", "i64": "__nv_clzll"},
+    "popc": {"i32": "__nv_popc", "i64": "__nv_popcll"},
+    "ffs": {"i32": "__nv_ffs", "i64": "__nv_ffsll"},
+    "brev": {"i32": "__nv_brev", "i64": "__nv_brevll"},
 }
 _INTRINSIC_MATH = {"sqrt": "llvm.sqrt", "floor": "llvm.floor", "ceil": "llvm.ceil",
                    "abs": "llvm.fabs", "min": "llvm.minnum", "max": "llvm.maxnum",
@@ -56,8 +87,8 @@ def _float_call(ctx, op, args, intrinsic=None):
 
 
 def _math(ctx, op, args):
-    """A libm function through libdevice (fp32 or fp64 operands only: aotk.semantic)."""
-    name = LIBDEVICE[op.attrs["function"]][1 if op.result.element.is_fp64() else 0]
+    """A math function through libdevice, for the operand types aotk.semantic allows."""
+    name = LIBDEVICE[op.attrs["function"]][op.operands[0].element.short]
     result_type = llvm_type(op.result.element)
     function = declare_function(ctx.module, name, result_type, [a.type for a in args])
     return ctx.builder.call(function, args)

@@ -15,7 +15,8 @@ from .. import semantic
 from ..errors import CompilationError
 from ..ir import kir
 from ..ir.types import BlockType
-from ..language.core import constexpr, is_builtin, tensor, tensor_descriptor
+from ..language.core import (constexpr, is_builtin, is_constexpr_function, tensor,
+                             tensor_descriptor)
 from ..language.functions import range as tl_range
 from ..language.functions import static_range
 from .source import KernelSource, SourceInfo
@@ -500,7 +501,8 @@ class CodeGenerator(ast.NodeVisitor):
         if is_builtin(fn) or fn in (static_range, tl_range) or \
                 isinstance(getattr(fn, "__self__", None), (tensor, tensor_descriptor)):
             return fn(*args, **kwargs)
-        if fn in _STATIC_BUILTINS or getattr(fn, "__module__", "") in ("math",):
+        if fn in _STATIC_BUILTINS or getattr(fn, "__module__", "") in ("math",) or \
+                is_constexpr_function(fn):
             if any(isinstance(a, tensor) for a in list(args) + list(kwargs.values())):
                 raise self.error(node, f"{getattr(fn, '__name__', fn)}() works on compile-time "
                                        "values only; use the tl equivalent for tensors")

@@ -11,6 +11,7 @@ exact dtype afterwards.
 from __future__ import annotations
 
 import math
+import statistics
 
 import numpy as np
 
@@ -94,22 +95,111 @@ def _addptr(ctx, op, pointer, offset):
     return pointer + offset.astype(np.int64).astype(np.uint64) * size
 
 
-def _libm(function):
-    """A Python ``math`` function on every element, in float64 (the reference the GPU's
-    libdevice result is compared with), rounded to the result type afterwards."""
-    return np.frompyfunc(function, 1, 1)
+def _wide(function):
+    """A numpy function applied in float64 (the reference the GPU's libdevice result is
+    compared with); the executor rounds the result to the op's type afterwards."""
+    return lambda *operands: function(*(np.asarray(x, np.float64) for x in operands))
 
 
-# The math functions of aotk.semantic's MATH_FUNCTIONS (kir op ``math``), by name.
+def _pointwise(function, arity=1):
+    """A Python function on every element, in float64; NaN where it has no value (a domain
+    or pole error), an infinity where it overflows."""
+    def safe(*values):
+        try:
+            return function(*values)
+        except ValueError:
+            return math.nan
+        except OverflowError:
+            return math.inf
+    vectorized = np.frompyfunc(safe, arity, 1)
+    return _wide(lambda *x: np.asarray(vectorized(*x), np.float64))
+
+
+def _erfinv(y):
+    """erf's inverse, through the normal distribution's (accurate to about 1e-16)."""
+    if not -1 < y < 1:
+        return math.copysign(math.inf, y) if abs(y) == 1 else math.nan
+    return statistics.NormalDist().inv_cdf((y + 1) / 2) / math.sqrt(2)
+
+
+def _round_half_away(x):
+    whole = np.trunc(x)
+    return whole + np.where(np.abs(x - whole) >= 0.5, np.sign(x), 0)
+
+
+def _native(function):
+    """A numpy function applied in the operands' own type (nextafter steps by their ulp)."""
+    return lambda *operands: function(*operands)
+
+
+def _high_product(signed: bool):
+    """The high half of the 2N-bit product; umulhi reads its operands as unsigned."""
+    def high(a, b):
+        bits = a.dtype.itemsize * 8
+        as_int = (lambda v: int(v)) if signed else (lambda v: int(v) & ((1 << bits) - 1))
+        product = np.frompyfunc(lambda x, y: (as_int(x) * as_int(y)) >> bits, 2, 1)(a, b)
+        mask = (1 << bits) - 1
+        return np.asarray(np.frompyfunc(lambda v: v & mask, 1, 1)(product), np.uint64) \
+            .astype(a.dtype.str.replace("i", "u")).view(a.dtype)
+    return high
+
+
+def _bits(function):
+    """A function of an integer's bits (as unsigned of its width) on every element."""
+    def apply(x):
+        bits = x.dtype.itemsize * 8
+        values = np.frompyfunc(lambda v: function(int(v) & ((1 << bits) - 1), bits), 1, 1)(x)
+        return np.asarray(values, np.int64)
+    return apply
+
+
+def _reverse_bits(value, bits):
+    reversed_value = int(format(value, f"0{bits}b")[::-1], 2)
+    return reversed_value - (1 << bits) if reversed_value >> (bits - 1) else reversed_value
+
+
+# The math functions of aotk.semantic's MATH_FUNCTIONS (kir op ``math``), by name: numpy
+# arrays of the operands' type in, an array out (the executor casts it to the result type).
 MATH = {
-    "erf": _libm(math.erf),
-    "sqrt_rn": _libm(math.sqrt),
+    "erf": _pointwise(math.erf), "erfc": _pointwise(math.erfc), "erfinv": _pointwise(_erfinv),
+    "tanh": _wide(np.tanh), "exp10": _wide(lambda x: np.power(10.0, x)),
+    "log10": _wide(np.log10), "log1p": _wide(np.log1p), "expm1": _wide(np.expm1),
+    "sinh": _wide(np.sinh), "cosh": _wide(np.cosh), "tan": _wide(np.tan),
+    "asin": _wide(np.arcsin), "acos": _wide(np.arccos), "atan": _wide(np.arctan),
+    "asinh": _wide(np.arcsinh), "acosh": _wide(np.arccosh), "atanh": _wide(np.arctanh),
+    "cbrt": _wide(np.cbrt), "rcbrt": _wide(lambda x: 1 / np.cbrt(x)),
+    "lgamma": _pointwise(math.lgamma), "tgamma": _pointwise(math.gamma),
+    "round": _wide(_round_half_away), "trunc": _wide(np.trunc), "rint": _wide(np.rint),
+    "nearbyint": _wide(np.rint),
+    "sinpi": _wide(lambda x: np.sin(np.pi * (x - 2 * np.rint(x / 2)))),
+    "cospi": _wide(lambda x: np.cos(np.pi * (x - 2 * np.rint(x / 2)))),
+    "normcdf": _pointwise(lambda x: 0.5 * math.erfc(-x / math.sqrt(2))),
+    "sqrt_rn": _wide(np.sqrt), "rcp_rn": _wide(lambda x: 1 / x),
+    "pow": _wide(np.power), "atan2": _wide(np.arctan2), "hypot": _wide(np.hypot),
+    "copysign": _wide(np.copysign), "fmod": _wide(np.fmod),
+    "fdim": _wide(lambda x, y: np.where(np.isnan(x) | np.isnan(y), np.nan,
+                                        np.maximum(x - y, 0))),
+    "remainder": _pointwise(math.remainder, 2), "nextafter": _native(np.nextafter),
+    "div_rn": _wide(np.divide), "add_rn": _wide(np.add), "sub_rn": _wide(np.subtract),
+    "mul_rn": _wide(np.multiply),
+    "rsqrt_rn": _wide(lambda x: 1 / np.sqrt(x)), "fast_expf": _wide(np.exp),
+    "fast_logf": _wide(np.log), "fast_sinf": _wide(np.sin), "fast_cosf": _wide(np.cos),
+    "fast_tanf": _wide(np.tan), "fast_exp10f": _wide(lambda x: np.power(10.0, x)),
+    "fast_log2f": _wide(np.log2), "fast_log10f": _wide(np.log10),
+    "fast_powf": _wide(np.power), "fast_dividef": _wide(np.divide),
+    "isnan": _native(np.isnan), "isinf": _native(np.isinf), "signbit": _native(np.signbit),
+    "finitef": _native(np.isfinite), "isfinited": _native(np.isfinite),
+    "umulhi": _high_product(signed=False),
+    "mulhi": lambda a, b: _high_product(signed=a.dtype.kind == "i")(a, b),
+    "clz": _bits(lambda v, bits: bits - v.bit_length()),
+    "popc": _bits(lambda v, bits: bin(v).count("1")),
+    "ffs": _bits(lambda v, bits: (v & -v).bit_length()),
+    "brev": lambda x: _bits(_reverse_bits)(x).astype(x.dtype),
 }
 
 
 def _math(ctx, op, *operands):
-    wide = [np.asarray(x, np.float64) for x in operands]
-    return np.asarray(MATH[op.attrs["function"]](*wide), np.float64)
+    return MATH[op.attrs["function"]](*operands)
 
 
 register_op_rules({

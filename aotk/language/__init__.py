@@ -31,8 +31,14 @@ __all__ += ["associative_scan", "reduce"]
 __all__ += ["tensor_descriptor", "make_tensor_descriptor", "load_tensor_descriptor",
             "store_tensor_descriptor"]
 
-# The math functions of aotk.semantic.MATH_FUNCTIONS: tl.erf, ...
-from .functions import MATH_BUILTINS  # noqa: E402
+from .functions import add, div_rn, erf, fdiv, mul, sqrt_rn, sub, umulhi  # noqa: E402
+from ..semantic.promotion import MAX_BLOCK_NUMEL as TRITON_MAX_TENSOR_NUMEL  # noqa: E402
+from . import extra, math, standard  # noqa: E402  (tl.math, tl.extra.libdevice, tl.standard)
 
-globals().update(MATH_BUILTINS)
-__all__ += sorted(MATH_BUILTINS)
+__all__ += ["add", "div_rn", "erf", "fdiv", "mul", "sqrt_rn", "sub", "umulhi", "extra", "math",
+            "standard", "TRITON_MAX_TENSOR_NUMEL"]
+
+from .missing import module_getattr  # noqa: E402
+
+# Triton's names aotk lacks are one clear error each (aotk.language.missing).
+__getattr__ = module_getattr(__name__, "tl")

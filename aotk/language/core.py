@@ -229,6 +229,18 @@ class PropagateNan(enum.Enum):
     ALL = 0xFFFF
 
 
+def constexpr_function(fn):
+    """Marks a plain Python function that kernels may call on compile-time values (Triton's
+    @triton.constexpr_function): it runs while the kernel compiles, on the constexprs'
+    values, and its result is a constexpr. Outside kernels it is the function itself."""
+    fn.__aotk_constexpr_function__ = True
+    return fn
+
+
+def is_constexpr_function(fn) -> bool:
+    return getattr(fn, "__aotk_constexpr_function__", False)
+
+
 def tensor_member(fn):
     """Makes the tl builtin ``fn`` also a method of ``tensor``: ``x.fn(...)`` is
     ``fn(x, ...)`` (Triton's @_tensor_member_fn)."""
@@ -247,5 +259,5 @@ def is_builtin(fn) -> bool:
 
 
 __all__ = ["constexpr", "tensor", "tensor_descriptor", "builtin", "is_builtin", "tensor_member",
-           "PropagateNan",
+           "PropagateNan", "constexpr_function", "is_constexpr_function",
            "unwrap", "install_semantic", "DType", "PointerType", "BlockType"]

@@ -156,13 +156,39 @@ def _math_function(name: str, arity: int):
         def fn(x, y):
             return semantic.math_function(name, x, y)
     fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = f"Elementwise {name} (libm's), on fp32 or fp64."
+    fn.__doc__ = f"Elementwise {name} (libdevice's)."
     return builtin(fn)
 
 
-# One builtin per row of aotk.semantic's MATH_FUNCTIONS (aotk.language exports them all).
-MATH_BUILTINS = {name: _math_function(name, arity)
-                 for name, arity in semantic.MATH_FUNCTIONS.items()}
+# One builtin per row of aotk.semantic's MATH_FUNCTIONS: tl.math and tl.extra.libdevice take
+# theirs from here, and tl the ones Triton has at its top level.
+MATH_BUILTINS = {name: _math_function(name, row.arity)
+                 for name, row in semantic.MATH_FUNCTIONS.items()}
+div_rn, erf, sqrt_rn, umulhi = (MATH_BUILTINS[name] for name in ("div_rn", "erf", "sqrt_rn",
+                                                                 "umulhi"))
+
+
+@builtin
+def add(x, y, sanitize_overflow=True):
+    """x + y (Triton's functional form; aotk's integers always wrap)."""
+    return semantic.add(x, y)
+
+
+@builtin
+def sub(x, y, sanitize_overflow=True):
+    return semantic.sub(x, y)
+
+
+@builtin
+def mul(x, y, sanitize_overflow=True):
+    return semantic.mul(x, y)
+
+
+@builtin
+def fdiv(x, y, ieee_rounding=False):
+    """x / y of floats: rounded to nearest with ``ieee_rounding``, else as fast as the
+    hardware divides (fp32: within 2 ulp)."""
+    return semantic.fdiv(x, y, bool(_value(ieee_rounding)))
 
 
 @builtin
@@ -389,5 +415,5 @@ for _member in (abs, argmax, argmin, associative_scan, atomic_add, atomic_and, a
                 atomic_max, atomic_min, atomic_or, atomic_xchg, atomic_xor, broadcast_to, cast,
                 cdiv, ceil, cos, cumprod, cumsum, exp, exp2, expand_dims, floor, item, log, log2,
                 max, min, permute, ravel, reduce, reshape, rsqrt, sigmoid, sin, split, sqrt,
-                store, sum, trans, view, xor_sum, *MATH_BUILTINS.values()):
+                store, sum, trans, view, xor_sum, erf, sqrt_rn):
     tensor_member(_member)

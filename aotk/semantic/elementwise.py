@@ -7,6 +7,8 @@ broadcast shape. Operands meet in one element type by ``promotion``'s rules.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..ir import types as T
 from ..ir.types import BlockType, DType, PointerType
 from ..language.core import PropagateNan, constexpr, tensor, unwrap
@@ -110,6 +112,15 @@ def truediv(lhs, rhs) -> tensor:
     a, b = _binary_operands(lhs, rhs, op_name="/", check_signedness=True)
     if not a.dtype.is_floating():
         a, b = cast(a, T.float32), cast(b, T.float32)
+    return _binary("fdiv", *_in_fp32_if_16_bit(a, b))
+
+
+def fdiv(lhs, rhs, ieee_rounding: bool) -> tensor:
+    """``tl.math.fdiv``: floats only (16-bit ones in fp32, as ``/``); rounded to nearest
+    (libdevice's div_rn) with ``ieee_rounding``, else the fast division of ``/``."""
+    a, b = _binary_operands(lhs, rhs, allow_int=False, op_name="fdiv")
+    if ieee_rounding:
+        return math_function("div_rn", *_in_fp32_if_16_bit(a, b))
     return _binary("fdiv", *_in_fp32_if_16_bit(a, b))
 
 
@@ -218,27 +229,70 @@ def unary_math(opcode, x) -> tensor:
     return emit(opcode, [x], x.type)
 
 
-# Functions of libm evaluated elementwise (kir op ``math``): name -> number of operands. As
-# in Triton, they take fp32 or fp64 (libdevice has no 16-bit versions). A new function is
-# one row here, one in aotk.interpreter.elementwise.MATH and one in
-# aotk.backend.elementwise.LIBDEVICE; the tl builtin of the same name comes from this table.
+@dataclass(frozen=True)
+class MathFunction:
+    """A row of MATH_FUNCTIONS: how many operands, the (promoted) operand types it takes, by
+    short name, and its result type (None: the operands' type)."""
+    arity: int
+    operands: tuple = ("fp32", "fp64")
+    result: str | None = None
+
+
+_F32 = ("fp32",)
+_F64 = ("fp64",)
+_INTS = ("i32", "u32", "i64", "u64")
+_INTS_SIGNED_OR_NOT = ("i32", "i64")
+
+
+# Math functions evaluated elementwise (kir op ``math``, ``function`` = the row's name): the
+# functions of Triton's tl.math and libdevice that are no core kir op. Their operand types
+# are Triton's (libdevice has no 16-bit versions: cast with .to(tl.float32)). A new function
+# is one row here, one in aotk.interpreter.elementwise.MATH and one in
+# aotk.backend.elementwise.LIBDEVICE; the builtins of aotk.language, tl.math and
+# tl.extra.libdevice come from this table.
 MATH_FUNCTIONS = {
-    "erf": 1,
-    "sqrt_rn": 1,     # the square root rounded to nearest (tl.sqrt may be approximate)
+    # fp32 / fp64 -> the same type
+    **{name: MathFunction(1) for name in (
+        "erf", "erfc", "erfinv", "tanh", "exp10", "log10", "log1p", "expm1", "sinh", "cosh",
+        "tan", "asin", "acos", "atan", "asinh", "acosh", "atanh", "cbrt", "rcbrt", "lgamma",
+        "tgamma", "round", "trunc", "rint", "nearbyint", "sinpi", "cospi", "normcdf",
+        "sqrt_rn",      # the square root rounded to nearest (tl.sqrt may be approximate)
+        "rcp_rn")},
+    **{name: MathFunction(2) for name in (
+        "pow", "atan2", "hypot", "copysign", "fmod", "fdim", "remainder", "nextafter",
+        "div_rn", "add_rn", "sub_rn", "mul_rn")},
+    # fp32 only: the fast approximations and rsqrt rounded to nearest
+    **{name: MathFunction(1, _F32) for name in (
+        "rsqrt_rn", "fast_expf", "fast_logf", "fast_sinf", "fast_cosf", "fast_tanf",
+        "fast_exp10f", "fast_log2f", "fast_log10f")},
+    **{name: MathFunction(2, _F32) for name in ("fast_powf", "fast_dividef")},
+    # classification -> int32, as libdevice returns it
+    "isnan": MathFunction(1, result="i32"), "isinf": MathFunction(1, result="i32"),
+    "signbit": MathFunction(1, result="i32"), "finitef": MathFunction(1, _F32, "i32"),
+    "isfinited": MathFunction(1, _F64, "i32"),
+    # integers: the high half of the product (umulhi always unsigned, as Triton's), bits
+    "umulhi": MathFunction(2, _INTS), "mulhi": MathFunction(2, _INTS),
+    "clz": MathFunction(1, _INTS_SIGNED_OR_NOT, "i32"),
+    "popc": MathFunction(1, _INTS_SIGNED_OR_NOT, "i32"),
+    "ffs": MathFunction(1, _INTS_SIGNED_OR_NOT, "i32"),
+    "brev": MathFunction(1, _INTS_SIGNED_OR_NOT),
 }
 
 
 def math_function(name, *operands) -> tensor:
-    arity = MATH_FUNCTIONS[name]
-    if len(operands) != arity:
-        raise TypeError(f"tl.{name} takes {arity} operand{'s' if arity > 1 else ''}, "
+    row = MATH_FUNCTIONS[name]
+    if len(operands) != row.arity:
+        raise TypeError(f"tl.{name} takes {row.arity} operand{'s' if row.arity > 1 else ''}, "
                         f"got {len(operands)}")
-    values = _common_operands(*operands) if arity > 1 else [to_tensor(operands[0])]
+    values = _common_operands(*operands) if row.arity > 1 else [to_tensor(operands[0])]
     dtype = values[0].dtype
-    if not (dtype.is_fp32() or dtype.is_fp64()):
-        raise TypeError(f"tl.{name} needs fp32 or fp64 operands, got {dtype}; cast with "
-                        f".to(tl.float32)")
-    return emit("math", values, values[0].type, function=name)
+    if dtype.short not in row.operands:
+        kinds = " or ".join(row.operands)
+        fix = "cast with .to(tl.float32)" if row.operands[0].startswith("fp") else \
+            "cast with .to(tl.int32)"
+        raise TypeError(f"tl.{name} needs {kinds} operands, got {dtype}; {fix}")
+    result = T.DTYPE_BY_SHORT[row.result] if row.result else dtype
+    return emit("math", values, values[0].type.with_element(result), function=name)
 
 
 def _common_operands(*values):

@@ -1,0 +1,27 @@
+"""``tl.standard``: the functions Triton builds in ``triton.language.standard`` from the
+core ones, and the compile-time helpers real kernels import from there (``_log2``,
+``_is_power_of_two``)."""
+from .core import constexpr, unwrap
+from .functions import (argmax, argmin, cdiv, cumprod, cumsum, max, min, ravel, sigmoid, sum,
+                        xor_sum, zeros, zeros_like)
+from .missing import module_getattr
+
+
+def _log2(i):
+    """floor(log2(i)) of a compile-time integer."""
+    n, log2 = int(unwrap(i)), 0
+    while n > 1:
+        n >>= 1
+        log2 += 1
+    return constexpr(log2)
+
+
+def _is_power_of_two(i):
+    n = int(unwrap(i))
+    return constexpr(n != 0 and n & (n - 1) == 0)
+
+
+__getattr__ = module_getattr(__name__, "tl.standard")
+
+__all__ = ["argmax", "argmin", "cdiv", "cumprod", "cumsum", "max", "min", "ravel", "sigmoid",
+           "sum", "xor_sum", "zeros", "zeros_like"]
