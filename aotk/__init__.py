@@ -1,5 +1,6 @@
 """aotk: ahead-of-time GPU kernels from a Triton-style Python block language."""
-from . import language
+from . import language, testing
+from .autotune import Config, autotune, heuristics
 from .errors import AotkError, CompilationError
 from .helpers import cdiv, next_power_of_2
 from .ir.signature import Signature, SignatureError
@@ -35,4 +36,4 @@ def load(path):
 
 __all__ = ["jit", "build", "load", "JITFunction", "compile", "CompileOptions", "Signature",
            "SignatureError", "language", "CompilationError", "AotkError", "__version__", "cdiv",
-           "next_power_of_2", "constexpr_function"]
+           "next_power_of_2", "constexpr_function", "autotune", "heuristics", "Config", "testing"]

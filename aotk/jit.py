@@ -57,7 +57,8 @@ class JITFunction(KernelFunction):
         num_stages = kwargs.pop("num_stages", 3)
         stream = kwargs.pop("stream", None)
         runtime_args, constants = self._split_arguments(args, kwargs)
-        grid = grid(dict(constants)) if callable(grid) else grid
+        # As in Triton, a grid function sees every argument of the launch by name.
+        grid = grid({**runtime_args, **constants}) if callable(grid) else grid
         grid = tuple(int(g) for g in (grid if isinstance(grid, (tuple, list)) else (grid,)))
         if not 1 <= len(grid) <= 3:
             raise ValueError(f"grid must have 1 to 3 dimensions, got {grid}")

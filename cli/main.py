@@ -7,14 +7,13 @@ User errors print one line on stderr and exit 1; no traceback.
 """
 from __future__ import annotations
 
-import importlib.util
 import sys
-import uuid
 from pathlib import Path
 
 import click
 
 import aotk
+from aotk.buildsys import sources
 from aotk.toolchain import ToolchainError
 
 
@@ -39,27 +38,20 @@ def parse_define(text: str):
 
 
 def load_kernel(spec: str):
-    """``path/to/file.py:function`` -> the @aotk.jit function it names."""
+    """``path/to/file.py:function`` -> the @aotk.jit function it names (a file that imports
+    triton gets aotk in its place, as in a manifest)."""
     path_text, sep, function = spec.rpartition(":")
     if not sep or not function:
         raise UserError(f"expected FILE.py:FUNCTION, got {spec!r}")
     path = Path(path_text)
     if not path.is_file():
         raise UserError(f"{path}: no such file")
-    # The kernel's folder goes first on sys.path so its local imports resolve, as under python.
-    kernel_dir = str(path.resolve().parent)
-    sys.path.insert(0, kernel_dir)
     try:
-        module_spec = importlib.util.spec_from_file_location(f"aotk_user_{uuid.uuid4().hex}", path)
-        module = importlib.util.module_from_spec(module_spec)
-        module_spec.loader.exec_module(module)
+        kernel, _ = sources.load_kernel(path, function)
     except aotk.CompilationError as exc:
         raise UserError(str(exc)) from None
-    finally:
-        sys.path.remove(kernel_dir)
-    kernel = getattr(module, function, None)
-    if not isinstance(kernel, aotk.JITFunction):
-        raise UserError(f"{path}: {function!r} is not an @aotk.jit function")
+    except sources.SourceError as exc:
+        raise UserError(str(exc)) from None
     return kernel
 
 

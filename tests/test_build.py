@@ -277,6 +277,8 @@ BAD_MANIFESTS = [
      "hint :1 needs an integer parameter, x_ptr is pointer<float32>"),
     ("kernel.add.variant[0].num_stages", lambda t: t.replace("num_warps = 2", "num_warps = 2\nnum_stages = 0"),
      "must be at least 1, got 0"),
+    ("library.redirect_triton", lambda t: t.replace('out_dir = "build"', 'out_dir = "build"\nredirect_triton = "yes"'),
+     "expected true or false"),
 ]
 
 

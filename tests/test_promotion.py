@@ -62,7 +62,7 @@ def test_mixing_numpy_and_cuda_arrays_is_a_type_error():
         _mix_kernel[(1,)](np.zeros(16, np.int8), _FakeCudaArray(), 1, BLOCK=16)
 
 
-def test_grid_callable_receives_constexprs_and_num_warps_is_accepted():
+def test_grid_callable_receives_every_argument_by_name_and_num_warps_is_accepted():
     seen = {}
 
     def grid(meta):
@@ -71,7 +71,9 @@ def test_grid_callable_receives_constexprs_and_num_warps_is_accepted():
     x = np.arange(16, dtype=np.int8)
     out = np.zeros(16, np.int32)
     _mix_kernel[grid](x, out, 1000, BLOCK=16, num_warps=8)
-    assert seen == {"BLOCK": 16}
+    # As in Triton: the grid function sees the launch's arguments, constexprs included.
+    assert sorted(seen) == ["BLOCK", "out_ptr", "s", "x_ptr"]
+    assert seen["BLOCK"] == 16 and seen["s"] == 1000 and seen["x_ptr"] is x
     np.testing.assert_array_equal(out, x.astype(np.int32) + 1000)
 
 

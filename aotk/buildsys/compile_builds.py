@@ -30,8 +30,8 @@ def _compile_one(job) -> tuple:
     from ..compiler import compile
     from ..toolchain.fatbinary import pack
     from .sources import load_kernel
-    source, function_name, signature, constants, options, targets, key = job
-    kernel, _ = load_kernel(source, function_name)
+    source, function_name, triton_as_aotk, signature, constants, options, targets, key = job
+    kernel, _ = load_kernel(source, function_name, triton_as_aotk)
     cubins, per_target, lowest_ptx, name, shared, tensor_maps = {}, {}, None, None, 0, []
     for target in sorted(targets):
         compiled = compile(kernel, signature, constants,
@@ -73,12 +73,12 @@ def compile_builds(plans, targets, jobs=None, verbose=False, progress=None) -> d
                 results[ident] = CompiledBuild(hit[0], hit[1], True)
                 continue
             pending.append((ident, (str(plan.kernel.source), plan.kernel.function,
-                                    build.signature, build.constants, options, list(targets),
-                                    key)))
+                                    plan.kernel.redirect_triton, build.signature,
+                                    build.constants, options, list(targets), key)))
     if verbose:
         for ident, job in pending:
-            print(f"aotk: compiling {ident[0]} build {ident[1]}: signature '{job[2]}' "
-                  f"constants {json.dumps(job[3], sort_keys=True)} targets {','.join(job[5])}")
+            print(f"aotk: compiling {ident[0]} build {ident[1]}: signature '{job[3]}' "
+                  f"constants {json.dumps(job[4], sort_keys=True)} targets {','.join(job[6])}")
     workers = max(1, min(jobs or os.cpu_count() or 1, len(pending)))
     if pending:
         if workers == 1:

@@ -61,6 +61,8 @@ class Kernel:
     num_stages: int
     specialize: str
     variants: list = field(default_factory=list)
+    # The source file's `import triton` loads aotk ([library] redirect_triton, default true).
+    redirect_triton: bool = True
 
 
 @dataclass
@@ -72,7 +74,7 @@ class Manifest:
     kernels: list
 
 
-_LIBRARY_KEYS = {"name", "targets", "out_dir"}
+_LIBRARY_KEYS = {"name", "targets", "out_dir", "redirect_triton"}
 _KERNEL_KEYS = {"name", "source", "function", "signature", "grid", "num_warps", "num_stages",
                 "specialize", "variant", "constants", "when"}
 _VARIANT_KEYS = {"when", "constants", "num_warps", "num_stages", "signature", "specialize"}
@@ -179,6 +181,8 @@ def load_manifest(path) -> Manifest:
         _fail(path, "library.targets", str(exc))
     out_dir = path.parent / _typed(path, "library.out_dir", library.get("out_dir", "build"), str,
                                    "a string")
+    redirect_triton = _typed(path, "library.redirect_triton", library.get("redirect_triton", True),
+                             bool, "true or false")
     kernels_data = data.get("kernel", [])
     if not isinstance(kernels_data, list) or not kernels_data:
         _fail(path, "kernel", "expected at least one [[kernel]] table")
@@ -210,7 +214,7 @@ def load_manifest(path) -> Manifest:
                         _typed(path, f"{where}.signature", table["signature"], str, "a string"),
                         grid, _num_warps(path, f"{where}.num_warps", table.get("num_warps", 4)),
                         _num_stages(path, f"{where}.num_stages", table.get("num_stages", 3)),
-                        specialize)
+                        specialize, redirect_triton=redirect_triton)
         variants = table.get("variant") or [{}]
         if "constants" in table or "when" in table:
             # A kernel without [[kernel.variant]] may give its constants directly.

@@ -56,7 +56,8 @@ def plan_builds(manifest) -> list:
     for kernel in manifest.kernels:
         where = f"kernel.{kernel.name}"
         try:
-            function, dependencies = load_kernel(kernel.source, kernel.function)
+            function, dependencies = load_kernel(kernel.source, kernel.function,
+                                                 kernel.redirect_triton)
         except SourceError as exc:
             _fail(manifest, f"{where}.function", str(exc))
         parameters = _signature(manifest, f"{where}.signature", kernel.signature,

@@ -1,18 +1,23 @@
 """Kernel source files -> their ``@aotk.jit`` functions, and the local files they import.
 
-In: a Python file path and a function name. Out: the ``JITFunction`` plus the absolute
-paths of every module the import pulled in from the file's own directory tree (for the
-depfile and the cache key). Errors name the file.
+In: a Python file path and a function name. Out: the ``JITFunction`` (under any
+``@autotune`` / ``@heuristics``: the variants give the constants) plus the absolute paths of
+every module the import pulled in from the file's own directory tree (for the depfile and
+the cache key). A file that imports ``triton`` gets aotk in its place unless told not to
+(``aotk.triton_imports``). Errors name the file.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import sys
 from pathlib import Path
 
+from ..autotune import Autotuner, Heuristics
 from ..errors import CompilationError
 from ..jit import JITFunction
+from ..triton_imports import redirect_triton
 
 
 class SourceError(Exception):
@@ -23,8 +28,9 @@ def _module_name(path: Path) -> str:
     return "aotk_user_" + hashlib.sha256(str(path).encode()).hexdigest()[:16]
 
 
-def load_module(path: Path):
-    """Imports ``path``; returns (module, local dependency paths including itself)."""
+def load_module(path: Path, triton_as_aotk: bool = True):
+    """Imports ``path`` (with ``import triton`` loading aotk when ``triton_as_aotk``);
+    returns (module, local dependency paths including itself)."""
     path = Path(path).resolve()
     root = path.parent
     before = set(sys.modules)
@@ -32,7 +38,8 @@ def load_module(path: Path):
     try:
         spec = importlib.util.spec_from_file_location(_module_name(path), path)
         module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+        with redirect_triton() if triton_as_aotk else contextlib.nullcontext():
+            spec.loader.exec_module(module)
     except CompilationError:
         raise
     except Exception as exc:  # noqa: BLE001 - any import failure is the user's file's
@@ -47,9 +54,11 @@ def load_module(path: Path):
     return module, sorted(dependencies)
 
 
-def load_kernel(path: Path, function: str):
-    module, dependencies = load_module(path)
+def load_kernel(path: Path, function: str, triton_as_aotk: bool = True):
+    module, dependencies = load_module(path, triton_as_aotk)
     kernel = getattr(module, function, None)
+    if isinstance(kernel, (Autotuner, Heuristics)):
+        kernel = kernel.jit_function
     if not isinstance(kernel, JITFunction):
         raise SourceError(f"{path}: {function!r} is not an @aotk.jit function")
     return kernel, dependencies
