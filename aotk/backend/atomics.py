@@ -142,9 +142,9 @@ def _share_with_replicas(ctx, value, layout, registers, owner):
     """Owners write their old values to shared memory; every thread reads its elements."""
     b = ctx.builder
     memory_type = llvm_type(value.element)
-    size = ir.Constant(I32, value.element.itemsize)
-    addresses = [ctx.shared.pointer(b.mul(row_major_index(b, indices, value.type.shape),
-                                                size), memory_type)
+    addresses = [ctx.shared.pointer(row_major_index(b, indices, value.type.shape,
+                                                    element_bytes=value.element.itemsize),
+                                    memory_type)
                  for indices in ctx.threads.logical_indices(value, layout)]
     ctx.shared.begin_use()
     with b.if_then(owner):

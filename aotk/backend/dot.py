@@ -48,16 +48,16 @@ def _store_operand(ctx, value, byte_base):
     memory_type = llvm_type(element)
     for register, index in zip(ctx.regs(value, layout),
                                ctx.threads.logical_indices(value, layout)):
-        linear = row_major_index(b, index, shape, padding)
-        offset = b.add(ir.Constant(I32, byte_base), b.mul(linear, ir.Constant(I32, element.itemsize)))
+        offset = b.add(row_major_index(b, index, shape, padding, element.itemsize),
+                       ir.Constant(I32, byte_base))
         b.store(register, ctx.shared.pointer(offset, memory_type))
 
 
 def _load_operand(ctx, value, byte_base, index):
     b = ctx.builder
     shape, element = value.type.shape, value.element
-    linear = row_major_index(b, index, shape, row_padding(shape, element))
-    offset = b.add(ir.Constant(I32, byte_base), b.mul(linear, ir.Constant(I32, element.itemsize)))
+    offset = b.add(row_major_index(b, index, shape, row_padding(shape, element),
+                                   element.itemsize), ir.Constant(I32, byte_base))
     return b.load(ctx.shared.pointer(offset, llvm_type(element)), typ=llvm_type(element))
 
 

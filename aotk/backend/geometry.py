@@ -125,8 +125,23 @@ class Distribution:
         if size == 1:
             return [_i32(0)] * self.counts[axis]
         b = self.geometry.builder
-        base = self.geometry.thread_base(self.layout.blocked, axis)
-        return [b.and_(b.add(base, _i32(c)), _i32(size - 1)) for c in self.slot_offsets[axis]]
+        parent = self.layout.blocked
+        base = self.geometry.thread_base(parent, axis)
+        # Indices come out as (thread part) + constant wherever possible: every register
+        # then shares the thread part, and addresses built from them are that plus an
+        # immediate (see shared.row_major_index). With the mask on every register instead,
+        # NVPTX's straight-line strength reduction takes quadratic time on large blocks.
+        if parent.tile(axis) <= size:
+            # No wrapping along this axis: base + offset < size already.
+            pass
+        elif isinstance(parent, Blocked):
+            # Wrapping (replicas): base is a multiple of size_per_thread and every offset is
+            # below it (sizes are powers of two), so masking the base alone is the same.
+            base = b.and_(base, _i32(size - 1))
+        else:
+            return [b.and_(b.add(base, _i32(c)), _i32(size - 1)) for c in self.slot_offsets[axis]]
+        return [b.add(base, _i32(c), flags=("nuw", "nsw")) if c else base
+                for c in self.slot_offsets[axis]]
 
     def slots(self):
         """Multi-indices (per parent axis) of the registers, in register order."""

@@ -41,15 +41,36 @@ def padded_bytes(shape, element) -> int:
     return rows * pitch * max(1, element.itemsize)
 
 
-def row_major_index(builder, indices, shape, padding=0):
-    """The linear index (i32) of an element in a row-major buffer with padded rows."""
-    linear = ir.Constant(I32, 0)
-    stride = 1
+def row_major_index(builder, indices, shape, padding=0, element_bytes=1):
+    """The linear index (i32) of an element in a row-major buffer with padded rows, times
+    ``element_bytes`` (a byte offset).
+
+    Indices of the form ``thread base + constant`` (what a layout that does not wrap gives)
+    are summed as (sum of the bases) + (one constant): every register of a thread then
+    shares the variable part, which LLVM computes once, and each address is that plus an
+    immediate. Summed term by term instead, NVPTX's straight-line strength reduction sees
+    thousands of related candidates in a large block and takes quadratic time."""
+    variable, constant, stride = None, 0, element_bytes
     for dim in reversed(range(len(shape))):
-        term = indices[dim] if stride == 1 else builder.mul(indices[dim], ir.Constant(I32, stride))
-        linear = builder.add(linear, term)
+        base, offset = _base_and_offset(indices[dim])
+        constant += offset * stride
+        if base is not None:
+            term = base if stride == 1 else builder.mul(base, ir.Constant(I32, stride))
+            variable = term if variable is None else builder.add(variable, term)
         stride *= shape[dim] + (padding if dim == len(shape) - 1 else 0)
-    return linear
+    if variable is None:
+        return ir.Constant(I32, constant)
+    return builder.add(variable, ir.Constant(I32, constant)) if constant else variable
+
+
+def _base_and_offset(index):
+    """(variable part or None, constant) of an i32 index."""
+    if isinstance(index, ir.Constant):
+        return None, int(index.constant)
+    if isinstance(index, ir.Instruction) and index.opname == "add" and \
+            isinstance(index.operands[1], ir.Constant):
+        return index.operands[0], int(index.operands[1].constant)
+    return index, 0
 
 
 class SharedMemory:
@@ -132,9 +153,9 @@ class SharedMemory:
         indices = [slot_indices[layout.parent_axis(dim)] for dim in range(len(shape))]
         # Padded rows, as for shuffles: a conversion that reads down columns stays
         # free of bank conflicts.
-        linear = row_major_index(b, indices, shape, row_padding(shape, value.element))
+        byte = row_major_index(b, indices, shape, row_padding(shape, value.element),
+                               max(1, value.element.itemsize))
         memory_type = I8 if value.element.is_bool() else llvm_type(value.element)
-        byte = b.mul(linear, ir.Constant(I32, max(1, value.element.itemsize)))
         return self.pointer(byte, memory_type), memory_type
 
     def convert(self, value, registers, source, target) -> list:

@@ -87,8 +87,8 @@ def lower_shuffle(ctx, op, layout) -> list:
     def address(buffer_index):
         if op.opcode == "reshape":
             buffer_index = [buffer_index]
-        linear = row_major_index(b, buffer_index, shape, padding)
-        return ctx.shared.pointer(b.mul(linear, ir.Constant(I32, size)), memory_type)
+        return ctx.shared.pointer(row_major_index(b, buffer_index, shape, padding, size),
+                                  memory_type)
 
     def to_buffer(operand_position, index):
         if op.opcode == "reshape":
