@@ -90,6 +90,10 @@ class JITFunction(KernelFunction):
             value = bound[name]
             if name in self.constexpr_names:
                 constants[name] = value.value if isinstance(value, constexpr) else value
+            elif value is None:
+                # As in Triton: a None argument is a compile-time None in this
+                # specialization (``if ptr is not None:`` folds) and is not passed.
+                constants[name] = None
             else:
                 runtime_args[name] = value
         return runtime_args, constants

@@ -12,8 +12,12 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from .llvm_types import declare_function, llvm_type
+from ..ir import types as T
+from . import float8
+from .llvm_types import declare_function, inline_asm, llvm_type
 from .registry import value_lowering
+
+F32 = ir.FloatType()
 
 _FLOAT_MATH = {  # opcode -> (libdevice fp32 name, fp64 name) or an LLVM intrinsic
     "exp": ("__nv_expf", "__nv_exp"), "exp2": ("__nv_exp2f", "__nv_exp2"),
@@ -194,6 +198,11 @@ def _cast(ctx, op, args):
     target_type = llvm_type(target)
     if op.attrs.get("bitcast"):
         return x if source.is_ptr() else b.bitcast(x, target_type)
+    rounding = op.attrs.get("rounding", "rtne")
+    if source.is_fp8() or target.is_fp8():
+        return _cast_float8(b, x, source, target, rounding)
+    if rounding == "rtz":
+        return _narrow_toward_zero(b, x, source, target)
     if target.is_bool():
         if source.is_floating():
             return b.fcmp_unordered("!=", x, ir.Constant(x.type, 0.0))
@@ -211,6 +220,54 @@ def _cast(ctx, op, args):
     if target.bits == source.bits:
         return x
     return b.sext(x, target_type) if source.is_int_signed() else b.zext(x, target_type)
+
+
+def _cast_float8(b, x, source, target, rounding):
+    """Casts from or to an 8-bit float go through f32 (exact for every fp8 value; a wider
+    source is narrowed to f32 first, as Triton's conversions do)."""
+    if source.is_fp8():
+        x = float8.decode_to_f32(b, source.float8_format, x)
+        source = T.float32
+        if target.is_fp8():   # e4m3 <-> e5m2
+            return float8.encode_from_f32(b, target.float8_format, x, rounding)
+        if target.is_floating():
+            return _cast_float(b, x, source, target)
+        if target.is_bool():
+            return b.fcmp_unordered("!=", x, ir.Constant(x.type, 0.0))
+        target_type = llvm_type(target)
+        return b.fptosi(x, target_type) if target.is_int_signed() else b.fptoui(x, target_type)
+    if source.is_floating():
+        x = _cast_float(b, x, source, T.float32)
+    else:
+        x = b.sitofp(x, F32) if source.is_int_signed() else b.uitofp(x, F32)
+    return float8.encode_from_f32(b, target.float8_format, x, rounding)
+
+
+def _cast_float(b, x, source, target):
+    if source == target:
+        return x
+    target_type = llvm_type(target)
+    if source.bits == target.bits:   # fp16 <-> bf16 goes through fp32
+        return b.fptrunc(b.fpext(x, ir.FloatType()), target_type)
+    return b.fpext(x, target_type) if target.bits > source.bits else b.fptrunc(x, target_type)
+
+
+# PTX conversions rounding towards zero (LLVM's fptrunc rounds to nearest even).
+_TOWARD_ZERO = {("float32", "float16"): ("cvt.rz.f16.f32", "h", "f"),
+                ("float32", "bfloat16"): ("cvt.rz.bf16.f32", "h", "f"),
+                ("float64", "float32"): ("cvt.rz.f32.f64", "f", "d"),
+                ("float64", "float16"): ("cvt.rz.f16.f64", "h", "d")}
+
+
+def _narrow_toward_zero(b, x, source, target):
+    """``fp_downcast_rounding="rtz"`` between the standard float types."""
+    if (source.name, target.name) == ("float64", "bfloat16"):
+        # PTX has no f64 -> bf16 conversion; towards zero twice is towards zero once.
+        x, source = _narrow_toward_zero(b, x, source, T.float32), T.float32
+    instruction, out, into = _TOWARD_ZERO[(source.name, target.name)]
+    result = inline_asm(b, f"{instruction} $0, $1;", f"={out},{into}", [x],
+                        ir.IntType(16) if out == "h" else llvm_type(target), side_effect=False)
+    return b.bitcast(result, llvm_type(target)) if out == "h" else result
 
 
 def _addptr(ctx, op, args):

@@ -7,6 +7,8 @@ import struct
 import llvmlite.ir as ir
 from llvmlite.ir.types import _BaseFloatType
 
+from ..ir import float8
+
 
 class BFloatType(_BaseFloatType):
     """LLVM's ``bfloat``; constants print as ``0xRXXXX`` (the top half of an fp32)."""
@@ -38,6 +40,8 @@ I1, I8, I16, I32, I64 = (ir.IntType(n) for n in (1, 8, 16, 32, 64))
 def llvm_type(element) -> ir.Type:
     if element.is_ptr():
         return I64   # addresses travel as integers; memory ops turn them into PTX operands
+    if element.is_fp8():
+        return I8    # its code: only casts look inside (backend.float8)
     if element.is_floating():
         return {16: BFloatType() if element.is_bf16() else ir.HalfType(), 32: ir.FloatType(),
                 64: ir.DoubleType()}[element.bits]
@@ -47,6 +51,8 @@ def llvm_type(element) -> ir.Type:
 def constant(element, value) -> ir.Constant:
     """``value`` as an LLVM constant of ``element``'s register type (integers wrap)."""
     ty = llvm_type(element)
+    if element.is_fp8():
+        return ir.Constant(ty, float8.encode(element.float8_format, float(value)))
     if element.is_floating():
         return ir.Constant(ty, float(value))
     if element.is_bool():

@@ -14,7 +14,7 @@ import operator
 from .. import semantic
 from ..errors import CompilationError
 from ..ir import kir
-from ..ir.types import BlockType
+from ..ir.types import BlockType, DType, PointerType
 from ..language.core import (constexpr, is_builtin, is_constexpr_function, tensor,
                              tensor_descriptor)
 from ..language.functions import range as tl_range
@@ -38,7 +38,10 @@ _UNARY_OPERATORS = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: 
 # Python builtins a kernel may call on compile-time values.
 _STATIC_BUILTINS = {builtins.min, builtins.max, builtins.abs, builtins.int, builtins.float,
                     builtins.bool, builtins.len, builtins.isinstance, builtins.range,
-                    builtins.print, builtins.tuple, builtins.list, builtins.getattr}
+                    builtins.print, builtins.tuple, builtins.list, builtins.getattr,
+                    builtins.hasattr, constexpr}
+# Builtins that look at a tensor object, never at its values: fine on tensors.
+_OBJECT_BUILTINS = {builtins.isinstance, builtins.hasattr, builtins.getattr, builtins.len}
 
 
 def _unwrap(x):
@@ -133,7 +136,9 @@ class CodeGenerator(ast.NodeVisitor):
         annotation = _unwrap(self.visit(node.annotation))
         value = self.visit(node.value)
         if annotation is constexpr and not isinstance(value, constexpr):
-            raise self.error(node.value, "a tl.constexpr local needs a compile-time value")
+            if isinstance(value, tensor) or value is None:
+                raise self.error(node.value, "a tl.constexpr local needs a compile-time value")
+            value = constexpr(value)   # a dtype, a tuple...: compile-time already
         self._assign(node.target, value, node, keep_constexpr=annotation is constexpr)
 
     def visit_AugAssign(self, node):
@@ -416,8 +421,11 @@ class CodeGenerator(ast.NodeVisitor):
         lhs, rhs = self.visit(node.left), self.visit(node.comparators[0])
         op = type(node.ops[0])
         if op in (ast.Is, ast.IsNot):
-            if isinstance(lhs, tensor) or isinstance(rhs, tensor):
-                raise self.error(node, "`is` compares compile-time values only")
+            if isinstance(lhs, tensor) and isinstance(rhs, tensor):
+                raise self.error(node, "`is` between two tensors is not supported; "
+                                 "compare values with ==")
+            # A tensor is never a compile-time value: `ptr is None` folds, as in Triton
+            # (where a None argument is a constexpr None).
             result = _unwrap(lhs) is _unwrap(rhs)
             return constexpr(result if op is ast.Is else not result)
         if op in (ast.In, ast.NotIn):
@@ -502,10 +510,15 @@ class CodeGenerator(ast.NodeVisitor):
                 isinstance(getattr(fn, "__self__", None), (tensor, tensor_descriptor)):
             return fn(*args, **kwargs)
         if fn in _STATIC_BUILTINS or getattr(fn, "__module__", "") in ("math",) or \
-                is_constexpr_function(fn):
-            if any(isinstance(a, tensor) for a in list(args) + list(kwargs.values())):
+                is_constexpr_function(fn) or \
+                isinstance(getattr(fn, "__self__", None), (DType, PointerType, BlockType)):
+            # (the last: a type's own methods, x.dtype.is_fp8(), are compile-time calls)
+            if fn not in _OBJECT_BUILTINS and \
+                    any(isinstance(a, tensor) for a in list(args) + list(kwargs.values())):
                 raise self.error(node, f"{getattr(fn, '__name__', fn)}() works on compile-time "
                                        "values only; use the tl equivalent for tensors")
+            if fn is constexpr:   # tl.constexpr(x) in a kernel: x, compile-time
+                return _wrap(_unwrap(args[0]) if args else None)
             return _wrap(fn(*[_unwrap(a) for a in args], **{k: _unwrap(v) for k, v in kwargs.items()}))
         raise self.error(node, f"cannot call {getattr(fn, '__name__', fn)!r} from a kernel: "
                                "only tl builtins and @aotk.jit functions can be called")
@@ -595,7 +608,8 @@ def generate_kir(jit_function, param_types: dict, hints: dict, constants: dict,
     scope = {}
     with semantic.building(builder, _inliner(function, builder)):
         for name in jit_function.param_names:
-            if name in jit_function.constexpr_names:
+            if name in jit_function.constexpr_names or name in constants:
+                # (a runtime parameter in ``constants`` is a None argument)
                 scope[name] = constexpr(constants[name])
                 continue
             value = kir.Value(BlockType(param_types[name]), hint_name=name)

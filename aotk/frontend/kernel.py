@@ -32,17 +32,20 @@ class KernelFunction(KernelSource):
         """The kir specialized on a ``Signature`` (or {param: type} with ``hints``), the
         constexpr values and the debug flag (memoized)."""
         debug = self.debug if debug is None else bool(debug)
-        if not isinstance(signature, Signature):
-            signature = Signature.from_types(signature, hints, self.runtime_names)
         constants = dict(constants or {})
         for name in self.constexpr_names:
             if name not in constants:
                 if name not in self.defaults:
                     raise TypeError(f"{self.name}: missing value for constexpr {name!r}")
                 constants[name] = self.defaults[name]
-        unknown = set(constants) - self.constexpr_names
+        unknown = {n for n, v in constants.items()
+                   if n not in self.constexpr_names and (v is not None or n not in self.param_names)}
         if unknown:
-            raise TypeError(f"{self.name}: {sorted(unknown)} are not tl.constexpr parameters")
+            raise TypeError(f"{self.name}: {sorted(unknown)} are not tl.constexpr parameters "
+                            "(a runtime parameter can only be given as None)")
+        if not isinstance(signature, Signature):
+            names = [n for n in self.runtime_names if n not in constants]
+            signature = Signature.from_types(signature, hints, names)
         key = (signature.cache_key,
                tuple(sorted((k, repr(v)) for k, v in constants.items())), debug)
         if key not in self._kir_cache:

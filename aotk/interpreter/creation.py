@@ -9,12 +9,20 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import float8
 from .executor import numpy_dtype, register_op_rules
+
+
+def _constant(ctx, op):
+    element, value = op.result.element, op.attrs["value"]
+    if element.is_fp8():   # held as its code
+        value = float8.encode(element.float8_format, value)
+    return np.full(op.result.type.shape, value, numpy_dtype(element))
+
 
 register_op_rules({
     "program_id": lambda ctx, op: np.int32(ctx.pid[op.attrs["axis"]]),
     "num_programs": lambda ctx, op: np.int32(ctx.grid[op.attrs["axis"]]),
-    "constant": lambda ctx, op: np.full(op.result.type.shape, op.attrs["value"],
-                                        numpy_dtype(op.result.element)),
+    "constant": _constant,
     "arange": lambda ctx, op: np.arange(op.attrs["start"], op.attrs["end"], dtype=np.int32),
 })

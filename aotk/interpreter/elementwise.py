@@ -15,6 +15,7 @@ import statistics
 
 import numpy as np
 
+from . import float8
 from .executor import numpy_dtype, register_op_rules
 
 
@@ -76,12 +77,32 @@ def _cast(ctx, op, x):
         if target.is_bf16():
             return (x.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
         return x.view(numpy_dtype(target)) if x.ndim else x.reshape(1).view(numpy_dtype(target))[0]
+    rounding = op.attrs.get("rounding", "rtne")
+    if source.is_fp8():
+        x = float8.decode(source.float8_format, x)
+    if target.is_fp8():
+        return float8.encode(target.float8_format, x, rounding)
+    if rounding == "rtz":
+        return _round_toward_zero(x, target)
     if target.is_bool():
         return x != 0
     if source.is_floating() and target.is_int():
         return np.trunc(x).astype(np.int64 if target.bits < 64 or target.is_int_signed()
                                   else np.uint64)
     return x
+
+
+def _round_toward_zero(x, target):
+    """A float narrowed to ``target`` rounding towards zero: the nearest value, stepped once
+    towards zero where it is farther from zero than ``x`` (overflow gives the largest)."""
+    x = np.asarray(x, np.float64)
+    if target.is_bf16():
+        truncated = (np.asarray(x, np.float32).view(np.uint32) & 0xFFFF0000).view(np.float32)
+        return np.where(np.isnan(x), np.float32(np.nan), truncated)
+    held = numpy_dtype(target)
+    nearest = x.astype(held)
+    farther = np.abs(nearest.astype(np.float64)) > np.abs(x)
+    return np.where(farther, np.nextafter(nearest, held(0)), nearest)
 
 
 def _fma(ctx, op, a, b, c):

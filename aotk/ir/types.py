@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .float8 import FORMATS
+
 
 @dataclass(frozen=True)
 class DType:
@@ -62,6 +64,28 @@ class DType:
     def is_fp64(self) -> bool:
         return self.name == "float64"
 
+    def is_fp8(self) -> bool:
+        return self.name in FLOAT8_FORMATS
+
+    def is_fp8e4nv(self) -> bool:
+        return self.name == "float8e4nv"
+
+    def is_fp8e5(self) -> bool:
+        return self.name == "float8e5"
+
+    @property
+    def float8_format(self):
+        """The ``aotk.ir.float8.Float8Format`` of an fp8 type (None for other types)."""
+        return FLOAT8_FORMATS.get(self.name)
+
+    @property
+    def fp_mantissa_width(self) -> int:
+        if not self.is_floating():
+            raise TypeError(f"{self.name} is not a floating-point type")
+        if self.is_fp8():
+            return self.float8_format.mantissa_bits
+        return {"float16": 10, "bfloat16": 7, "float32": 23, "float64": 52}[self.name]
+
     def to(self, *_args, **_kwargs):  # pragma: no cover - guards a common user slip
         raise TypeError(f"{self.name} is a dtype; call .to() on a tensor instead")
 
@@ -109,6 +133,9 @@ class PointerType:
     def is_fp64(self) -> bool:
         return False
 
+    def is_fp8(self) -> bool:
+        return False
+
 
 int1 = DType("int1", "i1", "bool", 1)
 int8 = DType("int8", "i8", "int", 8)
@@ -123,9 +150,14 @@ float16 = DType("float16", "fp16", "float", 16)
 bfloat16 = DType("bfloat16", "bf16", "float", 16)
 float32 = DType("float32", "fp32", "float", 32)
 float64 = DType("float64", "fp64", "float", 64)
+# 8-bit floats (aotk.ir.float8 says what their codes mean): only loads, stores, casts and
+# moves see them; arithmetic on them is done in float32 (see aotk.semantic.elementwise).
+float8e4nv = DType("float8e4nv", "fp8e4nv", "float", 8)
+float8e5 = DType("float8e5", "fp8e5", "float", 8)
+FLOAT8_FORMATS = dict(FORMATS)
 
 ALL_DTYPES = (int1, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
-              float16, bfloat16, float32, float64)
+              float16, bfloat16, float32, float64, float8e4nv, float8e5)
 DTYPE_BY_SHORT = {t.short: t for t in ALL_DTYPES}
 DTYPE_BY_NAME = {t.name: t for t in ALL_DTYPES}
 

@@ -1,6 +1,6 @@
 """``import aotk.language as tl``: the kernel language, named and behaving like triton.language."""
 from ..ir.types import (DType as dtype, PointerType as pointer_type, bfloat16, float16, float32,
-                        float64, int1, int8, int16, int32, int64, uint8, uint16, uint32, uint64)
+                        float64, float8e4nv, float8e5, int1, int8, int16, int32, int64, uint8, uint16, uint32, uint64)
 from .core import PropagateNan, constexpr, tensor, tensor_descriptor
 from .functions import (abs, arange, argmax, argmin, max, min, sum, xor_sum, broadcast, broadcast_to, cast, cdiv, ceil, clamp, cos, exp,
                         exp2, expand_dims, floor, fma, full, load, log, log2, max_constancy,
@@ -17,7 +17,7 @@ from .functions import (atomic_add, atomic_and, atomic_cas, atomic_max, atomic_m
 __all__ = [
     "dtype", "pointer_type", "constexpr", "tensor", "PropagateNan",
     "int1", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-    "float16", "bfloat16", "float32", "float64",
+    "float16", "bfloat16", "float32", "float64", "float8e4nv", "float8e5",
     "abs", "arange", "broadcast", "broadcast_to", "cast", "cdiv", "ceil", "clamp", "cos", "exp",
     "exp2", "expand_dims", "floor", "fma", "full", "load", "log", "log2", "max_constancy",
     "max_contiguous", "maximum", "minimum", "multiple_of", "num_programs", "program_id", "range", "rsqrt",
@@ -32,9 +32,11 @@ __all__ += ["tensor_descriptor", "make_tensor_descriptor", "load_tensor_descript
             "store_tensor_descriptor"]
 
 from .functions import add, div_rn, erf, fdiv, mul, sqrt_rn, sub, umulhi  # noqa: E402
+from .functions import cat, dot_scaled, interleave  # noqa: E402
 from ..semantic.promotion import MAX_BLOCK_NUMEL as TRITON_MAX_TENSOR_NUMEL  # noqa: E402
 from . import extra, math, standard  # noqa: E402  (tl.math, tl.extra.libdevice, tl.standard)
 
+__all__ += ["cat", "dot_scaled", "interleave"]
 __all__ += ["add", "div_rn", "erf", "fdiv", "mul", "sqrt_rn", "sub", "umulhi", "extra", "math",
             "standard", "TRITON_MAX_TENSOR_NUMEL"]
 

@@ -134,7 +134,8 @@ class tensor:
 
     def to(self, dtype, fp_downcast_rounding=None, bitcast=False):
         """``tl.cast(self, dtype, ...)``, Triton's parameter order."""
-        return _semantic().cast(self, unwrap(dtype), bitcast=bool(unwrap(bitcast)))
+        return _semantic().cast(self, unwrap(dtype), bitcast=bool(unwrap(bitcast)),
+                                fp_downcast_rounding=unwrap(fp_downcast_rounding))
 
     @property
     def T(self):

@@ -68,7 +68,8 @@ def where(condition, x, y):
 
 @builtin
 def cast(input, dtype, fp_downcast_rounding=None, bitcast=False):
-    return semantic.cast(input, _value(dtype), bitcast=bool(_value(bitcast)))
+    return semantic.cast(input, _value(dtype), bitcast=bool(_value(bitcast)),
+                         fp_downcast_rounding=_value(fp_downcast_rounding))
 
 
 @builtin
@@ -334,6 +335,16 @@ def split(a):
 
 
 @builtin
+def interleave(a, b):
+    return semantic.interleave(a, b)
+
+
+@builtin
+def cat(input, other, can_reorder=False):
+    return semantic.cat(input, other, can_reorder)
+
+
+@builtin
 def item(input):
     """The one element of a one-element block, as a scalar."""
     return semantic.item(input)
@@ -345,6 +356,15 @@ def dot(input, other, acc=None, input_precision=None, allow_tf32=None,
     from ..ir.types import float32
     return semantic.dot(input, other, acc, input_precision, allow_tf32,
                         float32 if out_dtype is None else out_dtype)
+
+
+@builtin
+def dot_scaled(lhs, lhs_scale, lhs_format, rhs, rhs_scale, rhs_format, acc=None,
+               fast_math=False, lhs_k_pack=True, rhs_k_pack=True, out_dtype=None):
+    from ..ir.types import float32
+    return semantic.dot_scaled(lhs, lhs_scale, lhs_format, rhs, rhs_scale, rhs_format, acc,
+                               fast_math, lhs_k_pack, rhs_k_pack,
+                               float32 if out_dtype is None else out_dtype)
 
 
 # -- atomics and debugging -------------------------------------------------------------

@@ -33,7 +33,8 @@ TORCH_DTYPES = {"torch.bool": T.int1, "torch.int8": T.int8, "torch.int16": T.int
                 "torch.int32": T.int32, "torch.int64": T.int64, "torch.uint8": T.uint8,
                 "torch.uint16": T.uint16, "torch.uint32": T.uint32, "torch.uint64": T.uint64,
                 "torch.float16": T.float16, "torch.bfloat16": T.bfloat16,
-                "torch.float32": T.float32, "torch.float64": T.float64}
+                "torch.float32": T.float32, "torch.float64": T.float64,
+                "torch.float8_e4m3fn": T.float8e4nv, "torch.float8_e5m2": T.float8e5}
 SCALAR_CTYPES = {"int1": ctypes.c_bool, "int8": ctypes.c_int8, "int16": ctypes.c_int16,
                  "int32": ctypes.c_int32, "int64": ctypes.c_int64, "uint8": ctypes.c_uint8,
                  "uint16": ctypes.c_uint16, "uint32": ctypes.c_uint32,
@@ -62,7 +63,10 @@ def scalar_type_of(value) -> T.DType:
 
 def cuda_array_dtype(obj) -> T.DType:
     """Element type of a torch tensor / ``__cuda_array_interface__`` object."""
-    torch_dtype = str(getattr(obj, "dtype", ""))
+    dtype = getattr(obj, "dtype", "")
+    if isinstance(dtype, T.DType):   # an array that says its tl type (Triton's TensorWrapper)
+        return dtype
+    torch_dtype = str(dtype)
     if torch_dtype in TORCH_DTYPES:
         return TORCH_DTYPES[torch_dtype]
     typestr = obj.__cuda_array_interface__["typestr"]
@@ -113,7 +117,7 @@ def specialize(kernel, runtime_args: dict):
     ``kernel.do_not_specialize_on_alignment``: names that get no ":16" (":1" still)."""
     unhinted, unaligned = kernel.do_not_specialize, kernel.do_not_specialize_on_alignment
     types, hints, values = [], [], []
-    for name in kernel.runtime_names:
+    for name in runtime_args:   # in parameter order; None arguments are constants
         value = runtime_args[name]
         hint = None
         divisible = name not in unhinted and name not in unaligned
@@ -133,9 +137,9 @@ def specialize(kernel, runtime_args: dict):
             values.append((value, SCALAR_CTYPES[type_.name]))
         types.append(type_)
         hints.append(hint)
-    key = (kernel, tuple(types), tuple(hints))
+    key = (kernel, tuple(runtime_args), tuple(types), tuple(hints))
     signature = _signatures.get(key)
     if signature is None:
         signature = _signatures[key] = Signature(tuple(
-            map(SignatureParameter, kernel.runtime_names, types, hints)))
+            map(SignatureParameter, runtime_args, types, hints)))
     return signature, values

@@ -1,14 +1,16 @@
 """Typing rules of ``tl.dot``: block matrix products on tensor cores, Triton's dtype rules.
 
-In: two blocks of rank 2 ([M, K] @ [K, N]) or 3 (batched [B, M, K] @ [B, K, N]), an optional
+In: two blocks of rank 2 ([M, K] @ [K, N]) or more (batched [B.., M, K] @ [B.., K, N]), an optional
 accumulator, the input precision and output dtype. Out: the ``dot`` result [.., M, N].
 
   fp16 x fp16 -> fp32 (or fp16 with out_dtype=tl.float16)
   bf16 x bf16 -> fp32
   fp32 x fp32 -> fp32, inputs rounded to tf32 unless input_precision="ieee" ("tf32x3" splits
-                 each input in two tf32 parts for close to fp32 accuracy)
+                 each input in two tf32 parts for close to fp32 accuracy; Triton's "bf16x3"
+                 and "bf16x6" are computed as "ieee")
   fp64 x fp64 -> fp64
   int8 x int8 -> int32
+  fp8 x fp8 (float8e4nv, float8e5, mixed) -> fp32: both upcast to fp16 (exact), then fp16
 Every non-batch dimension is at least 16 (the smallest tensor-core tile).
 """
 from __future__ import annotations
@@ -19,9 +21,14 @@ from ..ir import types as T
 from ..ir.types import BlockType
 from ..language.core import tensor, unwrap
 from .building import emit
+from .elementwise import add, bitwise, cast, compare, maximum, mul, neg, sub, where
 from .promotion import constant, to_tensor
+from .views import broadcast_to, expand_dims, interleave, permute, reshape, trans
 
 INPUT_PRECISIONS = ("tf32", "tf32x3", "ieee")
+# Triton's bf16 splits of fp32 operands (3 or 6 bf16 products): approximations of the fp32
+# product, which aotk computes instead ("ieee"), at least as accurate.
+AS_IEEE = ("bf16x3", "bf16x6")
 MIN_DOT_SIZE = 16
 
 
@@ -33,6 +40,18 @@ def _default_precision() -> str:
 def dot(a, b, acc=None, input_precision=None, allow_tf32=None, out_dtype=T.float32) -> tensor:
     a, b = to_tensor(a), to_tensor(b)
     rank = len(a.type.shape)
+    if rank > 3 and len(b.type.shape) == rank and a.type.shape[:-2] == b.type.shape[:-2]:
+        # Several batch dimensions: one batch of their product, then the shape back.
+        batch = a.type.shape[:-2]
+        count = 1
+        for d in batch:
+            count *= d
+        flat = [reshape(x, (count,) + x.type.shape[-2:]) for x in (a, b)]
+        if acc is not None:
+            acc = to_tensor(acc)
+            acc = reshape(acc, (count,) + acc.type.shape[-2:])
+        product = dot(*flat, acc, input_precision, allow_tf32, out_dtype)
+        return reshape(product, batch + product.type.shape[-2:])
     if rank not in (2, 3) or len(b.type.shape) != rank:
         raise ValueError(f"tl.dot takes two 2-d blocks or two 3-d (batched) blocks, got shapes "
                          f"{list(a.type.shape)} and {list(b.type.shape)}")
@@ -45,6 +64,10 @@ def dot(a, b, acc=None, input_precision=None, allow_tf32=None, out_dtype=T.float
         raise ValueError(f"tl.dot needs every non-batch dimension >= {MIN_DOT_SIZE}, got "
                          f"M={m}, N={n}, K={k}; use larger blocks or tl.sum(a[:, :, None] * "
                          "b[None, :, :], axis=1)")
+    if a.dtype.is_fp8() and b.dtype.is_fp8():
+        # Every fp8 value is exact in fp16: the product is the fp8 product (Triton upcasts
+        # the same way where the target has no fp8 MMA).
+        a, b = cast(a, T.float16), cast(b, T.float16)
     if a.dtype != b.dtype:
         raise TypeError(f"tl.dot needs operands of one element type, got {a.dtype} and {b.dtype}; "
                         "cast one with .to()")
@@ -67,6 +90,7 @@ def dot(a, b, acc=None, input_precision=None, allow_tf32=None, out_dtype=T.float
         raise TypeError(f"tl.dot does not take {element} operands")
     if element == T.float32:
         precision = precision or _default_precision()
+        precision = "ieee" if str(precision).lower() in AS_IEEE else precision
         if precision not in INPUT_PRECISIONS:
             raise ValueError(f"input_precision must be one of {', '.join(INPUT_PRECISIONS)}, "
                              f"got {precision!r}")
@@ -85,3 +109,135 @@ def dot(a, b, acc=None, input_precision=None, allow_tf32=None, out_dtype=T.float
                             f"{result_element}; pass out_dtype={acc.dtype} or cast the "
                             "accumulator")
     return emit("dot", [a, b, acc], result_type, precision=precision)
+
+
+# ---------------------------------------------------------------------------------------
+# tl.dot_scaled: microscaling (MX) formats
+# ---------------------------------------------------------------------------------------
+
+# The element formats of tl.dot_scaled and the tl type each one's bits are; e2m1 (fp4) comes
+# as two values per uint8, the low nibble first.
+SCALED_FORMATS = {"e2m1": None, "e4m3": T.float8e4nv, "e5m2": T.float8e5,
+                  "bf16": T.bfloat16, "fp16": T.float16}
+_BITS_TYPE = {8: T.uint8, 16: T.uint16}
+E8M0_NAN = 0xFF
+
+
+def dot_scaled(lhs, lhs_scale, lhs_format, rhs, rhs_scale, rhs_format, acc=None,
+               fast_math=False, lhs_k_pack=True, rhs_k_pack=True, out_dtype=T.float32) -> tensor:
+    """``tl.dot_scaled``: each operand is upcast to bf16 (fp16 when either format is fp16),
+    multiplied by its scale where it has one, and the two multiplied with ``tl.dot`` (fp32
+    accumulation) -- what Triton does on GPUs without native scaled MMA (sm_80, sm_90).
+
+    A scale is one e8m0 power of two (uint8, 2^(s-127); 0xFF is NaN unless ``fast_math``)
+    or one float8e4nv value per 32 (16 for float8e4nv) consecutive values along K: the
+    lhs scale is [M, K // 32], the rhs scale [N, K // 32].
+    """
+    lhs_format, rhs_format = unwrap(lhs_format), unwrap(rhs_format)
+    for side, fmt in (("lhs", lhs_format), ("rhs", rhs_format)):
+        if fmt not in SCALED_FORMATS:
+            raise ValueError(f"tl.dot_scaled: {side}_format must be one of "
+                             f"{', '.join(SCALED_FORMATS)}, got {fmt!r}")
+    lhs, rhs = to_tensor(lhs), to_tensor(rhs)
+    rank = len(lhs.type.shape)
+    if rank not in (2, 3) or len(rhs.type.shape) != rank:
+        raise ValueError(f"tl.dot_scaled takes two 2-d or two 3-d blocks, got shapes "
+                         f"{list(lhs.type.shape)} and {list(rhs.type.shape)}")
+    compute = T.float16 if "fp16" in (lhs_format, rhs_format) else T.bfloat16
+    fast_math = bool(unwrap(fast_math))
+    a = _upcast_scaled(lhs, unwrap(lhs_scale), lhs_format, compute, k_axis=rank - 1,
+                       k_pack=bool(unwrap(lhs_k_pack)), fast_math=fast_math, side="lhs")
+    b = _upcast_scaled(rhs, unwrap(rhs_scale), rhs_format, compute, k_axis=rank - 2,
+                       k_pack=bool(unwrap(rhs_k_pack)), fast_math=fast_math, side="rhs")
+    return dot(a, b, acc, out_dtype=unwrap(out_dtype))
+
+
+def _upcast_scaled(x: tensor, scale, fmt: str, compute, k_axis: int, k_pack: bool,
+                   fast_math: bool, side: str) -> tensor:
+    rank = len(x.type.shape)
+    other_axis = 2 * rank - 3 - k_axis   # the M (lhs) or N (rhs) axis
+    if not k_pack and fmt != "e2m1":
+        raise ValueError(f"tl.dot_scaled: only e2m1 operands can be packed along a dimension "
+                         f"other than K ({side}_k_pack=False with {fmt})")
+    if fmt == "e2m1":
+        if x.dtype != T.uint8:
+            raise TypeError(f"tl.dot_scaled: e2m1 {side} must be packed as uint8, got {x.dtype}")
+        value = _unpack_e2m1(x, k_axis if k_pack else other_axis, compute)
+    else:
+        bits_type = SCALED_FORMATS[fmt]
+        if x.dtype != bits_type:
+            if x.dtype != _BITS_TYPE[bits_type.bits]:
+                raise TypeError(f"tl.dot_scaled: {side} in format {fmt} must be {bits_type} "
+                                f"or {_BITS_TYPE[bits_type.bits]}, got {x.dtype}")
+            x = cast(x, bits_type, bitcast=True)
+        value = cast(x, compute)
+    if scale is None:
+        return value
+    scale = to_tensor(scale)
+    group = 16 if scale.dtype == T.float8e4nv else 32
+    k, rows = value.type.shape[k_axis], value.type.shape[other_axis]
+    expected = tuple(value.type.shape[:-2]) + (rows, k // group)
+    if scale.type.shape != expected:
+        raise ValueError(f"tl.dot_scaled: {side}_scale must be a tensor of shape "
+                         f"{list(expected)}, got {list(scale.type.shape)}")
+    if scale.dtype == T.uint8:
+        factor = _e8m0_value(scale, compute)
+    elif scale.dtype == T.float8e4nv:
+        factor = cast(scale, compute)
+    else:
+        raise TypeError(f"tl.dot_scaled: {side}_scale must be uint8 (e8m0) or float8e4nv, got "
+                        f"{scale.dtype}")
+    # [.., rows, K / group] -> [.., rows, K], then in the operand's axis order.
+    factor = _repeat_last(factor, group)
+    if k_axis == rank - 2:
+        factor = trans(factor, *range(rank - 2), rank - 1, rank - 2)
+    scaled = mul(value, factor)
+    if scale.dtype == T.uint8 and not fast_math:
+        is_nan = compare("eq", _repeat_last(scale, group), E8M0_NAN)
+        if k_axis == rank - 2:
+            is_nan = trans(is_nan, *range(rank - 2), rank - 1, rank - 2)
+        scaled = where(is_nan, constant(float("nan"), compute), scaled)
+    return scaled
+
+
+def _e8m0_value(scale: tensor, compute) -> tensor:
+    """2^(s - 127) of uint8 exponents, in ``compute``: the bits placed in a bf16 exponent
+    (fp32's for fp16, then rounded), as Triton's emulation does (0 gives 0)."""
+    if compute == T.bfloat16:
+        return cast(bitwise("shl", cast(scale, T.uint16), 7), T.bfloat16, bitcast=True)
+    as_fp32 = cast(bitwise("shl", cast(scale, T.uint32), 23), T.float32, bitcast=True)
+    return cast(as_fp32, compute)
+
+
+def _repeat_last(x: tensor, times: int) -> tensor:
+    """[.., n] -> [.., n * times], each element repeated ``times`` times in a row."""
+    shape = x.type.shape
+    wide = broadcast_to(expand_dims(x, len(shape)), shape + (times,))
+    return reshape(wide, shape[:-1] + (shape[-1] * times,))
+
+
+def _unpack_e2m1(packed: tensor, axis: int, compute) -> tensor:
+    """uint8 holding two e2m1 values (low nibble first along ``axis``) -> values in
+    ``compute``, ``axis`` twice as long. An e2m1 nibble is s.ee.m: 0, 0.5, 1, 1.5, 2, 3, 4, 6."""
+    rank = len(packed.type.shape)
+    to_last = tuple(d for d in range(rank) if d != axis) + (axis,)
+    if axis != rank - 1:
+        packed = permute(packed, to_last)
+    halves = [_e2m1_value(bitwise("and", packed, 0xF), compute),
+              _e2m1_value(bitwise("shr", packed, 4), compute)]
+    value = interleave(*halves)
+    if axis != rank - 1:
+        back = tuple(to_last.index(d) for d in range(rank))
+        value = permute(value, back)
+    return value
+
+
+def _e2m1_value(nibble: tensor, compute) -> tensor:
+    code = cast(nibble, T.int32)
+    exponent, mantissa = bitwise("shr", bitwise("and", code, 7), 1), bitwise("and", code, 1)
+    # Twice the magnitude, an integer: the mantissa bit alone (subnormal), or (2 + m) << (e - 1).
+    shift = maximum(sub(exponent, 1), 0)
+    twice = where(compare("eq", exponent, 0), mantissa, bitwise("shl", add(mantissa, 2), shift))
+    magnitude = mul(cast(twice, T.float32), 0.5)
+    value = where(compare("ne", bitwise("and", code, 8), 0), neg(magnitude), magnitude)
+    return cast(value, compute)

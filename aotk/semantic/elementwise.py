@@ -62,7 +62,19 @@ def _binary_operands(lhs, rhs, allow_float=True, allow_int=True, op_name="op",
 
 
 def _binary(opcode, a: tensor, b: tensor, **attrs) -> tensor:
-    return emit(opcode, [a, b], a.type, **attrs)
+    return _arithmetic(opcode, [a, b], a.type, **attrs)
+
+
+def _arithmetic(opcode, operands, result_type: BlockType, **attrs) -> tensor:
+    """``emit`` for an op that computes on values: 8-bit float operands are computed in fp32
+    and an 8-bit float result is rounded back (no GPU has fp8 arithmetic, nor does kir)."""
+    if not any(o.dtype.is_fp8() for o in operands):
+        return emit(opcode, operands, result_type, **attrs)
+    wide = [cast(o, T.float32) if o.dtype.is_fp8() else o for o in operands]
+    if not result_type.element.is_fp8():
+        return emit(opcode, wide, result_type, **attrs)
+    return cast(emit(opcode, wide, result_type.with_element(T.float32), **attrs),
+                result_type.element)
 
 
 def _pointer_offset(ptr: tensor, offset, negate=False) -> tensor:
@@ -169,7 +181,7 @@ def compare(predicate, lhs, rhs) -> tensor:
         a, b = broadcast_to_shape(lhs, shape), broadcast_to_shape(rhs, shape)
     else:
         a, b = _binary_operands(lhs, rhs, op_name="comparison")
-    return emit("cmp", [a, b], BlockType(T.int1, a.type.shape), predicate=predicate)
+    return _arithmetic("cmp", [a, b], BlockType(T.int1, a.type.shape), predicate=predicate)
 
 
 def _propagates_nan(propagate_nan) -> bool:
@@ -204,7 +216,16 @@ def neg(x) -> tensor:
     x = to_tensor(x)
     if x.dtype.is_ptr():
         raise TypeError("cannot negate a pointer")
+    if x.dtype.is_fp8():   # flips the sign bit, as for any IEEE float
+        return _with_sign_bits(x, "xor", 0x80)
     return emit("neg", [x], x.type)
+
+
+def _with_sign_bits(x: tensor, opcode: str, mask: int) -> tensor:
+    """An 8-bit float with its code combined with ``mask`` (and / xor on the sign bit)."""
+    bits = cast(x, T.uint8, bitcast=True)
+    return cast(emit(opcode, [bits, constant(mask, T.uint8, bits.type.shape)], bits.type),
+                x.dtype, bitcast=True)
 
 
 def invert(x) -> tensor:
@@ -226,7 +247,9 @@ def unary_math(opcode, x) -> tensor:
         raise TypeError(f"tl.{opcode} is not defined on pointers")
     if opcode == "abs" and (x.dtype.is_int_unsigned() or x.dtype.is_bool()):
         return x
-    return emit(opcode, [x], x.type)
+    if opcode == "abs" and x.dtype.is_fp8():   # clears the sign bit: exact, NaN kept
+        return _with_sign_bits(x, "and", 0x7F)
+    return _arithmetic(opcode, [x], x.type)
 
 
 @dataclass(frozen=True)
@@ -317,7 +340,7 @@ def fma(x, y, z) -> tensor:
     a, b, c = _common_operands(x, y, z)
     if not a.dtype.is_floating():
         raise TypeError(f"tl.fma needs floating-point operands, got {a.dtype}")
-    return emit("fma", [a, b, c], a.type)
+    return _arithmetic("fma", [a, b, c], a.type)
 
 
 def where(condition, x, y) -> tensor:
@@ -348,12 +371,29 @@ def clamp(x, lo, hi, propagate_nan=None) -> tensor:
 # Casts
 # ---------------------------------------------------------------------------------------
 
-def cast(x, dtype, bitcast: bool = False) -> tensor:
+ROUNDING_MODES = ("rtne", "rtz")
+
+
+def cast(x, dtype, bitcast: bool = False, fp_downcast_rounding=None) -> tensor:
+    """``x.to(dtype)``: a value conversion, or with ``bitcast`` the same bits read as
+    ``dtype``. A float narrowed to a smaller float rounds to nearest even, or towards zero
+    with ``fp_downcast_rounding="rtz"`` (Triton's only two modes; only for such a cast)."""
     x = to_tensor(x)
     if isinstance(dtype, constexpr):
         dtype = dtype.value
     if not isinstance(dtype, (DType, PointerType)):
         raise TypeError(f"cast target must be a tl dtype, got {dtype!r}")
+    rounding = unwrap(fp_downcast_rounding)
+    if rounding is not None:
+        narrows = (x.dtype.is_floating() and dtype.is_floating()
+                   and dtype.primitive_bitwidth < x.dtype.primitive_bitwidth)
+        if not narrows or bitcast:
+            raise ValueError("fp_downcast_rounding should be set only for truncating fp "
+                             f"conversions. Source scalar type is {x.dtype} and destination "
+                             f"type is {dtype}")
+        if rounding not in ROUNDING_MODES:
+            raise ValueError(f"fp_downcast_rounding must be one of {', '.join(ROUNDING_MODES)}, "
+                             f"got {rounding!r}")
     if x.dtype == dtype:
         return x
     if bitcast:
@@ -363,6 +403,8 @@ def cast(x, dtype, bitcast: bool = False) -> tensor:
         return emit("cast", [x], x.type.with_element(dtype), bitcast=True)
     if x.dtype.is_ptr() != dtype.is_ptr():
         raise TypeError(f"cannot cast {x.dtype} to {dtype}")
+    if rounding == "rtz":   # the default, rtne, is what every narrowing cast does unmarked
+        return emit("cast", [x], x.type.with_element(dtype), rounding="rtz")
     # Pointer to pointer keeps the address: only what a load reads through it changes.
     return emit("cast", [x], x.type.with_element(dtype), bitcast=x.dtype.is_ptr())
 

@@ -57,8 +57,11 @@ def promote_dtypes(a: DType, b: DType) -> DType:
         return a if _kind_rank(a) > _kind_rank(b) else b
     if a == b:
         return a
-    # 2. Within floats: the wider wins; at 16 bits fp16 beats bf16.
+    # 2. Within floats: the wider wins; at 16 bits fp16 beats bf16; two different 8-bit
+    #    floats meet in fp16, bf16 and an 8-bit float in fp32 (Triton's computation types).
     if a.is_floating():
+        if {a.bits, b.bits} == {8, 16} and (a.is_bf16() or b.is_bf16()):
+            return T.float32
         if a.bits != b.bits:
             return a if a.bits > b.bits else b
         return T.float16

@@ -1,7 +1,7 @@
 """Typing rules of ops that change a block's shape or move its elements: splats and
 broadcasts (explicit, ``tl.broadcast_to``, and the implicit ones of every binary rule),
 ``expand_dims`` and ``x[:, None]`` subscripts, ``permute`` / ``trans``, ``reshape`` /
-``ravel``, ``join`` and ``split``.
+``ravel``, ``join``, ``interleave``, ``cat`` and ``split``.
 
 In: blocks and shapes, axes or axis orders. Out: typed ``tensor``s. Each op keeps the
 element type; only the shape and the element order change.
@@ -42,11 +42,13 @@ def expand_dims(x: tensor, axis) -> tensor:
     x = to_tensor(x)
     axes = [int(unwrap(a)) for a in (axis if isinstance(axis, (tuple, list)) else [axis])]
     rank_out = len(x.type.shape) + len(axes)
-    axes = sorted(a + rank_out if a < 0 else a for a in axes)
-    for a in axes:
-        if not 0 <= a < rank_out:
-            raise ValueError(f"expand_dims axis {a} out of range for a result of rank {rank_out}")
-    for a in axes:
+    for a in axes:   # Triton's wording
+        if not -rank_out <= a < rank_out:
+            raise ValueError(f"invalid axis {a}. Expected {-rank_out} <= axis < {rank_out}")
+    axes = [a + rank_out if a < 0 else a for a in axes]
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"expand_dims received duplicate axes, normalized axes = {axes}")
+    for a in sorted(axes):
         shape = list(x.type.shape)
         shape.insert(a, 1)
         x = emit("expand_dims", [x], x.type.with_shape(shape), axis=a)
@@ -147,6 +149,30 @@ def join(a, b) -> tensor:
     shape = broadcast_shapes(a.type.shape, b.type.shape)
     a, b = broadcast_to_shape(a, shape), broadcast_to_shape(b, shape)
     return emit("join", [a, b], BlockType(a.dtype, shape + (2,)))
+
+
+def interleave(a, b) -> tensor:
+    """``[a0, b0, a1, b1, ...]`` along the last axis (Triton's: join, then reshape)."""
+    joined = join(a, b)
+    shape = joined.type.shape
+    if len(shape) == 1:   # two scalars: [a, b] already
+        return joined
+    return reshape(joined, shape[:-2] + (2 * shape[-2],))
+
+
+def cat(a, b, can_reorder=False) -> tensor:
+    """``a`` then ``b`` along the first axis. Triton asks for ``can_reorder=True`` (it may
+    mix the elements); aotk keeps them in order, which that allows."""
+    if not unwrap(can_reorder):
+        raise ValueError("current implementation of `cat` always may reorder elements: "
+                         "pass can_reorder=True")
+    joined = join(a, b)
+    rank = len(joined.type.shape) - 1
+    if rank == 0:
+        return joined
+    stacked = permute(joined, (rank,) + tuple(range(rank)))
+    shape = stacked.type.shape
+    return reshape(stacked, (2 * shape[1],) + shape[2:])
 
 
 def split(x) -> tuple:

@@ -1,0 +1,119 @@
+"""Triton behaviours real kernels and Triton's own tests rely on: tl.cat, tl.interleave of
+scalars, tl.dot over several batch dimensions and Triton's bf16xN precisions, expand_dims'
+errors in Triton's words, compile-time builtins on tensors (isinstance, hasattr),
+tl.constexpr(...) and dtype-valued constexpr locals, and arrays that carry a tl dtype."""
+import numpy as np
+import pytest
+
+import aotk
+import aotk.language as tl
+
+
+@aotk.jit
+def _cat(x_ptr, y_ptr, z_ptr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    z = tl.cat(tl.load(x_ptr + offs), tl.load(y_ptr + offs), can_reorder=True)
+    tl.store(z_ptr + tl.arange(0, 2 * N), z)
+
+
+def test_cat_concatenates_in_order():
+    x, y, z = np.arange(16, dtype=np.float32), -np.arange(1, 17, dtype=np.float32), np.zeros(32, np.float32)
+    _cat[(1,)](x, y, z, N=16)
+    assert np.array_equal(z, np.concatenate([x, y]))
+
+
+def test_cat_without_can_reorder_is_tritons_error():
+    @aotk.jit
+    def kernel(x_ptr):
+        offs = tl.arange(0, 4)
+        tl.store(x_ptr + tl.arange(0, 8), tl.cat(tl.load(x_ptr + offs), tl.load(x_ptr + offs)))
+    with pytest.raises(aotk.CompilationError, match="can_reorder=True"):
+        kernel[(1,)](np.zeros(8, np.float32))
+
+
+@aotk.jit
+def _interleave_scalars(x, y, z_ptr):
+    z = tl.interleave(x, y)
+    tl.static_assert(z.shape == [tl.constexpr(2)])
+    tl.store(z_ptr + tl.arange(0, 2), z)
+
+
+def test_interleave_of_two_scalars():
+    z = np.zeros(2, np.int32)
+    _interleave_scalars[(1,)](10, 20, z)
+    assert z.tolist() == [10, 20]
+
+
+@aotk.jit
+def _dot_4d(a_ptr, b_ptr, c_ptr, PRECISION: tl.constexpr):
+    i = tl.arange(0, 2)[:, None, None, None] * 512 + tl.arange(0, 2)[None, :, None, None] * 256
+    rows = tl.arange(0, 16)[None, None, :, None] * 16 + tl.arange(0, 16)[None, None, None, :]
+    c = tl.dot(tl.load(a_ptr + i + rows), tl.load(b_ptr + i + rows), input_precision=PRECISION)
+    tl.store(c_ptr + i + rows, c)
+
+
+@pytest.mark.parametrize("precision", ["ieee", "bf16x3", "bf16x6"])
+def test_dot_with_two_batch_dimensions(precision):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((2, 2, 16, 16)).astype(np.float32)
+    b = rng.standard_normal((2, 2, 16, 16)).astype(np.float32)
+    c = np.zeros_like(a)
+    _dot_4d[(1,)](a, b, c, PRECISION=precision)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("axes, message", [(-3, "invalid axis -3"), (2, "invalid axis 2"),
+                                           ((0, 0), r"duplicate axes, normalized axes = \[0, 0\]"),
+                                           ((0, -3), r"duplicate axes, normalized axes = \[0, 0\]")])
+def test_expand_dims_errors_in_tritons_words(axes, message):
+    @aotk.jit
+    def kernel(x_ptr, AXES: tl.constexpr):
+        t = tl.expand_dims(tl.arange(0, 4), AXES)
+        tl.store(x_ptr + tl.arange(0, 4), tl.reshape(t, (4,)))
+    with pytest.raises(aotk.CompilationError, match=message):
+        kernel[(1,)](np.zeros(4, np.int32), AXES=axes)
+
+
+@aotk.jit
+def _compile_time_builtins(x_ptr, z_ptr):
+    dtype_x: tl.constexpr = x_ptr.dtype.element_ty
+    tl.static_assert(dtype_x == tl.constexpr(tl.int32))
+    x = tl.load(x_ptr)
+    tl.static_assert(isinstance(x, tl.tensor) and hasattr(x, "dtype"))
+    if (x_ptr is not None) and isinstance(x_ptr.dtype, tl.pointer_type) and (x > 42):
+        tl.store(z_ptr, x)
+
+
+def test_isinstance_hasattr_and_constexpr_calls_on_tensors_are_compile_time():
+    x, z = np.array([50], np.int32), np.zeros(1, np.int32)
+    _compile_time_builtins[(1,)](x, z)
+    assert z[0] == 50
+
+
+def test_an_array_carrying_a_tl_dtype_is_that_type():
+    from aotk.launch.arguments import cuda_array_dtype
+
+    class Wrapped:   # what Triton's TensorWrapper / reinterpret give a launcher
+        dtype = tl.float8e5
+    assert cuda_array_dtype(Wrapped()) is tl.float8e5
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90"])
+def test_cat_and_batched_dot_compile(target):
+    aotk.compile(_cat, "*fp32:16, *fp32:16, *fp32:16", constants={"N": 128}, target=target)
+    aotk.compile(_dot_4d, "*fp32:16, *fp32:16, *fp32:16", constants={"PRECISION": "ieee"},
+                 target=target)
+
+
+@pytest.mark.gpu
+def test_cat_and_batched_dot_on_the_gpu():
+    torch = pytest.importorskip("torch")
+    x = torch.arange(128, dtype=torch.float32, device="cuda")
+    z = torch.zeros(256, dtype=torch.float32, device="cuda")
+    _cat[(1,)](x, -x, z, N=128)
+    assert torch.equal(z, torch.cat([x, -x]))
+    a = torch.randn((2, 2, 16, 16), device="cuda")
+    b = torch.randn((2, 2, 16, 16), device="cuda")
+    c = torch.zeros_like(a)
+    _dot_4d[(1,)](a, b, c, PRECISION="bf16x3")
+    torch.testing.assert_close(c, a @ b, rtol=1e-4, atol=1e-4)
