@@ -208,3 +208,15 @@ def test_dot_scaled_on_the_gpu(fmt_a, fmt_b):
                              FORMAT_A=fmt_a, FORMAT_B=fmt_b)
     np.testing.assert_allclose(out.cpu().numpy(), reference, rtol=1e-5,
                                atol=1e-5 * np.abs(reference).max())
+
+
+@pytest.mark.gpu
+def test_a_cpu_tensor_argument_is_a_value_error_and_pinned_memory_works():
+    torch = pytest.importorskip("torch")
+    out = torch.zeros(8, dtype=torch.float32, device="cuda")
+    with pytest.raises(ValueError, match="argument 'x_ptr' is a tensor in CPU memory"):
+        _maybe_scaled[(1,)](torch.arange(8, dtype=torch.float32), None, out, N=8)
+    pinned = torch.arange(8, dtype=torch.float32).pin_memory()
+    _maybe_scaled[(1,)](pinned, None, out, N=8)
+    torch.cuda.synchronize()
+    assert torch.equal(out.cpu(), pinned)

@@ -117,3 +117,43 @@ def test_cat_and_batched_dot_on_the_gpu():
     c = torch.zeros_like(a)
     _dot_4d[(1,)](a, b, c, PRECISION="bf16x3")
     torch.testing.assert_close(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
+@aotk.jit
+def _short_circuit(x_ptr, z_ptr):
+    # With x_ptr None, nothing after `is not None` may be evaluated.
+    if (x_ptr is not None) and hasattr(x_ptr, "dtype") and (x_ptr.dtype.element_ty == tl.int32) \
+            and (tl.load(x_ptr) > 42):
+        tl.store(z_ptr, tl.load(x_ptr))
+    if (x_ptr is None) or (tl.load(x_ptr) < 0):
+        tl.store(z_ptr + 1, 7)
+
+
+def test_and_or_short_circuit_on_compile_time_operands():
+    z = np.zeros(2, np.int32)
+    _short_circuit[(1,)](None, z)
+    assert z.tolist() == [0, 7]
+    z = np.zeros(2, np.int32)
+    _short_circuit[(1,)](np.array([50], np.int32), z)
+    assert z.tolist() == [50, 0]
+
+
+@aotk.jit
+def _trans_last_two(x_ptr, y_ptr):
+    i = tl.arange(0, 2)[:, None, None] * 32 + tl.arange(0, 4)[None, :, None] * 8 \
+        + tl.arange(0, 8)[None, None, :]
+    j = tl.arange(0, 2)[:, None, None] * 32 + tl.arange(0, 8)[None, :, None] * 4 \
+        + tl.arange(0, 4)[None, None, :]
+    tl.store(y_ptr + j, tl.trans(tl.load(x_ptr + i)))
+
+
+def test_trans_without_dims_swaps_the_last_two_axes():
+    x = np.arange(64, dtype=np.int32)
+    y = np.zeros(64, np.int32)
+    _trans_last_two[(1,)](x, y)
+    assert np.array_equal(y.reshape(2, 8, 4), x.reshape(2, 4, 8).transpose(0, 2, 1))
+
+
+def test_float_types_know_their_exponent_bias():
+    assert [t.exponent_bias for t in (tl.float8e4nv, tl.float8e5, tl.float16, tl.bfloat16,
+                                      tl.float32, tl.float64)] == [7, 15, 15, 127, 127, 1023]

@@ -436,7 +436,19 @@ class CodeGenerator(ast.NodeVisitor):
         return fn(lhs, rhs)
 
     def visit_BoolOp(self, node):
-        values = [self.visit(v) for v in node.values]
+        # Compile-time operands short-circuit as in Python: `x is not None and x.dtype ...`
+        # never looks at x.dtype when x is None. An operand that does not decide is dropped.
+        values, last = [], None
+        for expression in node.values:
+            value = last = self.visit(expression)
+            if not isinstance(value, tensor) and not any(isinstance(v, tensor) for v in values):
+                truth = bool(_unwrap(value))
+                if truth != isinstance(node.op, ast.And):   # false for and, true for or
+                    return constexpr(_unwrap(value))
+                continue
+            values.append(value)
+        if not values:
+            return constexpr(_unwrap(last))
         if any(isinstance(v, tensor) for v in values):
             if any(isinstance(v, tensor) and v.type.shape for v in values):
                 raise self.error(node, "`and`/`or` on blocks are ambiguous; use & and | "

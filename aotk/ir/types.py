@@ -79,6 +79,14 @@ class DType:
         return FLOAT8_FORMATS.get(self.name)
 
     @property
+    def exponent_bias(self) -> int:
+        if not self.is_floating():
+            raise TypeError(f"{self.name} is not a floating-point type")
+        if self.is_fp8():
+            return self.float8_format.bias
+        return {"float16": 15, "bfloat16": 127, "float32": 127, "float64": 1023}[self.name]
+
+    @property
     def fp_mantissa_width(self) -> int:
         if not self.is_floating():
             raise TypeError(f"{self.name} is not a floating-point type")

@@ -122,6 +122,11 @@ def specialize(kernel, runtime_args: dict):
         hint = None
         divisible = name not in unhinted and name not in unaligned
         if is_cuda_array(value):
+            if getattr(value, "is_cuda", True) is False and not value.is_pinned():
+                # torch CPU tensors expose data_ptr too: a host address the GPU cannot read.
+                raise ValueError(f"{kernel.name}: argument {name!r} is a tensor in CPU memory "
+                                 f"(device {value.device}); move it to the GPU with .cuda(), "
+                                 "or pin it")
             type_ = T.PointerType(cuda_array_dtype(value))
             address = address_of(value)
             if divisible and address % SPECIALIZED_HINT == 0:

@@ -100,13 +100,13 @@ def permute(x, *dims) -> tensor:
 
 
 def trans(x, *dims) -> tensor:
-    """Swaps the two axes of a 2-d block; with ``dims``, the same as ``permute``."""
+    """Swaps the last two axes (Triton's default); with ``dims``, the same as ``permute``."""
     x = to_tensor(x)
     if not _dims(dims):
-        if len(x.type.shape) != 2:
-            raise ValueError(f"trans without dims needs a 2-d block, got {len(x.type.shape)}-d; "
-                             "pass the new axis order, e.g. tl.trans(x, 2, 0, 1)")
-        dims = ((1, 0),)
+        rank = len(x.type.shape)
+        if rank < 2:
+            raise ValueError("tl.trans invoked with a 0- or 1-dimensional tensor")
+        dims = (tuple(range(rank - 2)) + (rank - 1, rank - 2),)
     return permute(x, *dims)
 
 
