@@ -78,21 +78,22 @@ class DType:
         """The ``aotk.ir.float8.Float8Format`` of an fp8 type (None for other types)."""
         return FLOAT8_FORMATS.get(self.name)
 
-    @property
-    def exponent_bias(self) -> int:
+    def _float_fields(self) -> tuple:
+        """(exponent bias, mantissa bits) of a floating-point type."""
         if not self.is_floating():
             raise TypeError(f"{self.name} is not a floating-point type")
         if self.is_fp8():
-            return self.float8_format.bias
-        return {"float16": 15, "bfloat16": 127, "float32": 127, "float64": 1023}[self.name]
+            return self.float8_format.bias, self.float8_format.mantissa_bits
+        return {"float16": (15, 10), "bfloat16": (127, 7), "float32": (127, 23),
+                "float64": (1023, 52)}[self.name]
+
+    @property
+    def exponent_bias(self) -> int:
+        return self._float_fields()[0]
 
     @property
     def fp_mantissa_width(self) -> int:
-        if not self.is_floating():
-            raise TypeError(f"{self.name} is not a floating-point type")
-        if self.is_fp8():
-            return self.float8_format.mantissa_bits
-        return {"float16": 10, "bfloat16": 7, "float32": 23, "float64": 52}[self.name]
+        return self._float_fields()[1]
 
     def to(self, *_args, **_kwargs):  # pragma: no cover - guards a common user slip
         raise TypeError(f"{self.name} is a dtype; call .to() on a tensor instead")
