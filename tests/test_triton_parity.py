@@ -103,6 +103,7 @@ def test_cat_and_batched_dot_compile(target):
     aotk.compile(_cat, "*fp32:16, *fp32:16, *fp32:16", constants={"N": 128}, target=target)
     aotk.compile(_dot_4d, "*fp32:16, *fp32:16, *fp32:16", constants={"PRECISION": "ieee"},
                  target=target)
+    aotk.compile(_logical_blocks, "*i32:16, *i32:16", constants={"N": 256}, target=target)
 
 
 @pytest.mark.gpu
@@ -157,3 +158,27 @@ def test_trans_without_dims_swaps_the_last_two_axes():
 def test_float_types_know_their_exponent_bias():
     assert [t.exponent_bias for t in (tl.float8e4nv, tl.float8e5, tl.float16, tl.bfloat16,
                                       tl.float32, tl.float64)] == [7, 15, 15, 127, 127, 1023]
+
+
+@aotk.jit
+def _logical_blocks(x_ptr, z_ptr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    x = tl.load(x_ptr + offs)
+    inside = (x > 2) and (x < 6)
+    outside = (x < 2) or (x > 6) or False
+    tl.store(z_ptr + offs, inside.to(tl.int32) + 2 * outside.to(tl.int32))
+
+
+def test_and_or_on_boolean_blocks_are_elementwise():
+    x, z = np.arange(8, dtype=np.int32), np.zeros(8, np.int32)
+    _logical_blocks[(1,)](x, z, N=8)
+    assert np.array_equal(z, ((x > 2) & (x < 6)) + 2 * ((x < 2) | (x > 6)))
+
+
+def test_and_on_integer_blocks_is_an_error():
+    @aotk.jit
+    def kernel(x_ptr):
+        x = tl.load(x_ptr + tl.arange(0, 4))
+        tl.store(x_ptr + tl.arange(0, 4), (x and x).to(tl.int32))
+    with pytest.raises(aotk.CompilationError, match="take boolean blocks"):
+        kernel[(1,)](np.zeros(4, np.int32))

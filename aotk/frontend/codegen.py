@@ -15,6 +15,7 @@ from .. import semantic
 from ..errors import CompilationError
 from ..ir import kir
 from ..ir.types import BlockType, DType, PointerType
+from ..ir.types import int1 as tl_int1
 from ..language.core import (constexpr, is_builtin, is_constexpr_function, tensor,
                              tensor_descriptor)
 from ..language.functions import range as tl_range
@@ -451,8 +452,16 @@ class CodeGenerator(ast.NodeVisitor):
             return constexpr(_unwrap(last))
         if any(isinstance(v, tensor) for v in values):
             if any(isinstance(v, tensor) and v.type.shape for v in values):
-                raise self.error(node, "`and`/`or` on blocks are ambiguous; use & and | "
-                                       "(with parentheses around comparisons)")
+                # Triton's logical_and / logical_or: elementwise, on boolean blocks.
+                for v in values:
+                    if isinstance(v, tensor) and v.dtype != tl_int1:
+                        raise self.error(node, f"`and`/`or` on blocks take boolean blocks "
+                                               f"(comparisons), got {v.dtype}; use & and | "
+                                               "for bitwise operations")
+                result = values[0]
+                for v in values[1:]:
+                    result = result & v if isinstance(node.op, ast.And) else result | v
+                return result
             # On runtime scalars: both sides are evaluated, then combined as booleans.
             result = semantic.condition(values[0], "`and`/`or`")
             for v in values[1:]:
