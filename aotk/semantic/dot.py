@@ -182,6 +182,9 @@ def _upcast_scaled(x: tensor, scale, fmt: str, compute, k_axis: int, k_pack: boo
                          f"{list(expected)}, got {list(scale.type.shape)}")
     if scale.dtype == T.uint8:
         factor = _e8m0_value(scale, compute)
+        if not fast_math:   # a NaN factor makes its whole group NaN
+            factor = where(compare("eq", scale, E8M0_NAN), constant(float("nan"), compute),
+                           factor)
     elif scale.dtype == T.float8e4nv:
         factor = cast(scale, compute)
     else:
@@ -190,14 +193,8 @@ def _upcast_scaled(x: tensor, scale, fmt: str, compute, k_axis: int, k_pack: boo
     # [.., rows, K / group] -> [.., rows, K], then in the operand's axis order.
     factor = _repeat_last(factor, group)
     if k_axis == rank - 2:
-        factor = trans(factor, *range(rank - 2), rank - 1, rank - 2)
-    scaled = mul(value, factor)
-    if scale.dtype == T.uint8 and not fast_math:
-        is_nan = compare("eq", _repeat_last(scale, group), E8M0_NAN)
-        if k_axis == rank - 2:
-            is_nan = trans(is_nan, *range(rank - 2), rank - 1, rank - 2)
-        scaled = where(is_nan, constant(float("nan"), compute), scaled)
-    return scaled
+        factor = trans(factor)
+    return mul(value, factor)
 
 
 def _e8m0_value(scale: tensor, compute) -> tensor:
