@@ -17,7 +17,6 @@ from . import float8
 from .llvm_types import declare_function, inline_asm, llvm_type
 from .registry import value_lowering
 
-F32 = ir.FloatType()
 
 _FLOAT_MATH = {  # opcode -> (libdevice fp32 name, fp64 name) or an LLVM intrinsic
     "exp": ("__nv_expf", "__nv_exp"), "exp2": ("__nv_exp2f", "__nv_exp2"),
@@ -195,14 +194,28 @@ def _cast(ctx, op, args):
     b = ctx.builder
     (x,) = args
     source, target = op.operands[0].element, op.result.element
-    target_type = llvm_type(target)
     if op.attrs.get("bitcast"):
-        return x if source.is_ptr() else b.bitcast(x, target_type)
+        return x if source.is_ptr() else b.bitcast(x, llvm_type(target))
     rounding = op.attrs.get("rounding", "rtne")
     if source.is_fp8() or target.is_fp8():
-        return _cast_float8(b, x, source, target, rounding)
+        # Through f32: exact for every fp8 value (a wider source is narrowed to f32 first,
+        # as Triton's conversions do).
+        if source.is_fp8():
+            x, source = float8.decode_to_f32(b, source.float8_format, x), T.float32
+        if target.is_fp8():
+            return float8.encode_from_f32(b, target.float8_format,
+                                          _convert(b, x, source, T.float32), rounding)
+        return _convert(b, x, source, target)
     if rounding == "rtz":
         return _narrow_toward_zero(b, x, source, target)
+    return _convert(b, x, source, target)
+
+
+def _convert(b, x, source, target):
+    """A value conversion between the register types (fp8 aside), rounding to nearest."""
+    if source == target:
+        return x
+    target_type = llvm_type(target)
     if target.is_bool():
         if source.is_floating():
             return b.fcmp_unordered("!=", x, ir.Constant(x.type, 0.0))
@@ -220,36 +233,6 @@ def _cast(ctx, op, args):
     if target.bits == source.bits:
         return x
     return b.sext(x, target_type) if source.is_int_signed() else b.zext(x, target_type)
-
-
-def _cast_float8(b, x, source, target, rounding):
-    """Casts from or to an 8-bit float go through f32 (exact for every fp8 value; a wider
-    source is narrowed to f32 first, as Triton's conversions do)."""
-    if source.is_fp8():
-        x = float8.decode_to_f32(b, source.float8_format, x)
-        source = T.float32
-        if target.is_fp8():   # e4m3 <-> e5m2
-            return float8.encode_from_f32(b, target.float8_format, x, rounding)
-        if target.is_floating():
-            return _cast_float(b, x, source, target)
-        if target.is_bool():
-            return b.fcmp_unordered("!=", x, ir.Constant(x.type, 0.0))
-        target_type = llvm_type(target)
-        return b.fptosi(x, target_type) if target.is_int_signed() else b.fptoui(x, target_type)
-    if source.is_floating():
-        x = _cast_float(b, x, source, T.float32)
-    else:
-        x = b.sitofp(x, F32) if source.is_int_signed() else b.uitofp(x, F32)
-    return float8.encode_from_f32(b, target.float8_format, x, rounding)
-
-
-def _cast_float(b, x, source, target):
-    if source == target:
-        return x
-    target_type = llvm_type(target)
-    if source.bits == target.bits:   # fp16 <-> bf16 goes through fp32
-        return b.fptrunc(b.fpext(x, ir.FloatType()), target_type)
-    return b.fpext(x, target_type) if target.bits > source.bits else b.fptrunc(x, target_type)
 
 
 # PTX conversions rounding towards zero (LLVM's fptrunc rounds to nearest even).
