@@ -26,27 +26,21 @@ NOT_PROVIDED = {
         "globaltimer", "num_threads", "num_warps", "smid", "convert_custom_float8_sm70",
         "convert_custom_float8_sm80", "gdc_launch_dependents", "gdc_wait"),
     "aotk.language.extra.libdevice": (
-        "byte_perm", "mul24", "sad", "rcp64h", "saturatef", "fma_rn", "fma_rz", "fma_rd",
-        "fma_ru", "div_rz", "div_rd", "div_ru", "rcp_rz", "rcp_rd", "rcp_ru", "sqrt_rz",
-        "sqrt_rd", "sqrt_ru", "add_rz", "add_rd", "add_ru", "mul_rz", "mul_rd", "mul_ru",
-        "sub_rz", "sub_rd", "sub_ru", "double2float_rn", "double2float_rz", "double2float_rd",
-        "double2float_ru", "double2int_rn", "double2int_rz", "double2int_rd", "double2int_ru",
-        "double2uint_rn", "double2uint_rz", "double2uint_rd", "double2uint_ru",
-        "int2double_rn", "uint2double_rn", "float2int_rn", "float2int_rz", "float2int_rd",
-        "float2int_ru", "float2uint_rn", "float2uint_rz", "float2uint_rd", "float2uint_ru",
-        "int2float_rn", "int2float_rz", "int2float_rd", "int2float_ru", "uint2float_rn",
-        "uint2float_rz", "uint2float_rd", "uint2float_ru", "hiloint2double", "double2loint",
-        "double2hiint", "float2ll_rn", "float2ll_rz", "float2ll_rd", "float2ll_ru",
-        "float2ull_rn", "float2ull_rz", "float2ull_rd", "float2ull_ru", "double2ll_rn",
-        "double2ll_rz", "double2ll_rd", "double2ll_ru", "double2ull_rn", "double2ull_rz",
-        "double2ull_rd", "double2ull_ru", "ll2float_rn", "ll2float_rz", "ll2float_rd",
-        "ll2float_ru", "ull2float_rn", "ull2float_rz", "ull2float_rd", "ull2float_ru",
-        "ll2double_rn", "ll2double_rz", "ll2double_rd", "ll2double_ru", "ull2double_rn",
-        "ull2double_rz", "ull2double_rd", "ull2double_ru", "int_as_float", "float_as_int",
-        "uint_as_float", "float_as_uint", "longlong_as_double", "double_as_longlong", "hadd",
-        "rhadd", "llrint", "llround", "norm3d", "rnorm3d", "norm4d", "rnorm4d",
-        "rhypot", "j0", "j1", "y0", "y1", "yn", "jn", "cyl_bessel_i0", "cyl_bessel_i1",
-        "erfcx", "erfcinv", "normcdfinv", "ldexp", "scalbn", "ilogb", "logb"),
+        "byte_perm", "mul24", "sad", "rcp64h", "saturatef", "fma_rn", "hiloint2double",
+        "double2loint", "double2hiint", "int_as_float", "float_as_int", "uint_as_float",
+        "float_as_uint", "longlong_as_double", "double_as_longlong", "hadd", "rhadd", "llrint",
+        "llround", "norm3d", "rnorm3d", "norm4d", "rnorm4d", "rhypot", "j0", "j1", "y0", "y1",
+        "yn", "jn", "cyl_bessel_i0", "cyl_bessel_i1", "erfcx", "erfcinv", "normcdfinv", "ldexp",
+        "scalbn", "ilogb", "logb", "int2double_rn", "uint2double_rn",
+        # libdevice's directed-rounding families: NAME_rz, NAME_rd, NAME_ru (and _rn where
+        # aotk has no round-to-nearest version either)
+        *(f"{name}_{mode}" for name in ("fma", "div", "rcp", "sqrt", "add", "mul", "sub")
+          for mode in ("rz", "rd", "ru")),
+        *(f"{name}_{mode}" for name in (
+            "double2float", "double2int", "double2uint", "float2int", "float2uint",
+            "int2float", "uint2float", "float2ll", "float2ull", "double2ll", "double2ull",
+            "ll2float", "ull2float", "ll2double", "ull2double")
+          for mode in ("rn", "rz", "rd", "ru"))),
 }
 
 
