@@ -1,7 +1,7 @@
 """``@aotk.jit``: a kernel function plus its launchers.
 
-``kernel[grid](*args, **constexprs)`` runs the kir interpreter when the arrays are numpy
-arrays, and compiles + launches on the GPU (``aotk.launch.device``) when they expose
+``kernel[grid](*args, **constexprs)`` runs the kir interpreter when the arrays are in host
+memory (numpy arrays, torch CPU tensors), and compiles + launches on the GPU (``aotk.launch.device``) when they expose
 ``__cuda_array_interface__``. Compiled kernels are specialized like Triton's JIT: pointers
 16-byte aligned, integers divisible by 16 or equal to 1, except for the parameters named in
 ``do_not_specialize`` (no hint) and ``do_not_specialize_on_alignment`` (no ":16").
@@ -13,8 +13,9 @@ import numpy as np
 from .errors import suggestion
 from .frontend.kernel import KernelFunction
 from .language.core import constexpr
-from .launch.arguments import interpreter_types, is_array
+from .launch.arguments import host_bytes, interpreter_types, is_array, is_host_array
 from .launch.device import launch_on_device
+from .launch.recording import observe
 
 # Triton's @jit keywords that change nothing here: aotk inlines every call (noinline),
 # and has no profiler hooks (repr, launch_metadata) or cache tag (version).
@@ -53,8 +54,13 @@ class JITFunction(KernelFunction):
         return lambda *args, **kwargs: self.run(grid, args, kwargs)
 
     def run(self, grid, args, kwargs):
-        num_warps = kwargs.pop("num_warps", 4)
-        num_stages = kwargs.pop("num_stages", 3)
+        # A launch option is also bound to a kernel parameter of the same name, as in
+        # Triton (kernels declare ``num_warps: tl.constexpr`` and are launched with
+        # ``num_warps=num_warps``).
+        take = kwargs.get if "num_warps" in self.param_names else kwargs.pop
+        num_warps = take("num_warps", 4)
+        take = kwargs.get if "num_stages" in self.param_names else kwargs.pop
+        num_stages = take("num_stages", 3)
         stream = kwargs.pop("stream", None)
         runtime_args, constants = self._split_arguments(args, kwargs)
         # As in Triton, a grid function sees every argument of the launch by name.
@@ -63,11 +69,11 @@ class JITFunction(KernelFunction):
         if not 1 <= len(grid) <= 3:
             raise ValueError(f"grid must have 1 to 3 dimensions, got {grid}")
         grid = grid + (1,) * (3 - len(grid))
+        observe(self, grid, runtime_args, constants, num_warps, num_stages)
         arrays = [a for a in runtime_args.values() if is_array(a)]
-        on_cpu = [isinstance(a, np.ndarray) for a in arrays]
-        if arrays and all(on_cpu):
+        if arrays and all(is_host_array(a) for a in arrays):
             return self._run_interpreter(grid, runtime_args, constants)
-        if any(on_cpu):
+        if any(isinstance(a, np.ndarray) for a in arrays):
             raise TypeError(f"{self.name}: cannot mix numpy arrays and CUDA arrays in one launch")
         return launch_on_device(self, grid, runtime_args, constants, num_warps, num_stages, stream)
 
@@ -101,7 +107,9 @@ class JITFunction(KernelFunction):
     def _run_interpreter(self, grid, runtime_args, constants):
         from . import interpreter
         function = self.kir(interpreter_types(self, runtime_args), constants=constants)
-        interpreter.run(function, grid, [runtime_args[p.name] for p in function.params])
+        values = {name: host_bytes(value) if is_array(value) and not isinstance(value, np.ndarray)
+                  else value for name, value in runtime_args.items()}
+        interpreter.run(function, grid, [values[p.name] for p in function.params])
 
     def __call__(self, *args, **kwargs):
         raise RuntimeError(f"{self.name} is an @aotk.jit kernel: launch it with "

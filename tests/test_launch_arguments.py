@@ -160,3 +160,64 @@ def test_an_unknown_jit_keyword_is_a_type_error_naming_it(keyword, message):
     with pytest.raises(TypeError) as error:
         aotk.jit(_kernel.fn, **{keyword: 1})
     assert str(error.value) == message
+
+
+@aotk.jit
+def _scale_rows(x_ptr, out_ptr, stride_x, stride_out, n, scale, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * stride_x + cols, mask=cols < n, other=0.0)
+    tl.store(out_ptr + row * stride_out + cols, (x * scale).to(out_ptr.dtype.element_ty),
+             mask=cols < n)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_torch_cpu_tensors_run_on_the_interpreter_views_and_bf16_included(dtype):
+    """As under Triton's interpreter: a launch whose tensors are all in CPU memory runs on
+    the CPU. A view (storage offset, row stride of its base) reads the base's memory."""
+    torch = pytest.importorskip("torch")
+    dtype = getattr(torch, dtype)
+    base = torch.randn(6, 40).to(dtype)
+    x = base[1:5, 3:33]                   # 4 rows of 30, storage offset 43, row stride 40
+    out = torch.zeros(4, 30, dtype=dtype)
+    _scale_rows[(4,)](x, out, x.stride(0), out.stride(0), 30, 2.0, BLOCK=32)
+    torch.testing.assert_close(out, (x.float() * 2.0).to(dtype), rtol=0, atol=0)
+    assert torch.count_nonzero(base[0]) == base[0].numel()   # the base is left alone
+
+
+
+def test_record_launches_gives_the_gpu_specialization_of_each_launch():
+    x = np.arange(64, dtype=np.float32).reshape(2, 32)
+    out = np.zeros_like(x)
+    with aotk.record_launches() as launches:
+        _scale_rows[(2,)](x, out, 32, 32, 30, 2.0, BLOCK=32)
+        _scale_rows[(1,)](x[1:], out, 32, 32, 17, 2.0, BLOCK=32, num_warps=2)
+    assert [launch.grid for launch in launches] == [(2, 1, 1), (1, 1, 1)]
+    first, second = launches
+    assert first.kernel is _scale_rows and first.constants == {"BLOCK": 32}
+    assert (first.num_warps, first.num_stages, second.num_warps) == (4, 3, 2)
+    # Divisibility as a GPU launch would see it: x[1:] starts 128 bytes in, n=17 is not.
+    hints = {p.name: p.hint for p in first.signature.parameters}
+    assert hints == {"x_ptr": 16, "out_ptr": 16, "stride_x": 16, "stride_out": 16,
+                     "n": None, "scale": None}
+    assert {p.name: p.hint for p in second.signature.parameters}["n"] is None
+    assert first.specialization() != second.specialization()
+    compiled = aotk.compile(first.kernel, first.signature, first.constants, first.num_warps,
+                            first.num_stages, target="sm_80")
+    assert ".entry _scale_rows" in compiled.ptx
+    np.testing.assert_array_equal(out[1, :30], x[1, :30] * 2)   # the first launch ran
+
+
+@aotk.jit
+def _warps_as_constexpr(out_ptr, num_warps: tl.constexpr, num_stages: tl.constexpr):
+    tl.store(out_ptr + tl.arange(0, 2), tl.join(num_warps, num_stages).reshape(2) + 0)
+
+
+def test_a_constexpr_named_like_a_launch_option_gets_the_keyword_too():
+    """As in Triton: ``num_warps=8`` is the kernel's own constexpr and the launch option."""
+    out = np.zeros(2, np.int32)
+    with aotk.record_launches() as launches:
+        _warps_as_constexpr[(1,)](out, num_warps=8, num_stages=2)
+    np.testing.assert_array_equal(out, [8, 2])
+    assert (launches[0].num_warps, launches[0].num_stages) == (8, 2)
+    assert launches[0].constants == {"num_warps": 8, "num_stages": 2}

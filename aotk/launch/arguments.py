@@ -1,7 +1,8 @@
 """Launch arguments -> the types and the Signature a Python launch compiles for.
 
-In: the values passed to ``kernel[grid](...)``: numpy arrays (the interpreter), torch
-tensors or ``__cuda_array_interface__`` objects (the GPU), Python and numpy scalars. Out:
+In: the values passed to ``kernel[grid](...)``: numpy arrays and torch CPU tensors (the
+interpreter), torch CUDA tensors or ``__cuda_array_interface__`` objects (the GPU), Python and
+numpy scalars. Out:
 their element and scalar types (DESIGN.md section 7) and, for a GPU launch, a ``Signature``
 specialized like Triton's JIT (pointers 16-byte aligned, integers divisible by 16 or equal
 to 1; a kernel's ``do_not_specialize`` parameters get no hint, its
@@ -84,6 +85,24 @@ def is_array(value) -> bool:
     return isinstance(value, np.ndarray) or is_cuda_array(value)
 
 
+def is_host_array(value) -> bool:
+    """A numpy array, or a torch tensor in (unpinned) CPU memory: the interpreter runs it,
+    as Triton's interpreter does."""
+    if isinstance(value, np.ndarray):
+        return True
+    return getattr(value, "is_cuda", True) is False and not value.is_pinned()
+
+
+def host_bytes(tensor) -> np.ndarray:
+    """A uint8 numpy view of a torch CPU tensor's whole storage, starting at the tensor's
+    first element: the interpreter's address space then covers every element a kernel can
+    reach through strides, and the view's address is ``tensor.data_ptr()``."""
+    storage = tensor.untyped_storage()
+    whole = np.ctypeslib.as_array((ctypes.c_uint8 * storage.nbytes()).from_address(
+        storage.data_ptr())) if storage.nbytes() else np.zeros(0, np.uint8)
+    return whole[tensor.data_ptr() - storage.data_ptr():]
+
+
 def address_of(value) -> int:
     """The device address of a torch tensor or ``__cuda_array_interface__`` object."""
     data_ptr = getattr(value, "data_ptr", None)   # torch: much cheaper than the interface dict
@@ -93,10 +112,12 @@ def address_of(value) -> int:
 
 
 def interpreter_types(kernel, runtime_args: dict) -> dict:
-    """{param: type} of a launch on numpy arrays (the interpreter assumes no hints)."""
+    """{param: type} of a launch on host arrays (the interpreter assumes no hints)."""
     types = {}
     for name, value in runtime_args.items():
-        if isinstance(value, np.ndarray):
+        if is_cuda_array(value):   # a torch CPU tensor
+            types[name] = T.PointerType(cuda_array_dtype(value))
+        elif isinstance(value, np.ndarray):
             if value.dtype not in NUMPY_DTYPES:
                 raise TypeError(f"{kernel.name}: argument {name!r} has unsupported dtype "
                                 f"{value.dtype}")
@@ -111,18 +132,26 @@ def interpreter_types(kernel, runtime_args: dict) -> dict:
 _signatures: dict = {}
 
 
-def specialize(kernel, runtime_args: dict):
+def specialize(kernel, runtime_args: dict, host_memory: bool = False):
     """The Signature of a GPU launch, from the actual arguments, and per argument its
     (value, ctypes type). ``kernel.do_not_specialize``: names that get no hint;
-    ``kernel.do_not_specialize_on_alignment``: names that get no ":16" (":1" still)."""
+    ``kernel.do_not_specialize_on_alignment``: names that get no ":16" (":1" still).
+    ``host_memory``: arrays in host memory (numpy, torch CPU tensors) are specialized as
+    the same arrays on the GPU would be (``aotk.launch.recording``), not refused."""
     unhinted, unaligned = kernel.do_not_specialize, kernel.do_not_specialize_on_alignment
     types, hints, values = [], [], []
     for name in runtime_args:   # in parameter order; None arguments are constants
         value = runtime_args[name]
         hint = None
         divisible = name not in unhinted and name not in unaligned
-        if is_cuda_array(value):
-            if getattr(value, "is_cuda", True) is False and not value.is_pinned():
+        if host_memory and isinstance(value, np.ndarray):
+            type_ = T.PointerType(NUMPY_DTYPES[value.dtype])
+            if divisible and value.ctypes.data % SPECIALIZED_HINT == 0:
+                hint = SPECIALIZED_HINT
+            values.append((value.ctypes.data, ctypes.c_uint64))
+        elif is_cuda_array(value):
+            if not host_memory and getattr(value, "is_cuda", True) is False \
+                    and not value.is_pinned():
                 # torch CPU tensors expose data_ptr too: a host address the GPU cannot read.
                 raise ValueError(f"{kernel.name}: argument {name!r} is a tensor in CPU memory "
                                  f"(device {value.device}); move it to the GPU with .cuda(), "
