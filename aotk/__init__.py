@@ -6,7 +6,9 @@ from .helpers import cdiv, next_power_of_2
 from .ir.signature import Signature, SignatureError
 from .jit import JITFunction, jit
 from .language.core import constexpr_function
+from .launch.recording import Launch, record_launches
 from .options import CompileOptions
+from .triton_imports import redirect_triton
 from .version import __version__
 
 
@@ -36,4 +38,5 @@ def load(path):
 
 __all__ = ["jit", "build", "load", "JITFunction", "compile", "CompileOptions", "Signature",
            "SignatureError", "language", "CompilationError", "AotkError", "__version__", "cdiv",
-           "next_power_of_2", "constexpr_function", "autotune", "heuristics", "Config", "testing"]
+           "next_power_of_2", "constexpr_function", "autotune", "heuristics", "Config", "testing",
+           "redirect_triton", "record_launches", "Launch"]

@@ -2,54 +2,83 @@
 kernel library is built as it is.
 
 In: a ``with redirect_triton():`` block (``aotk.buildsys.sources`` runs each manifest
-kernel file's import in one). Out: inside it, ``triton`` is ``aotk`` and ``triton.X.Y`` is
-``aotk.X.Y`` (``triton.language.extra.libdevice`` -> ``aotk.language.extra.libdevice``);
-a Triton module aotk has no counterpart for is an ImportError naming it. Afterwards the
-``triton`` names are taken out of ``sys.modules`` again, so a real triton package can still
-be imported elsewhere in the process.
+kernel file's import in one). Out: inside it, an ``import triton`` / ``import triton.X.Y`` /
+``from triton.X import Y`` statement gives ``aotk`` / ``aotk.X.Y`` (``triton.language.extra.
+libdevice`` -> ``aotk.language.extra.libdevice``); a Triton module aotk has no counterpart
+for is an ImportError naming it.
+
+The redirection is of import statements, not of ``sys.modules``: nothing named ``triton``
+is registered, so a real triton package stays importable elsewhere in the process. PyTorch
+is left out of it: a kernel library's ``import torch`` can run torch's compiler modules,
+which import the real triton's internals (``triton.backends``, ``triton.runtime``) and
+test for it by import; they get the real package, or the ImportError that tells them
+there is none. ``importlib.import_module("triton")`` is not an import statement and is not
+redirected.
 """
 from __future__ import annotations
 
+import builtins
 import contextlib
 import importlib
-import importlib.abc
 import importlib.util
-import sys
+import threading
 
 _PREFIX = "triton"
 
+# Importers (by top-level package) whose ``import triton`` means the real one.
+_KEEPS_REAL_TRITON = frozenset({"torch", "functorch", "torchgen", "triton"})
 
-class _AotkAlias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Finds ``triton[.X]`` as the already imported ``aotk[.X]``."""
+_lock = threading.Lock()
+_depth = 0
+_original_import = builtins.__import__   # the one in place when the first redirection opened
 
-    def find_spec(self, name, path=None, target=None):
-        if name != _PREFIX and not name.startswith(_PREFIX + "."):
-            return None
-        counterpart = "aotk" + name[len(_PREFIX):]
-        if importlib.util.find_spec(counterpart) is None:
-            raise ImportError(f"{name} is not provided by aotk (kernel files that import "
-                              f"triton load it as aotk, which has no {counterpart})", name=name)
-        return importlib.util.spec_from_loader(name, self)
 
-    def create_module(self, spec):
-        return importlib.import_module("aotk" + spec.name[len(_PREFIX):])
+def _is_triton(name: str) -> bool:
+    return name == _PREFIX or name.startswith(_PREFIX + ".")
 
-    def exec_module(self, module):
-        """The aotk module is loaded already."""
+
+def _counterpart(name: str):
+    """``aotk[.X]`` for ``triton[.X]``, imported."""
+    aotk_name = "aotk" + name[len(_PREFIX):]
+    if importlib.util.find_spec(aotk_name) is None:
+        raise ImportError(f"{name} is not provided by aotk (kernel files that import "
+                          f"triton load it as aotk, which has no {aotk_name})", name=name)
+    return importlib.import_module(aotk_name)
+
+
+def _redirected_import(name, globals=None, locals=None, fromlist=(), level=0):
+    importer = ((globals or {}).get("__name__") or "").split(".")[0]
+    if level != 0 or not _is_triton(name) or importer in _KEEPS_REAL_TRITON:
+        return _original_import(name, globals, locals, fromlist, level)
+    module = _counterpart(name)
+    if not fromlist:
+        return importlib.import_module("aotk")   # `import triton.X` binds the top package
+    for entry in fromlist:
+        if entry != "*" and not hasattr(module, entry):
+            submodule = f"{name}.{entry}"
+            if (hasattr(module, "__path__")
+                    and importlib.util.find_spec("aotk" + submodule[len(_PREFIX):]) is not None):
+                _counterpart(submodule)
+            else:
+                raise ImportError(f"cannot import name {entry!r} from {name!r}: aotk's "
+                                  f"{module.__name__} has no {entry}", name=name)
+    return module
 
 
 @contextlib.contextmanager
 def redirect_triton():
-    saved = {name: module for name, module in sys.modules.items()
-             if name == _PREFIX or name.startswith(_PREFIX + ".")}
-    for name in saved:
-        del sys.modules[name]
-    finder = _AotkAlias()
-    sys.meta_path.insert(0, finder)
+    """Nested and concurrent uses share one hook, installed while any is open."""
+    global _depth
+    with _lock:
+        if _depth == 0:
+            global _original_import
+            _original_import = builtins.__import__
+            builtins.__import__ = _redirected_import
+        _depth += 1
     try:
         yield
     finally:
-        sys.meta_path.remove(finder)
-        for name in [n for n in sys.modules if n == _PREFIX or n.startswith(_PREFIX + ".")]:
-            del sys.modules[name]
-        sys.modules.update(saved)
+        with _lock:
+            _depth -= 1
+            if _depth == 0:
+                builtins.__import__ = _original_import

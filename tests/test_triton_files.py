@@ -1,6 +1,5 @@
 """Kernel files written for Triton, used as they are: ``import triton``, ``@triton.autotune``,
 ``@triton.heuristics``, built by ``aotk build`` and run by the interpreter."""
-import importlib.util
 import os
 import subprocess
 import sys
@@ -93,14 +92,61 @@ def test_redirect_is_a_context_and_maps_submodules():
     assert "triton.language" not in sys.modules or sys.modules["triton.language"] is not tl
 
 
-def test_file_loaded_without_redirection_does_not_see_aotk(tmp_path):
-    path = _write(tmp_path, "import triton\nimport triton.language as tl\n"
-                            "assert not hasattr(triton, 'triton_imports')\n")
-    if importlib.util.find_spec("triton") is not None:
-        pytest.skip("a real triton is installed here: the file would import it")
-    with pytest.raises(SourceError) as info:
-        load_kernel(path, "anything", triton_as_aotk=False)
-    assert "triton" in str(info.value)
+def _stand_in_triton(tmp_path):
+    """A package named triton beside the kernel file: what ``import triton`` finds when it is
+    not redirected (the kernel file's folder comes first on sys.path while it loads)."""
+    (tmp_path / "triton").mkdir()
+    (tmp_path / "triton" / "__init__.py").write_text("STAND_IN = True\n")
+
+
+@pytest.fixture
+def forget_stand_in():
+    """A real triton imported earlier in the process is set aside while the stand-in is
+    used, and put back after."""
+    saved = {n: m for n, m in sys.modules.items() if n.split(".")[0] == "triton"}
+    for name in saved:
+        del sys.modules[name]
+    yield
+    for name in [n for n in sys.modules if n.split(".")[0] == "triton"]:
+        del sys.modules[name]
+    sys.modules.update(saved)
+
+
+def test_file_loaded_without_redirection_imports_the_real_triton(tmp_path, forget_stand_in):
+    _stand_in_triton(tmp_path)
+    path = _write(tmp_path, "import triton\nSTAND_IN = triton.STAND_IN\n")
+    module, _ = load_module(path, triton_as_aotk=False)
+    assert module.STAND_IN is True
+    path = _write(tmp_path, "import triton\nIS_AOTK = triton.__name__ == 'aotk'\n",
+                  name="redirected.py")
+    assert load_module(path)[0].IS_AOTK
+
+
+def test_torch_modules_imported_during_a_redirection_keep_the_real_triton(tmp_path,
+                                                                           forget_stand_in):
+    """A kernel library's ``import torch`` runs torch's compiler modules, which import the
+    real triton's internals: only the kernel code's own imports are redirected."""
+    _stand_in_triton(tmp_path)
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text(
+        "import triton\nSEES_STAND_IN = getattr(triton, 'STAND_IN', False)\n")
+    path = _write(tmp_path, "import torch\nimport triton\n"
+                            "TORCH_SAW_STAND_IN = torch.SEES_STAND_IN\nMINE = triton.__name__\n")
+    saved_torch = sys.modules.pop("torch", None)
+    try:
+        module, _ = load_module(path)
+    finally:
+        sys.modules.pop("torch", None)
+        if saved_torch is not None:
+            sys.modules["torch"] = saved_torch
+    assert module.TORCH_SAW_STAND_IN is True and module.MINE == "aotk"
+
+
+def test_a_name_aotk_lacks_in_a_from_import_is_an_import_error_naming_it(tmp_path):
+    path = _write(tmp_path, "from triton.language import no_such_builtin\n")
+    with pytest.raises(SourceError, match="cannot import name 'no_such_builtin' from "
+                                          "'triton.language'"):
+        load_module(path)
 
 
 def test_heuristics_run_at_every_launch_on_named_arguments():
