@@ -345,6 +345,18 @@ def cat(input, other, can_reorder=False):
 
 
 @builtin
+def sort(x, dim=None, descending=False):
+    """``x`` sorted along its last axis, whose size must be a power of two."""
+    return semantic.sort(x, dim, descending)
+
+
+@builtin
+def flip(x, dim=None):
+    """``x`` reversed along ``dim`` (default: the last axis; a power-of-two size)."""
+    return semantic.flip(x, dim)
+
+
+@builtin
 def item(input):
     """The one element of a one-element block, as a scalar."""
     return semantic.item(input)
@@ -433,7 +445,8 @@ def associative_scan(input, axis, combine_fn, reverse=False):
 # Triton's tensor methods: x.sum(1), x.cast(tl.int32), x.broadcast_to(...), ptr.store(v), ...
 for _member in (abs, argmax, argmin, associative_scan, atomic_add, atomic_and, atomic_cas,
                 atomic_max, atomic_min, atomic_or, atomic_xchg, atomic_xor, broadcast_to, cast,
-                cdiv, ceil, cos, cumprod, cumsum, exp, exp2, expand_dims, floor, item, log, log2,
+                cdiv, ceil, cos, cumprod, cumsum, exp, exp2, expand_dims, flip, floor, item, log,
+                log2, sort,
                 max, min, permute, ravel, reduce, reshape, rsqrt, sigmoid, sin, split, sqrt,
                 store, sum, trans, view, xor_sum, erf, sqrt_rn):
     tensor_member(_member)

@@ -12,15 +12,15 @@ from .core import builtin
 # By module, the names Triton 3.6 defines there that aotk lacks.
 NOT_PROVIDED = {
     "aotk.language": (
-        "advance", "assume", "flip", "float8e4b15", "float8e4b8",
+        "advance", "assume", "float8e4b15", "float8e4b8",
         "float8e5b16", "gather", "histogram", "inline_asm_elementwise",
         "make_block_ptr", "map_elementwise", "pair_uniform_to_normal", "philox",
         "philox_impl", "pi32_t", "rand", "rand4x", "randint", "randint4x", "randn", "randn4x",
-        "reduce_or", "slice", "softmax", "sort", "swizzle2d", "topk", "uint_to_uniform_float",
+        "reduce_or", "slice", "softmax", "swizzle2d", "topk", "uint_to_uniform_float",
         "void", "block_type", "const", "constexpr_type", "tuple", "target_info", "bitonic_merge",
         "condition"),
     "aotk.language.standard": (
-        "flip", "reduce_or", "softmax", "sort", "swizzle2d", "topk",
+        "reduce_or", "softmax", "swizzle2d", "topk",
         "bitonic_merge"),
     "aotk.language.extra.cuda": (
         "globaltimer", "num_threads", "num_warps", "smid", "convert_custom_float8_sm70",

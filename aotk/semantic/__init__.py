@@ -33,6 +33,7 @@ from .dot import *           # noqa: F401,F403
 from .atomics import *       # noqa: F401,F403
 from .descriptors import *   # noqa: F401,F403
 from .debug import *         # noqa: F401,F403
+from .sort import *          # noqa: F401,F403
 from .control import *       # noqa: F401,F403
 
 # Tensor operators and methods (``x + y``, ``x.to()``, ``x[:, None]``) forward to these rules;

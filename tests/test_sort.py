@@ -1,0 +1,78 @@
+"""``tl.sort`` and ``tl.flip`` (bitonic networks of view ops): the interpreter against numpy,
+the compiled kernel for sm_80 / sm_90, and the GPU against torch."""
+import numpy as np
+import pytest
+
+import aotk
+import aotk.language as tl
+from aotk.errors import CompilationError
+
+
+@aotk.jit
+def _sort_rows(x_ptr, sorted_ptr, flipped_ptr, ROWS: tl.constexpr, N: tl.constexpr,
+               DESCENDING: tl.constexpr):
+    offsets = tl.arange(0, ROWS)[:, None] * N + tl.arange(0, N)[None, :]
+    x = tl.load(x_ptr + offsets)
+    tl.store(sorted_ptr + offsets, tl.sort(x, descending=DESCENDING))
+    tl.store(flipped_ptr + offsets, x.flip())
+
+
+def _expected(x, descending):
+    ordered = np.sort(x, axis=1, kind="stable")
+    return ordered[:, ::-1] if descending else ordered
+
+
+@pytest.mark.parametrize("n", [1, 2, 16, 128])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int32, np.uint8, np.int64])
+@pytest.mark.parametrize("descending", [False, True])
+def test_sort_and_flip_on_the_interpreter_match_numpy(n, dtype, descending):
+    x = (np.random.RandomState(n).randn(4, n) * 60).astype(dtype)
+    x[0, : n // 2] = x[0, n // 2:][: n // 2]          # ties
+    got, flipped = np.zeros_like(x), np.zeros_like(x)
+    _sort_rows[(1,)](x, got, flipped, ROWS=4, N=n, DESCENDING=descending)
+    np.testing.assert_array_equal(got, _expected(x, descending))
+    np.testing.assert_array_equal(flipped, x[:, ::-1])
+
+
+@aotk.jit
+def _sort_1d(x_ptr, out_ptr, N: tl.constexpr):
+    offsets = tl.arange(0, N)
+    tl.store(out_ptr + offsets, tl.sort(tl.load(x_ptr + offsets), 0))
+
+
+def test_sort_of_a_1d_block_with_the_axis_named_as_liger_does():
+    keys = np.random.RandomState(0).randint(0, 2**32 - 1, 256, dtype=np.uint64) \
+        .astype(np.uint32)
+    out = np.zeros_like(keys)
+    _sort_1d[(1,)](keys, out, N=256)
+    np.testing.assert_array_equal(out, np.sort(keys))
+
+
+@aotk.jit
+def _sort_first_axis(x_ptr, out_ptr):
+    offsets = tl.arange(0, 4)[:, None] * 4 + tl.arange(0, 4)[None, :]
+    tl.store(out_ptr + offsets, tl.sort(tl.load(x_ptr + offsets), 0))
+
+
+def test_sorting_another_axis_than_the_last_is_an_error_as_in_triton():
+    x = np.zeros((4, 4), np.float32)
+    with pytest.raises(CompilationError, match="only the last axis can be sorted"):
+        _sort_first_axis[(1,)](x, x.copy())
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90"])
+def test_sort_compiles_for_each_target(target):
+    compiled = aotk.compile(_sort_rows, "*fp32, *fp32, *fp32",
+                            {"ROWS": 4, "N": 64, "DESCENDING": True}, target=target)
+    assert ".entry _sort_rows" in compiled.ptx
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("descending", [False, True])
+def test_sort_and_flip_on_the_gpu_match_torch(descending):
+    torch = pytest.importorskip("torch")
+    x = torch.randn(8, 256, device="cuda")
+    got, flipped = torch.empty_like(x), torch.empty_like(x)
+    _sort_rows[(1,)](x, got, flipped, ROWS=8, N=256, DESCENDING=descending)
+    assert torch.equal(got, torch.sort(x, dim=1, descending=descending).values)
+    assert torch.equal(flipped, x.flip(1))
