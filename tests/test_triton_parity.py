@@ -182,3 +182,36 @@ def test_and_on_integer_blocks_is_an_error():
         tl.store(x_ptr + tl.arange(0, 4), (x and x).to(tl.int32))
     with pytest.raises(aotk.CompilationError, match="take boolean blocks"):
         kernel[(1,)](np.zeros(4, np.int32))
+
+
+@aotk.jit
+def _not_of_booleans(x_ptr, out_ptr):
+    positive = tl.load(x_ptr) > 0
+    if not positive:              # a boolean scalar from a load, as liger's kernels test it
+        tl.store(out_ptr, 1)
+    else:
+        tl.store(out_ptr, 2)
+    offsets = tl.arange(0, 4)
+    tl.store(out_ptr + 1 + offsets, (not (tl.load(x_ptr + offsets) > 0)).to(tl.int32))
+
+
+@aotk.jit
+def _not_of_an_integer(x_ptr):
+    if not tl.load(x_ptr):
+        tl.store(x_ptr, 1)
+
+
+@pytest.mark.parametrize("first, branch", [(-1, 1), (5, 2)])
+def test_not_inverts_boolean_tensors_as_tritons_tensor_not(first, branch):
+    x = np.array([first, 2, -3, 4], np.int32)
+    out = np.zeros(5, np.int32)
+    _not_of_booleans[(1,)](x, out)
+    np.testing.assert_array_equal(out, [branch] + [int(v <= 0) for v in x])
+    assert ".entry _not_of_booleans" in aotk.compile(_not_of_booleans, "*i32, *i32",
+                                                     target="sm_80").ptx
+
+
+def test_not_of_a_non_boolean_tensor_is_tritons_bitcast_error():
+    with pytest.raises(aotk.CompilationError,
+                       match="Cannot bitcast data-type of size 32 to data-type of size 1"):
+        _not_of_an_integer[(1,)](np.zeros(1, np.int32))

@@ -409,7 +409,14 @@ class CodeGenerator(ast.NodeVisitor):
         operand = self.visit(node.operand)
         if isinstance(node.op, ast.Not):
             if isinstance(operand, tensor):
-                raise self.error(node, "`not` on a tensor is ambiguous; use ~ or == 0")
+                # Triton's tensor.__not__: a boolean block is inverted; another type would
+                # have to be bitcast to int1, which only a 1-bit type allows.
+                if not operand.dtype.is_bool():
+                    raise self.error(node, f"`not` needs a boolean tensor, got "
+                                           f"{operand.dtype}: Cannot bitcast data-type of "
+                                           f"size {operand.dtype.primitive_bitwidth} to "
+                                           f"data-type of size 1; use ~ or == 0")
+                return ~operand
             return constexpr(not _unwrap(operand))
         fn = _UNARY_OPERATORS[type(node.op)]
         if isinstance(operand, tensor):
