@@ -76,3 +76,29 @@ def test_sort_and_flip_on_the_gpu_match_torch(descending):
     _sort_rows[(1,)](x, got, flipped, ROWS=8, N=256, DESCENDING=descending)
     assert torch.equal(got, torch.sort(x, dim=1, descending=descending).values)
     assert torch.equal(flipped, x.flip(1))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("descending", [False, True])
+def test_the_gpu_network_leaves_nans_and_signed_zeros_where_the_interpreter_does(descending):
+    """Equal keys (0.0, -0.0) and NaNs have no one sorted place: both executors run the
+    same network and comparator, so they agree bit for bit."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.RandomState(3)
+    x = rng.choice(np.array([0.0, -0.0, np.nan, 1.5, -2.0, np.inf], np.float32), (4, 64))
+    on_cpu, flipped = np.zeros_like(x), np.zeros_like(x)
+    _sort_rows[(1,)](x, on_cpu, flipped, ROWS=4, N=64, DESCENDING=descending)
+    device = torch.from_numpy(x).cuda()
+    got, flipped_device = torch.empty_like(device), torch.empty_like(device)
+    _sort_rows[(1,)](device, got, flipped_device, ROWS=4, N=64, DESCENDING=descending)
+    np.testing.assert_array_equal(got.cpu().numpy().view(np.uint32), on_cpu.view(np.uint32))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("num_warps", [1, 4, 8])
+def test_a_large_sort_on_the_gpu_with_more_pairs_than_threads(num_warps):
+    torch = pytest.importorskip("torch")
+    keys = torch.randint(0, 2**31 - 1, (4096,), device="cuda", dtype=torch.int32)
+    out = torch.empty_like(keys)
+    _sort_1d[(1,)](keys, out, N=4096, num_warps=num_warps)
+    assert torch.equal(out, torch.sort(keys).values)

@@ -15,7 +15,7 @@ import llvmlite.ir as ir
 
 # The op families register their lowerings when imported.
 from . import (atomics, control, creation, debug, dot, elementwise, memory,  # noqa: F401
-               pipeline, reduce, scan, tma, views)
+               pipeline, reduce, scan, sort, tma, views)
 from ..passes.layouts import SCALAR, LayoutPlan
 from .context import LoweringContext
 from .geometry import ThreadGeometry

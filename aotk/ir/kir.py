@@ -62,6 +62,10 @@ The op set, with operands and attributes:
   reshape                     (x)                                     -> same elements, row-major
   join                        (a, b)  same type       -> shape + (2,): a at [..., 0], b at [..., 1]
   split                       (x)  last dim 2         index           -> x[..., index]
+  sort                        (x)                     descending      -> x sorted along its
+                              last axis by a bitonic network: stage by stage, the pair
+                              (i, i + d) swaps where (x[i] > x[i + d]) != (descending if
+                              the run is the whole axis, else whether i's run of 2d is odd)
 
 Side effects (never removed or reordered; layout roots like stores, see ``SIDE_EFFECT_OPS``):
 
@@ -131,7 +135,7 @@ ELEMENTWISE_OPS = BINARY_OPS | UNARY_OPS | frozenset(("cmp", "select", "cast", "
 # Ops whose result depends only on their operands: safe to recompute or remove when unused.
 PURE_OPS = ELEMENTWISE_OPS | frozenset(
     "program_id num_programs constant arange splat broadcast expand_dims addptr hint permute "
-    "reshape join split scan".split())
+    "reshape join split scan sort".split())
 REDUCTIONS = frozenset(("reduce", "argreduce"))
 # Ops that combine the elements along an axis (named combine, or a combine region).
 COMBINING = REDUCTIONS | frozenset(("scan",))

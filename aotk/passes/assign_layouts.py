@@ -320,6 +320,7 @@ DEMANDS = {
     "for": _for, "if": _branches, "while": _branches,
     "dot": _dot,
     **dict.fromkeys(SHUFFLES, _value_op(_shuffle)),
+    "sort": _value_op(_shuffle),   # through shared memory like a shuffle
     "load": _load,
     "splat": _splat,
     "expand_dims": _expand_dims,

@@ -254,7 +254,7 @@ def _analyze_ops(ops, infos):
             info = AxisInfo(*(tuple(part[d] for d in order) for part in
                               (src.contiguity, src.divisibility, src.constancy)), src.constant)
         elif kind in ("reshape", "join", "split", "dot", "atomic_rmw", "atomic_cas",
-                      "scan"):
+                      "scan", "sort"):
             # elements move across dimensions, or come from memory: claim nothing
             info = _uniform(shape)
         elif kind == "hint":

@@ -1,16 +1,17 @@
-"""``tl.sort`` and ``tl.flip``: element orderings built from the view ops, as Triton builds
-them (bitonic networks), so the interpreter and the GPU run the same composition.
+"""Typing rules of ``tl.sort`` and ``tl.flip``.
 
-In: a block and an axis (``sort``: the last one, as in Triton). Out: a
-block of the same type and shape. A compare-exchange at distance ``d`` views the axis as
-(groups, 2, d), moves the pair axis last and splits it, so each element meets its partner
-with no data-dependent indexing; ``flip`` exchanges the halves at every distance.
+In: a block and an axis (``sort``: the last one, as in Triton). Out: a block of the same
+type and shape. ``sort`` is one ``sort`` op (a bitonic network, run in shared memory on the
+GPU: ``backend.sort``, ``interpreter.sort``). ``flip`` is composed of view ops: at each
+distance d it views the axis as (groups, 2, d), moves the pair axis last, splits it and joins
+the halves the other way round.
 """
 from __future__ import annotations
 
+from ..ir import types as T
 from ..language.core import tensor, unwrap
-from .creation import arange
-from .elementwise import bitwise, compare, where
+from .building import emit
+from .elementwise import cast
 from .promotion import to_tensor
 from .views import join, permute, reshape, split
 
@@ -56,34 +57,17 @@ def flip(x, dim=None) -> tensor:
     return x
 
 
-def _in_odd_blocks(groups: int, per_block: int) -> tensor:
-    """int1 of shape (groups, 1): whether each group lies in an odd block of ``per_block``
-    groups (the bitonic network merges those in descending order)."""
-    odd = compare("ne", bitwise("and", arange(0, groups), to_tensor(per_block)), to_tensor(0))
-    return reshape(odd, groups, 1)
-
-
 def sort(x, dim=None, descending=False) -> tensor:
-    """``x`` sorted along its last axis (ascending, or descending), by a bitonic network of
-    compare-exchanges; NaNs stay where the comparisons leave them, as in Triton."""
+    """``x`` sorted along its last axis (ascending, or descending): one ``sort`` op, a
+    bitonic network on both executors. 8-bit floats are sorted as the fp16 values they
+    convert to exactly."""
     x = to_tensor(x)
-    axis, size = _axis_and_size(x, dim, "tl.sort")
+    axis, _ = _axis_and_size(x, dim, "tl.sort")
     if axis != len(x.type.shape) - 1:
         raise ValueError("tl.sort: only the last axis can be sorted (as in Triton)")
-    shape = x.type.shape
-    descending = bool(unwrap(descending))
-    block = 2
-    while block <= size:                # merge bitonic runs of `block` elements
-        distance = block // 2
-        while distance >= 1:
-            first, second = _pairs(x, axis, distance)
-            flipped = to_tensor(descending) if block == size else \
-                _in_odd_blocks(size // (2 * distance), block // (2 * distance))
-            swap = compare("ne", compare("gt", first, second), flipped)
-            x = _unpairs(where(swap, second, first), where(swap, first, second), axis, shape)
-            distance //= 2
-        block *= 2
-    return x
+    if x.dtype.is_fp8():
+        return cast(sort(cast(x, T.float16), dim, descending), x.dtype)
+    return emit("sort", [x], x.type, descending=bool(unwrap(descending)))
 
 
 __all__ = ["flip", "sort"]
