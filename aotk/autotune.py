@@ -91,6 +91,7 @@ class Autotuner(_Wrapper):
         self.restore_value = restore_value
         self.pre_hook = pre_hook
         self.post_hook = post_hook
+        self.best_config = None
 
     def chosen_config(self, named_args: dict) -> Config:
         """The configuration a launch uses: the first one the pruning hooks keep."""
@@ -108,6 +109,7 @@ class Autotuner(_Wrapper):
                                 "set by the autotuning configs")
         if config.pre_hook is not None:
             config.pre_hook(self._named(args, {**kwargs, **config.kwargs}))
+        self.best_config = config   # Triton's attribute: the configuration last launched
         return self._launch(grid, args, {**kwargs, **config.all_kwargs()})
 
 

@@ -25,7 +25,7 @@ import os
 from dataclasses import asdict, dataclass
 
 from .ir.kir import walk
-from .ir.signature import Signature
+from .ir.signature import Signature, runtime_parameter_names
 from .options import CompileOptions
 from .passes import axis_info
 from .passes.assign_layouts import assign_layouts
@@ -100,9 +100,10 @@ def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target
         raise TypeError("compile() takes options= or the keyword options, not both")
     num_warps, num_stages, target, tma = (options.num_warps, options.num_stages,
                                           options.target, options.tma)
-    # A runtime parameter given in ``constants`` (as None) is not in the signature.
-    runtime_names = [n for n in kernel.runtime_names if n not in (constants or {})]
-    signature = Signature.parse(signature, runtime_names, kernel.name)
+    # A runtime parameter given in ``constants`` as None is not in the signature; one given
+    # a HostDescriptorLayout is there as its base, shape and strides.
+    signature = Signature.parse(signature, runtime_parameter_names(kernel.runtime_names,
+                                                                   constants or {}), kernel.name)
     function = kernel.kir(signature, constants=constants or {}, debug=options.debug)
     wgmma = target_has_wgmma(target)
     # Passes below may rewrite the kir; the memoized function stays as generated.

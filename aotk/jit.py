@@ -16,6 +16,7 @@ from .language.core import constexpr
 from .launch.arguments import host_bytes, interpreter_types, is_array, is_host_array
 from .launch.device import launch_on_device
 from .launch.recording import observe
+from .tools.tensor_descriptor import TensorDescriptor
 
 # Triton's @jit keywords that change nothing here: aotk inlines every call (noinline),
 # and has no profiler hooks (repr, launch_metadata) or cache tag (version).
@@ -100,6 +101,11 @@ class JITFunction(KernelFunction):
                 # As in Triton: a None argument is a compile-time None in this
                 # specialization (``if ptr is not None:`` folds) and is not passed.
                 constants[name] = None
+            elif isinstance(value, TensorDescriptor):
+                # Specialized on its block shape and padding; base, shape and strides are
+                # passed as runtime arguments of their own.
+                constants[name] = value.layout()
+                runtime_args.update(value.runtime_arguments(name))
             else:
                 runtime_args[name] = value
         return runtime_args, constants

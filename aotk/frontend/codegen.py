@@ -14,6 +14,7 @@ import operator
 from .. import semantic
 from ..errors import CompilationError
 from ..ir import kir
+from ..ir.signature import HostDescriptorLayout
 from ..ir.types import BlockType, DType, PointerType
 from ..ir.types import int1 as tl_int1
 from ..language.core import (constexpr, is_builtin, is_constexpr_function, tensor,
@@ -635,17 +636,32 @@ def generate_kir(jit_function, param_types: dict, hints: dict, constants: dict,
     builder = kir.Builder(function)
     scope = {}
     with semantic.building(builder, _inliner(function, builder)):
-        for name in jit_function.param_names:
-            if name in jit_function.constexpr_names or name in constants:
-                # (a runtime parameter in ``constants`` is a None argument)
-                scope[name] = constexpr(constants[name])
-                continue
+        def runtime_param(name):
             value = kir.Value(BlockType(param_types[name]), hint_name=name)
             function.params.append(kir.Param(name, value, hints.get(name)))
-            scope[name] = tensor(value)
             if hints.get(name) == 1:
                 # Specialized as equal to 1: folded to a typed constant (type stays stable).
-                scope[name] = semantic.constant(1, param_types[name])
+                return semantic.constant(1, param_types[name])
+            return tensor(value)
+
+        for name in jit_function.param_names:
+            layout = constants.get(name)
+            if isinstance(layout, HostDescriptorLayout):
+                # A host-built tensor descriptor: its parts are runtime parameters.
+                base, *parts = [runtime_param(n) for n in layout.runtime_names(name)]
+                shape, strides = parts[:layout.rank], parts[layout.rank:] + [1]
+                try:
+                    scope[name] = semantic.make_tensor_descriptor(
+                        base, shape, strides, list(layout.block_shape), layout.padding)
+                except (TypeError, ValueError, NotImplementedError) as exc:
+                    raise jit_function.source_info.error(
+                        jit_function.parse().body[0],
+                        f"the tensor descriptor passed as {name!r}: {exc}") from None
+            elif name in jit_function.constexpr_names or name in constants:
+                # (a runtime parameter in ``constants`` is a None argument)
+                scope[name] = constexpr(constants[name])
+            else:
+                scope[name] = runtime_param(name)
         tree = jit_function.parse()
         generator = CodeGenerator(jit_function, function, builder, scope, jit_function.source_info)
         generator.visit(tree.body[0])

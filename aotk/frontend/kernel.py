@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from ..ir.signature import Signature
+from ..ir.signature import HostDescriptorLayout, Signature, runtime_parameter_names
 from .codegen import generate_kir
 from .source import KernelSource
 
@@ -38,13 +38,14 @@ class KernelFunction(KernelSource):
                 if name not in self.defaults:
                     raise TypeError(f"{self.name}: missing value for constexpr {name!r}")
                 constants[name] = self.defaults[name]
-        unknown = {n for n, v in constants.items()
-                   if n not in self.constexpr_names and (v is not None or n not in self.param_names)}
+        unknown = {n for n, v in constants.items() if n not in self.constexpr_names and (
+            n not in self.param_names or not (v is None or isinstance(v, HostDescriptorLayout)))}
         if unknown:
             raise TypeError(f"{self.name}: {sorted(unknown)} are not tl.constexpr parameters "
-                            "(a runtime parameter can only be given as None)")
+                            "(a runtime parameter can only be given as None, or as the "
+                            "HostDescriptorLayout of a host tensor descriptor)")
         if not isinstance(signature, Signature):
-            names = [n for n in self.runtime_names if n not in constants]
+            names = runtime_parameter_names(self.runtime_names, constants)
             signature = Signature.from_types(signature, hints, names)
         key = (signature.cache_key,
                tuple(sorted((k, repr(v)) for k, v in constants.items())), debug)

@@ -26,6 +26,37 @@ class SignatureError(ValueError):
     """A signature that does not fit its kernel, or uses an unknown type or hint."""
 
 
+@dataclass(frozen=True)
+class HostDescriptorLayout:
+    """What a kernel is specialized on for a parameter that receives a host-built tensor
+    descriptor (``aotk.tools.tensor_descriptor``): the block shape and the padding. Given as
+    that parameter's constant; its base, shape and strides are runtime parameters
+    ``NAME.base``, ``NAME.shape<d>`` and ``NAME.stride<d>`` (all but the last, which is 1)."""
+    block_shape: tuple
+    padding: str = "zero"
+
+    @property
+    def rank(self) -> int:
+        return len(self.block_shape)
+
+    def runtime_names(self, name: str) -> list:
+        return ([f"{name}.base"] + [f"{name}.shape{d}" for d in range(self.rank)]
+                + [f"{name}.stride{d}" for d in range(self.rank - 1)])
+
+
+def runtime_parameter_names(runtime_names, constants: dict) -> list:
+    """A kernel's runtime parameters for one specialization: those given as None in
+    ``constants`` left out, host descriptors expanded."""
+    names = []
+    for name in runtime_names:
+        value = constants.get(name, ...)
+        if isinstance(value, HostDescriptorLayout):
+            names += value.runtime_names(name)
+        elif value is ...:
+            names.append(name)
+    return names
+
+
 class SignatureParameter(NamedTuple):
     name: str
     type: object          # DType | PointerType

@@ -1,0 +1,1 @@
+"""Host-side helpers with Triton's module paths (``triton.tools.*``)."""

@@ -1,0 +1,55 @@
+"""``TensorDescriptor``: a tensor descriptor built on the host and passed as a kernel argument
+(Triton's ``triton.tools.tensor_descriptor.TensorDescriptor``).
+
+In: a tensor (torch, CUDA array or numpy), its shape and strides in elements, the block shape
+a kernel loads and the padding. Out: the launch argument; ``aotk.jit`` passes its base
+pointer, shape and strides (but the last, which must be 1) as runtime parameters named
+``NAME.base``, ``NAME.shape0``.., ``NAME.stride0``.. and specializes the kernel on the block
+shape and padding (``HostDescriptorLayout``), so inside the kernel the parameter is the
+descriptor ``tl.make_tensor_descriptor`` would make of them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..ir.signature import HostDescriptorLayout
+
+
+@dataclass
+class TensorDescriptor:
+    base: Any
+    shape: list
+    strides: list
+    block_shape: list
+    padding: str = "zero"
+
+    def __post_init__(self):
+        rank = len(self.shape)
+        if len(self.strides) != rank or len(self.block_shape) != rank:
+            raise ValueError(f"a TensorDescriptor takes one stride and one block dimension per "
+                             f"dimension of its shape: shape {list(self.shape)}, strides "
+                             f"{list(self.strides)}, block_shape {list(self.block_shape)}")
+        if int(self.strides[-1]) != 1:
+            raise ValueError(f"Last dimension must be contiguous: the last stride is "
+                             f"{self.strides[-1]}, not 1")
+        if self.padding not in ("zero", "nan"):
+            raise ValueError(f"padding must be 'zero' or 'nan', got {self.padding!r}")
+
+    @staticmethod
+    def from_tensor(tensor, block_shape, padding="zero") -> "TensorDescriptor":
+        """A descriptor of all of ``tensor`` (strides in elements, as torch gives them)."""
+        strides = tensor.stride() if callable(getattr(tensor, "stride", None)) else \
+            tuple(s // tensor.itemsize for s in tensor.strides)
+        return TensorDescriptor(tensor, list(tensor.shape), list(strides), list(block_shape),
+                                padding)
+
+    def layout(self) -> HostDescriptorLayout:
+        return HostDescriptorLayout(tuple(int(b) for b in self.block_shape), self.padding)
+
+    def runtime_arguments(self, name: str) -> dict:
+        """{expanded parameter name: value} in the order the kernel's parameters take them."""
+        arguments = {f"{name}.base": self.base}
+        arguments.update({f"{name}.shape{d}": int(s) for d, s in enumerate(self.shape)})
+        arguments.update({f"{name}.stride{d}": int(s) for d, s in enumerate(self.strides[:-1])})
+        return arguments
