@@ -1,0 +1,143 @@
+"""liger-kernel on the GPU: the same library loaded twice, under aotk and under Triton.
+
+    PYTHONPATH=. python3 bench/liger.py [--out DIR] [--cases NAME,...]
+
+For each case of the compatibility suite (tests/compat/liger_cases_*.py) at its ``bench``
+size: liger's own host code runs once with ``import triton`` giving aotk and once with the
+real Triton, on the same CUDA inputs. Outputs (forward and gradients) are compared with each
+other and with the PyTorch reference before any time is kept. Times are medians of CUDA-event
+timed calls of the whole op (forward + backward, host code included) and, from the torch
+profiler, the GPU time of the Triton-language kernels alone. Writes liger.json and liger.md
+under --out and prints the table last.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import statistics
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from timing import time_ms  # noqa: E402
+
+
+def kernel_gpu_us(fn, kernel_names: set, reps: int = 10) -> float:
+    """Mean GPU time per call of the named kernels (their launches within one call), from
+    the torch profiler's CUDA activity."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(reps):
+            fn()
+        torch.cuda.synchronize()
+    total = sum(event.device_time_total for event in prof.key_averages()
+                if event.key in kernel_names)
+    return total / reps
+
+
+def _close(got, want, atol, rtol) -> str:
+    import torch
+    for index, (a, b) in enumerate(zip(got, want)):
+        try:
+            torch.testing.assert_close(a, b, atol=atol, rtol=rtol)
+        except AssertionError as exc:
+            return f"output {index}: {str(exc).splitlines()[1:3]}"
+    return ""
+
+
+def run_case(case, ops_aotk, ops_triton) -> dict:
+    import aotk
+    import torch
+    inputs = case.make_inputs("cuda", True)
+    with aotk.record_launches() as launches:
+        got = case.run(ops_aotk, inputs)
+    torch.cuda.synchronize()
+    want = case.run(ops_triton, inputs)
+    reference = case.reference(inputs)
+    # Bench sizes sum longer rows than the test sizes: 10x the test's tolerance.
+    atol, rtol = case.atol * 10, case.rtol * 10
+    row = {"case": case.name, "kernels": sorted({launch.kernel.name for launch in launches}),
+           "matches_triton": _close(got, want, atol, rtol) or "yes",
+           "matches_torch": _close(got, reference, atol, rtol) or "yes"}
+    if row["matches_triton"] != "yes":
+        return row
+    names = set(row["kernels"])
+    row["aotk_ms"] = time_ms(lambda: case.run(ops_aotk, inputs), warmup=3, reps=15,
+                             back_to_back=3)
+    row["triton_ms"] = time_ms(lambda: case.run(ops_triton, inputs), warmup=3, reps=15,
+                               back_to_back=3)
+    row["aotk_kernel_us"] = kernel_gpu_us(lambda: case.run(ops_aotk, inputs), names)
+    row["triton_kernel_us"] = kernel_gpu_us(lambda: case.run(ops_triton, inputs), names)
+    return row
+
+
+def markdown(document: dict) -> str:
+    lines = [f"# liger-kernel {document['liger_kernel']} under aotk vs Triton "
+             f"{document['triton']}, {document['gpu']}", "",
+             "Whole op = liger's forward + backward call, host code included (CUDA events, "
+             "median). Kernels = GPU time of liger's Triton kernels only (torch profiler). "
+             "Ratio > 1: aotk faster.", "",
+             "| case | matches Triton | matches torch | op aotk ms | op Triton ms | op ratio "
+             "| kernels aotk us | kernels Triton us | kernel ratio |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for row in document["rows"]:
+        if "aotk_ms" in row:
+            lines.append(
+                f"| {row['case']} | {row['matches_triton']} | {row['matches_torch']} "
+                f"| {row['aotk_ms']:.3f} | {row['triton_ms']:.3f} "
+                f"| {row['triton_ms'] / row['aotk_ms']:.3f} | {row['aotk_kernel_us']:.1f} "
+                f"| {row['triton_kernel_us']:.1f} "
+                f"| {row['triton_kernel_us'] / max(row['aotk_kernel_us'], 1e-9):.3f} |")
+        else:
+            lines.append(f"| {row['case']} | {row.get('matches_triton', row.get('error'))} "
+                         f"| {row.get('matches_torch', '')} | | | | | | |")
+    timed = [row for row in document["rows"] if "aotk_ms" in row]
+    if timed:
+        op = statistics.geometric_mean([r["triton_ms"] / r["aotk_ms"] for r in timed])
+        kernel = statistics.geometric_mean([r["triton_kernel_us"] / r["aotk_kernel_us"]
+                                            for r in timed if r["aotk_kernel_us"] > 0])
+        lines += ["", f"{len(timed)} of {len(document['rows'])} cases timed; geometric mean "
+                  f"ratio (Triton / aotk): whole op {op:.3f}, kernels {kernel:.3f}."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="bench/results")
+    parser.add_argument("--cases", default="")
+    args = parser.parse_args(argv)
+    import torch
+    import triton
+    from importlib.metadata import version
+
+    from tests.compat import liger
+    ops_aotk, ops_triton = liger.load_ops(True), liger.load_ops(False)
+    wanted = set(filter(None, args.cases.split(",")))
+    rows = []
+    for case in liger.cases():
+        if wanted and case.name not in wanted:
+            continue
+        try:
+            rows.append(run_case(case, ops_aotk, ops_triton))
+        except Exception as exc:   # noqa: BLE001 - a failing case is a row, not the end
+            rows.append({"case": case.name, "error": f"{type(exc).__name__}: "
+                                                     f"{str(exc).splitlines()[0][:200]}"})
+        print(json.dumps(rows[-1]), flush=True)
+    document = {"gpu": torch.cuda.get_device_name(), "triton": triton.__version__,
+                "torch": torch.__version__, "liger_kernel": version("liger-kernel"),
+                "rows": rows}
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "liger.json").write_text(json.dumps(document, indent=1))
+    (out / "liger.md").write_text(markdown(document))
+    print(markdown(document))
+
+
+if __name__ == "__main__":
+    main()

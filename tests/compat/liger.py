@@ -1,0 +1,120 @@
+"""liger-kernel, an installed Triton kernel library, loaded through aotk's import redirection.
+
+In: the installed ``liger_kernel`` package (a test extra; nothing of it is copied here). Out:
+- ``load_ops(redirect)``: its CUDA op modules (``liger_kernel/ops/*.py`` and
+  ``ops/experimental/*.py``), imported with ``import triton`` giving aotk (``redirect=True``)
+  or the real triton; ``sys.modules`` is left as found, so both can live in one process;
+- ``kernels(ops)``: every ``@triton.jit`` function those modules define, split into kernels
+  (launched from host code: ``name[grid](...)``) and device functions (called from kernels);
+- ``cases()`` (``liger_cases_*``): liger's own host code (its autograd Functions) run on inputs,
+  against PyTorch written out from the op's definition.
+The other backends liger ships (``ops/backends/_ascend`` for Ascend NPUs through
+triton-ascend, ``ops/cutile``, ``ops/cutedsl``) are not Triton-for-CUDA code and are left out.
+"""
+from __future__ import annotations
+
+import ast
+import contextlib
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+
+from aotk.autotune import Autotuner, Heuristics
+from aotk.jit import JITFunction
+from aotk.triton_imports import redirect_triton
+
+PACKAGE = "liger_kernel"
+
+
+def package_dir() -> Path:
+    spec = importlib.util.find_spec(PACKAGE)
+    if spec is None:
+        raise ImportError("liger-kernel is not installed (it is in aotk's test extra)")
+    return Path(spec.origin).parent
+
+
+def op_files() -> list[Path]:
+    ops = package_dir() / "ops"
+    return sorted(p for p in [*ops.glob("*.py"), *(ops / "experimental").glob("*.py")]
+                  if p.name != "__init__.py")
+
+
+def _module_name(path: Path) -> str:
+    relative = path.relative_to(package_dir().parent).with_suffix("")
+    return ".".join(relative.parts)
+
+
+@contextlib.contextmanager
+def _fresh_package():
+    """Imports inside get new liger_kernel modules; afterwards sys.modules is as before."""
+    saved = {n: m for n, m in sys.modules.items() if n.split(".")[0] == PACKAGE}
+    for name in saved:
+        del sys.modules[name]
+    try:
+        yield
+    finally:
+        for name in [n for n in sys.modules if n.split(".")[0] == PACKAGE]:
+            del sys.modules[name]
+        sys.modules.update(saved)
+
+
+_loaded: dict = {}
+
+
+def load_ops(redirect: bool = True) -> dict:
+    """{short name: module} of liger's CUDA op modules, e.g. ``ops["rms_norm"]``."""
+    if redirect not in _loaded:
+        with _fresh_package(), (redirect_triton() if redirect else contextlib.nullcontext()):
+            _loaded[redirect] = {
+                path.stem if path.parent.name == "ops" else f"{path.parent.name}.{path.stem}":
+                importlib.import_module(_module_name(path)) for path in op_files()}
+    return _loaded[redirect]
+
+
+def _launched_and_called_names() -> tuple[set[str], set[str]]:
+    """Names subscripted and called in liger's op sources (``kernel[grid](...)``), and
+    names used inside functions decorated with ``jit`` (device functions, combine functions
+    of ``tl.reduce``)."""
+    launched, called = set(), set()
+    for path in op_files():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript):
+                target = node.func.value
+                if isinstance(target, ast.Name):
+                    launched.add(target.id)
+                elif isinstance(target, ast.Attribute):
+                    launched.add(target.attr)
+            elif isinstance(node, ast.FunctionDef) and "jit" in ast.dump(
+                    ast.Module(node.decorator_list, [])):
+                called |= {name.id for name in ast.walk(node) if isinstance(name, ast.Name)}
+    return launched, called
+
+
+def kernels(ops: dict) -> tuple[dict, dict]:
+    """({qualified name: JITFunction} of kernels, {...} of device functions), each defined
+    in the op module that owns it (not the ones it is imported into). A kernel is launched
+    from host code, or called from no other ``@jit`` function."""
+    launched, called = _launched_and_called_names()
+    found_kernels, device_functions = {}, {}
+    for module in ops.values():
+        for name, value in vars(module).items():
+            function = value.jit_function if isinstance(value, (Autotuner, Heuristics)) \
+                else value
+            if not isinstance(function, JITFunction) \
+                    or function.fn.__module__ != module.__name__:
+                continue
+            qualified = f"{module.__name__.split('.', 2)[-1]}.{name}"
+            is_kernel = name in launched or name not in called
+            (found_kernels if is_kernel else device_functions)[qualified] = function
+    return found_kernels, device_functions
+
+
+CASE_GROUPS = ("norms", "losses", "attention", "matmul")
+
+
+def cases() -> list:
+    found = []
+    for group in CASE_GROUPS:
+        found += importlib.import_module(f"{__package__}.liger_cases_{group}").CASES
+    return found

@@ -1,0 +1,69 @@
+"""liger-kernel's ops driven through liger's own host code, each against PyTorch.
+
+A ``Case`` makes inputs (small ones for the interpreter, ``bench`` ones for the GPU), runs
+them through liger's autograd Function (forward, and backward where it has one) and through
+the op's definition written in PyTorch, and returns both as tuples of tensors to compare.
+Cases are grouped by op family in ``liger_cases_*.py``; ``liger.cases()`` gathers them.
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Callable
+
+import torch
+
+
+@dataclass
+class Case:
+    name: str
+    make_inputs: Callable      # (device, bench: bool) -> dict of tensors and values
+    run: Callable              # (ops, inputs) -> tuple of tensors, liger's host code
+    reference: Callable        # (inputs) -> tuple of tensors, PyTorch
+    atol: float = 1e-5
+    rtol: float = 1e-5
+    modules: tuple = field(default=())   # the op modules whose kernels it launches
+
+
+def generator(device, seed: int = 0):
+    return torch.Generator(device=device).manual_seed(seed)
+
+
+def randn(shape, device, dtype=torch.float32, seed=0, scale=1.0):
+    return (torch.randn(shape, generator=generator(device, seed), device=device) * scale
+            ).to(dtype)
+
+
+def with_grads(fn, tensors: dict, grad_of: tuple, seed: int = 1):
+    """Runs ``fn(*tensors.values())`` (autograd Functions take no keywords) on copies of the tensors, those named in ``grad_of`` with
+    requires_grad, and back-propagates a fixed random gradient of the (first) output.
+    Returns (output, *gradients in grad_of order)."""
+    inputs = {k: (v.detach().clone().requires_grad_(k in grad_of)
+                  if isinstance(v, torch.Tensor) else v) for k, v in tensors.items()}
+    out = fn(*inputs.values())
+    out = out[0] if isinstance(out, (tuple, list)) else out
+    grad = randn(out.shape, out.device, out.dtype, seed) if out.dim() else torch.ones_like(out)
+    out.backward(grad)
+    return (out.detach(), *[inputs[k].grad for k in grad_of])
+
+
+H100_SMS = 132
+
+
+@contextlib.contextmanager
+def sm_count_on_cpu(module):
+    """Host code of ``module`` that sizes a persistent grid by the GPU's SM count (and knows
+    no CPU path) is given an H100's when its inputs are on the CPU. On the GPU this changes
+    nothing."""
+    real_infer, real_properties = module.infer_device, torch.cuda.get_device_properties
+    if torch.cuda.is_available():
+        yield
+        return
+    module.infer_device = lambda: "cuda"
+    torch.cuda.get_device_properties = lambda device=None: SimpleNamespace(
+        multi_processor_count=H100_SMS)
+    try:
+        yield
+    finally:
+        module.infer_device, torch.cuda.get_device_properties = real_infer, real_properties
