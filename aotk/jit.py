@@ -1,7 +1,8 @@
 """``@aotk.jit``: a kernel function plus its launchers.
 
-``kernel[grid](*args, **constexprs)`` runs the kir interpreter when the arrays are in host
-memory (numpy arrays, torch CPU tensors), and compiles + launches on the GPU (``aotk.launch.device``) when they expose
+``kernel[grid](*args, **constexprs)`` runs the kir interpreter when the arrays are numpy
+arrays (or torch CPU tensors, with ``AOTK_INTERPRET=1`` as Triton's ``TRITON_INTERPRET``),
+and compiles + launches on the GPU (``aotk.launch.device``) when they expose
 ``__cuda_array_interface__``. Compiled kernels are specialized like Triton's JIT: pointers
 16-byte aligned, integers divisible by 16 or equal to 1, except for the parameters named in
 ``do_not_specialize`` (no hint) and ``do_not_specialize_on_alignment`` (no ":16").
@@ -13,7 +14,7 @@ import numpy as np
 from .errors import suggestion
 from .frontend.kernel import KernelFunction
 from .language.core import constexpr
-from .launch.arguments import host_bytes, interpreter_types, is_array, is_host_array
+from .launch.arguments import host_bytes, interpreter_types, is_array, runs_on_interpreter
 from .launch.device import launch_on_device
 from .launch.recording import observe
 from .tools.tensor_descriptor import TensorDescriptor
@@ -72,7 +73,7 @@ class JITFunction(KernelFunction):
         grid = grid + (1,) * (3 - len(grid))
         observe(self, grid, runtime_args, constants, num_warps, num_stages)
         arrays = [a for a in runtime_args.values() if is_array(a)]
-        if arrays and all(is_host_array(a) for a in arrays):
+        if runs_on_interpreter(arrays):
             return self._run_interpreter(grid, runtime_args, constants)
         if any(isinstance(a, np.ndarray) for a in arrays):
             raise TypeError(f"{self.name}: cannot mix numpy arrays and CUDA arrays in one launch")

@@ -3,7 +3,7 @@ index (aotk's test extra), used unmodified through aotk's import redirection.
 
 - every CUDA op module of liger loads with ``import triton`` giving aotk;
 - liger's own host code (its autograd Functions) runs each sampled op on torch CPU tensors,
-  which aotk's interpreter executes, and the results match PyTorch;
+  which aotk's interpreter executes (``AOTK_INTERPRET=1``), and the results match PyTorch;
 - every kernel launch that host code made is compiled ahead of time for sm_80 and sm_90 with
   the same specialization (argument types and divisibility, constexprs, num_warps,
   num_stages); at least 95% of liger's kernels compile, and each one left out is listed in
@@ -42,14 +42,16 @@ def runs(ops):
     """{case name: (outputs, reference outputs, launches)}; an exception in place of the
     outputs where liger's host code or the interpreter failed."""
     results = {}
-    for case in liger.cases():
-        with aotk.record_launches() as launches:
-            try:
-                outputs = case.run(ops, case.make_inputs("cpu", False))
-            except Exception as exc:   # noqa: BLE001 - reported by the case's own test
-                outputs = exc
-        results[case.name] = (outputs, case.reference(case.make_inputs("cpu", False)),
-                              list(launches))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AOTK_INTERPRET", "1")   # CPU tensors run on the interpreter
+        for case in liger.cases():
+            with aotk.record_launches() as launches:
+                try:
+                    outputs = case.run(ops, case.make_inputs("cpu", False))
+                except Exception as exc:   # noqa: BLE001 - reported by the case's own test
+                    outputs = exc
+            results[case.name] = (outputs, case.reference(case.make_inputs("cpu", False)),
+                                  list(launches))
     return results
 
 

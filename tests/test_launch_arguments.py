@@ -172,10 +172,12 @@ def _scale_rows(x_ptr, out_ptr, stride_x, stride_out, n, scale, BLOCK: tl.conste
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
-def test_torch_cpu_tensors_run_on_the_interpreter_views_and_bf16_included(dtype):
-    """As under Triton's interpreter: a launch whose tensors are all in CPU memory runs on
-    the CPU. A view (storage offset, row stride of its base) reads the base's memory."""
+def test_torch_cpu_tensors_run_on_the_interpreter_views_and_bf16_included(dtype, monkeypatch):
+    """As under Triton's TRITON_INTERPRET=1: with AOTK_INTERPRET=1 a launch whose tensors
+    are all in CPU memory runs on the CPU. A view (storage offset, row stride of its base)
+    reads the base's memory."""
     torch = pytest.importorskip("torch")
+    monkeypatch.setenv("AOTK_INTERPRET", "1")
     dtype = getattr(torch, dtype)
     base = torch.randn(6, 40).to(dtype)
     x = base[1:5, 3:33]                   # 4 rows of 30, storage offset 43, row stride 40
@@ -221,3 +223,14 @@ def test_a_constexpr_named_like_a_launch_option_gets_the_keyword_too():
     np.testing.assert_array_equal(out, [8, 2])
     assert (launches[0].num_warps, launches[0].num_stages) == (8, 2)
     assert launches[0].constants == {"num_warps": 8, "num_stages": 2}
+
+
+def test_without_aotk_interpret_a_cpu_tensor_is_tritons_value_error(monkeypatch):
+    """As a compiled Triton launch (test_core's test_pointer_arguments): ValueError, naming
+    the argument, whether or not a GPU is there."""
+    torch = pytest.importorskip("torch")
+    monkeypatch.delenv("AOTK_INTERPRET", raising=False)
+    x = torch.zeros(4, 32)
+    with pytest.raises(ValueError, match="argument 'x_ptr' is a tensor in CPU memory.*"
+                                         "AOTK_INTERPRET=1"):
+        _scale_rows[(1,)](x, x.clone(), 32, 32, 32, 1.0, BLOCK=32)

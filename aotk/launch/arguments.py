@@ -1,7 +1,7 @@
 """Launch arguments -> the types and the Signature a Python launch compiles for.
 
-In: the values passed to ``kernel[grid](...)``: numpy arrays and torch CPU tensors (the
-interpreter), torch CUDA tensors or ``__cuda_array_interface__`` objects (the GPU), Python and
+In: the values passed to ``kernel[grid](...)``: numpy arrays (the interpreter; torch CPU
+tensors too with ``AOTK_INTERPRET=1``), torch CUDA tensors or ``__cuda_array_interface__`` objects (the GPU), Python and
 numpy scalars. Out:
 their element and scalar types (DESIGN.md section 7) and, for a GPU launch, a ``Signature``
 specialized like Triton's JIT (pointers 16-byte aligned, integers divisible by 16 or equal
@@ -12,6 +12,7 @@ type) pair for the driver.
 from __future__ import annotations
 
 import ctypes
+import os
 
 import numpy as np
 
@@ -85,12 +86,20 @@ def is_array(value) -> bool:
     return isinstance(value, np.ndarray) or is_cuda_array(value)
 
 
-def is_host_array(value) -> bool:
-    """A numpy array, or a torch tensor in (unpinned) CPU memory: the interpreter runs it,
-    as Triton's interpreter does."""
-    if isinstance(value, np.ndarray):
-        return True
-    return getattr(value, "is_cuda", True) is False and not value.is_pinned()
+def interprets_cpu_tensors() -> bool:
+    """``AOTK_INTERPRET=1``: launches on torch CPU tensors run on the interpreter, as every
+    launch does under Triton's ``TRITON_INTERPRET=1``. Without it such a launch is Triton's
+    ValueError, as a compiled launch is in Triton."""
+    return os.environ.get("AOTK_INTERPRET", "").lower() in ("1", "true", "yes", "on")
+
+
+def runs_on_interpreter(arrays) -> bool:
+    """Numpy arrays always run on the interpreter; torch CPU tensors (unpinned) with
+    ``AOTK_INTERPRET=1``."""
+    if not arrays or not all(isinstance(a, np.ndarray) or (
+            getattr(a, "is_cuda", True) is False and not a.is_pinned()) for a in arrays):
+        return False
+    return all(isinstance(a, np.ndarray) for a in arrays) or interprets_cpu_tensors()
 
 
 def host_bytes(tensor) -> np.ndarray:
@@ -155,7 +164,8 @@ def specialize(kernel, runtime_args: dict, host_memory: bool = False):
                 # torch CPU tensors expose data_ptr too: a host address the GPU cannot read.
                 raise ValueError(f"{kernel.name}: argument {name!r} is a tensor in CPU memory "
                                  f"(device {value.device}); move it to the GPU with .cuda(), "
-                                 "or pin it")
+                                 "or pin it (or set AOTK_INTERPRET=1 to run the launch on "
+                                 "aotk's interpreter)")
             type_ = T.PointerType(cuda_array_dtype(value))
             address = address_of(value)
             if divisible and address % SPECIALIZED_HINT == 0:

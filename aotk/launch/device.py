@@ -122,9 +122,10 @@ STATIC_SHARED_LIMIT = 48 * 1024
 
 
 def launch_on_device(kernel, grid, runtime_args, constants, num_warps, num_stages, stream):
+    # Arguments first: a CPU tensor is a ValueError naming it, with or without a GPU.
+    signature, values = specialize(kernel, runtime_args)
     driver = _driver()
     context_key = _current_context_key()
-    signature, values = specialize(kernel, runtime_args)
     # The hot path: a launch seen before skips kir, hashing and the disk cache.
     fast_key = (kernel, context_key, signature,
                 tuple(sorted((k, repr(v)) for k, v in constants.items())), num_warps, num_stages,

@@ -348,8 +348,10 @@ CASES = [
     Case("fused_neighborhood_attention_dilated", _neighborhood_inputs(2), _neighborhood,
          _neighborhood_reference, _TF32, _TF32, ("fused_neighborhood_attention", "softmax")),
     # dW_query and dW_norm: atomic adds over every token, in no fixed order
+    # The weight gradients are fp32 atomic sums over every token, in no fixed order: at the
+    # bench size (4096 tokens) two runs of one implementation differ by more than 1e-3.
     Case("attn_res", _attn_res_inputs, _attn_res, _attn_res_reference, 1e-4, 1e-4,
-         ("attn_res",)),
+         ("attn_res",), bench_tolerance=(1e-2, 1e-2)),
     # dW and dB: sums over every row of x^3-sized terms
     Case("poly_norm", _poly_norm_inputs, _poly_norm, _poly_norm_reference, 1e-4, 1e-4,
          ("poly_norm",)),

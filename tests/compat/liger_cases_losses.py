@@ -17,7 +17,7 @@ import torch.nn.functional as F
 import aotk
 from aotk.triton_imports import redirect_triton
 
-from .liger_cases import Case, generator, randn, with_grads
+from .liger_cases import Case, randint, randn, with_grads
 
 UPSTREAM = 0.75
 IGNORE = -100
@@ -25,7 +25,7 @@ IGNORE = -100
 
 def _targets(rows, classes, device, seed=5, ignored=(1,)):
     """Class indices with ``IGNORE`` at the rows ``ignored``."""
-    target = torch.randint(0, classes, (rows,), generator=generator(device, seed), device=device)
+    target = randint(classes, (rows,), device, seed)
     target[list(ignored)] = IGNORE
     return target
 
@@ -412,7 +412,7 @@ def _grpo_inputs(device, bench, loss_type="grpo", level="token", beta=0.04, mask
                  eps_low=0.2):
     batch, length, vocab = (8, 512, 32000) if bench else (3, 5, 40)
     logits = randn((batch, length + 1, vocab), device, scale=2.0)
-    ids = torch.randint(0, vocab, (batch, length), generator=generator(device, 5), device=device)
+    ids = randint(vocab, (batch, length), device, 5)
     logp = (logits[:, :-1] / temperature).log_softmax(-1).gather(-1, ids[..., None])[..., 0]
     completion_mask = torch.ones(batch, length, dtype=torch.int64, device=device)
     completion_mask[0, -2:] = 0
@@ -506,8 +506,7 @@ def _selective_log_softmax_inputs(device, bench):
     completion_mask = torch.ones(batch, length, dtype=torch.int64, device=device)
     completion_mask[1, -3:] = 0
     return dict(logits=randn((batch, length + 1, vocab), device, scale=2.0),
-                input_ids=torch.randint(0, vocab, (batch, prompt + length),
-                                        generator=generator(device, 5), device=device),
+                input_ids=randint(vocab, (batch, prompt + length), device, 5),
                 temperature=0.7, mask=completion_mask)
 
 

@@ -14,7 +14,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .liger_cases import Case, randn, with_grads
+from .liger_cases import Case, randint, randn, with_grads
 
 TF32 = 1e-2   # see the module text
 
@@ -277,8 +277,7 @@ def _mhc_sinkhorn_reference(inputs):
 
 def _embedding_inputs(device, bench):
     vocab, dim, index_shape = (32000, 4096, (8, 2048)) if bench else (30, 20, (4, 9))
-    indices = torch.randint(0, vocab, index_shape, generator=torch.Generator(device=device)
-                            .manual_seed(5), device=device)
+    indices = randint(vocab, index_shape, device, 5)
     indices[0, :3] = indices[1, 0]   # repeated rows: the backward's atomic adds meet
     return dict(embeddings=randn((vocab, dim), device), indices=indices)
 
@@ -298,9 +297,8 @@ def _embedding_reference(inputs):
 
 def _int2_inputs(device, bench):
     m, k, n = (4096, 4096, 4096) if bench else (10, 256, 24)   # K a multiple of 4 * BLOCK_K
-    gen = torch.Generator(device=device).manual_seed(6)
-    a = torch.randint(-128, 128, (m, k), generator=gen, device=device, dtype=torch.int8)
-    weights = torch.randint(-1, 2, (k, n), generator=gen, device=device, dtype=torch.int32)
+    a = (randint(256, (m, k), device, 6) - 128).to(torch.int8)
+    weights = (randint(3, (k, n), device, 7) - 1).to(torch.int32)
     quarters = (weights + 1).view(4, k // 4, n)
     packed = sum(quarters[i] << (2 * i) for i in range(4)).to(torch.uint8)
     return dict(a=a, packed=packed, weights=weights)
