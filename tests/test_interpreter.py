@@ -19,6 +19,7 @@ OP_FAMILIES = {
     "atomics": "atomic_rmw atomic_cas",
     "descriptors": "descriptor_load descriptor_store",
     "debug": "debug_barrier device_print device_assert",
+    "sort": "sort",
 }
 REGION_FAMILIES = {
     "combine": "reduce scan",

@@ -215,3 +215,16 @@ def test_not_of_a_non_boolean_tensor_is_tritons_bitcast_error():
     with pytest.raises(aotk.CompilationError,
                        match="Cannot bitcast data-type of size 32 to data-type of size 1"):
         _not_of_an_integer[(1,)](np.zeros(1, np.int32))
+
+
+@aotk.jit
+def _unrolled_index(out_ptr):
+    parts = (tl.full((2,), 3, tl.int32), tl.full((2,), 4, tl.int32), tl.full((2,), 5, tl.int32))
+    for i in tl.static_range(3):
+        tl.store(out_ptr + 2 * i + tl.arange(0, 2), parts[i] * i)
+
+
+def test_the_variable_of_a_static_range_is_a_constexpr_that_indexes_tuples():
+    out = np.zeros(6, np.int32)
+    _unrolled_index[(1,)](out)
+    np.testing.assert_array_equal(out, [0, 0, 4, 4, 10, 10])

@@ -254,7 +254,9 @@ class CodeGenerator(ast.NodeVisitor):
         if isinstance(iterator, (static_range, range)):
             iterations = iterator.range if isinstance(iterator, static_range) else iterator
             for i in iterations:
-                self._assign(node.target, constexpr(i), node)
+                # As in Triton, the variable of an unrolled loop is a compile-time value
+                # (it can index a tuple: ``parts[i]``).
+                self._assign(node.target, constexpr(i), node, keep_constexpr=True)
                 self._visit_statements(node.body)
             return
         if not isinstance(iterator, tl_range):

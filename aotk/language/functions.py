@@ -356,6 +356,22 @@ def flip(x, dim=None):
     return semantic.flip(x, dim)
 
 
+# -- random numbers (Triton's Philox streams; see semantic/random.py) -----------------------
+
+def _random_builtin(name):
+    def forward(*args, **kwargs):
+        return getattr(semantic, name)(*args, **kwargs)
+    forward.__name__ = name
+    forward.__doc__ = f"Triton's tl.{name} (aotk.semantic.random.{name})."
+    return builtin(forward)
+
+
+RANDOM_BUILTINS = ("philox", "philox_impl", "randint", "randint4x", "rand", "rand4x", "randn",
+                   "randn4x", "uint_to_uniform_float", "pair_uniform_to_normal")
+(philox, philox_impl, randint, randint4x, rand, rand4x, randn, randn4x, uint_to_uniform_float,
+ pair_uniform_to_normal) = (_random_builtin(name) for name in RANDOM_BUILTINS)
+
+
 @builtin
 def item(input):
     """The one element of a one-element block, as a scalar."""

@@ -14,9 +14,8 @@ NOT_PROVIDED = {
     "aotk.language": (
         "advance", "assume", "float8e4b15", "float8e4b8",
         "float8e5b16", "gather", "histogram", "inline_asm_elementwise",
-        "make_block_ptr", "map_elementwise", "pair_uniform_to_normal", "philox",
-        "philox_impl", "pi32_t", "rand", "rand4x", "randint", "randint4x", "randn", "randn4x",
-        "reduce_or", "slice", "softmax", "swizzle2d", "topk", "uint_to_uniform_float",
+        "make_block_ptr", "map_elementwise", "pi32_t",
+        "reduce_or", "slice", "softmax", "swizzle2d", "topk",
         "void", "block_type", "const", "constexpr_type", "tuple", "target_info", "bitonic_merge",
         "condition"),
     "aotk.language.standard": (

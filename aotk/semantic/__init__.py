@@ -34,6 +34,7 @@ from .atomics import *       # noqa: F401,F403
 from .descriptors import *   # noqa: F401,F403
 from .debug import *         # noqa: F401,F403
 from .sort import *          # noqa: F401,F403
+from .random import *        # noqa: F401,F403
 from .control import *       # noqa: F401,F403
 
 # Tensor operators and methods (``x + y``, ``x.to()``, ``x[:, None]``) forward to these rules;
