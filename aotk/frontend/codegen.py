@@ -17,7 +17,7 @@ from ..ir import kir
 from ..ir.signature import HostDescriptorLayout
 from ..ir.types import BlockType, DType, PointerType
 from ..ir.types import int1 as tl_int1
-from ..language.core import (constexpr, is_builtin, is_constexpr_function, tensor,
+from ..language.core import (aggregate, constexpr, is_builtin, is_constexpr_function, tensor,
                              tensor_descriptor)
 from ..language.functions import range as tl_range
 from ..language.functions import static_range
@@ -160,7 +160,7 @@ class CodeGenerator(ast.NodeVisitor):
                 value = _numbers_as_tensors(value)
             if isinstance(value, tensor) and value.handle.hint_name is None:
                 value.handle.hint_name = target.id
-            if not isinstance(value, (tensor, tensor_descriptor, constexpr, tuple)) \
+            if not isinstance(value, (tensor, tensor_descriptor, aggregate, constexpr, tuple)) \
                     and value is not None:
                 value = _wrap(value)
             self.scope[target.id] = value
@@ -208,35 +208,50 @@ class CodeGenerator(ast.NodeVisitor):
         self.returned = returned
 
     def _merge_regions(self, node, opcode, operands, regions, scopes, before):
-        """Ends each region with a yield of the names whose values differ between them and
-        emits the region op; returns the scope after it. Tuples cross element by element."""
+        """Ends each region with a yield of the values that differ between them and emits the
+        region op; returns the scope after it. Tuples and aggregates cross leaf by leaf, and
+        only the leaves that differ are yielded (a block pointer's constant strides stay
+        constants)."""
         names = [n for n in scopes[0] if all(n in s for s in scopes[1:])]
         merged = {n: scopes[0][n] for n in names}
-        differing = [n for n in names if not all(_same_value(scopes[0][n], s[n]) for s in scopes[1:])]
-        shapes = {n: _tuple_shape(scopes[0][n]) for n in differing}
-        for name in differing:
-            if any(_tuple_shape(s[name]) != shapes[name] for s in scopes[1:]):
+        crossing = []   # (name, leaf index)
+        for name in names:
+            if all(_same_value(scopes[0][name], s[name]) for s in scopes[1:]):
+                continue
+            structure = _structure(scopes[0][name])
+            if any(_structure(s[name]) != structure for s in scopes[1:]):
                 raise self.error(node, f"{self._describe(name)} is a tuple of a different "
-                                       "length on each path")
+                                       "length (or a different kind of value) on each path")
+            leaves = [_leaves(s[name]) for s in scopes]
+            crossing += [(name, i) for i in range(len(leaves[0]))
+                         if not all(_same_value(leaves[0][i], other[i]) for other in leaves[1:])]
         yielded = []
         for region, scope in zip(regions, scopes):
             with self.builder.insertion(region.body):
-                values = [self._crossing(n, leaf, node) for n in differing
-                          for leaf in _leaves(scope[n])]
+                values = [self._crossing(n, _leaves(scope[n])[i], node) for n, i in crossing]
                 self.builder.create("yield", [v.handle for v in values], None)
             yielded.append(values)
-        leaf_names = [n for n in differing for _ in _leaves(scopes[0][n])]
-        for index, name in enumerate(leaf_names):
+        for index, (name, _) in enumerate(crossing):
             types = [values[index].type for values in yielded]
             if any(t != types[0] for t in types):
                 raise self.error(node, f"{self._describe(name)} has type {types[0]} in the `if` "
                                        f"branch but {types[1]} in the `else` branch; both must agree")
         op = self.builder.create_region_op(opcode, operands, regions,
                                            [v.type for v in yielded[0]])
-        results = iter(op.results)
-        for name in differing:
-            merged[name] = _rebuild(scopes[0][name], results, None if name == RETURN_SLOT else name)
+        self._rebind(merged, scopes[0], crossing, op.results)
         return merged
+
+    @staticmethod
+    def _rebind(scope, templates, crossing, values):
+        """Binds in ``scope`` each crossing name to its template (from ``templates``) with the
+        crossing leaves replaced by ``values`` (kir values, in ``crossing`` order)."""
+        replaced: dict = {}
+        for (name, index), value in zip(crossing, values):
+            hint = None if name == RETURN_SLOT else name
+            replaced.setdefault(name, {})[index] = _named_result(value, hint)
+        for name, by_index in replaced.items():
+            leaves = [by_index.get(i, leaf) for i, leaf in enumerate(_leaves(templates[name]))]
+            scope[name] = _with_leaves(templates[name], iter(leaves))
 
     @staticmethod
     def _describe(name) -> str:
@@ -266,19 +281,21 @@ class CodeGenerator(ast.NodeVisitor):
             raise self.error(node.target, "the loop variable must be a plain name")
         start, end, step = semantic.loop_bounds(iterator.start, iterator.end, iterator.step)
         target = node.target.id
-        names = self._find_carried({target: start.type}, lambda: self._visit_statements(node.body))
-        inits = [self._crossing(n, self.scope[n], node) for n in names]
-        induction = kir.Value(start.type, hint_name=target)
-        region = kir.Region([induction] + [kir.Value(v.type, hint_name=n) for n, v in zip(names, inits)])
+        carried = self._find_carried({target: start.type}, lambda: self._visit_statements(node.body))
         before = dict(self.scope)
+        inits = self._carried_values(carried, before, node)
+        induction = kir.Value(start.type, hint_name=target)
+        region = kir.Region([induction] + [kir.Value(v.type, hint_name=n)
+                                           for (n, _), v in zip(carried, inits)])
         self.scope[target] = tensor(induction)
-        self._fill_loop_region(region, region.args[1:], names, inits, node,
+        self._fill_loop_region(region, region.args[1:], carried, before, inits, node,
                                lambda: self._visit_statements(node.body), "yield")
         op = self.builder.create_region_op(
             "for", [start.handle, end.handle, step.handle] + [v.handle for v in inits], [region],
             [v.type for v in inits], direction=semantic.step_direction(iterator.step),
             num_stages=iterator.num_stages)
-        self._bind_results(before, names, op)
+        self.scope = before
+        self._rebind(self.scope, before, carried, op.results)
 
     def visit_While(self, node):
         if node.orelse:
@@ -287,27 +304,31 @@ class CodeGenerator(ast.NodeVisitor):
         def body():
             self.visit(node.test)
             self._visit_statements(node.body)
-        names = self._find_carried({}, body)
-        inits = [self._crossing(n, self.scope[n], node) for n in names]
+        carried = self._find_carried({}, body)
         before = dict(self.scope)
-        condition_region = kir.Region([kir.Value(v.type, hint_name=n) for n, v in zip(names, inits)])
-        body_region = kir.Region([kir.Value(v.type, hint_name=n) for n, v in zip(names, inits)])
+        inits = self._carried_values(carried, before, node)
+        condition_region = kir.Region([kir.Value(v.type, hint_name=n)
+                                       for (n, _), v in zip(carried, inits)])
+        body_region = kir.Region([kir.Value(v.type, hint_name=n)
+                                  for (n, _), v in zip(carried, inits)])
 
         def test():
             condition = semantic.condition(self.visit(node.test), "`while`")
             return [condition.handle]
-        self._fill_loop_region(condition_region, condition_region.args, names, inits, node, test,
-                               "condition", forward_args=True)
+        self._fill_loop_region(condition_region, condition_region.args, carried, before, inits,
+                               node, test, "condition", forward_args=True)
         self.scope = dict(before)
-        self._fill_loop_region(body_region, body_region.args, names, inits, node,
+        self._fill_loop_region(body_region, body_region.args, carried, before, inits, node,
                                lambda: self._visit_statements(node.body), "yield")
         op = self.builder.create_region_op("while", [v.handle for v in inits],
                                            [condition_region, body_region], [v.type for v in inits])
-        self._bind_results(before, names, op)
+        self.scope = before
+        self._rebind(self.scope, before, carried, op.results)
 
     def _find_carried(self, fresh: dict, visit_body) -> list:
-        """Names a loop body re-binds, found by generating the body once into a scratch block
-        (as Triton does): those become loop-carried values."""
+        """The (name, leaf index) pairs a loop body changes, found by generating the body once
+        into a scratch block (as Triton does): those become loop-carried values. A tuple or
+        an aggregate carries only the leaves that change (a block pointer its offsets)."""
         before = dict(self.scope)
         self.loop_depth += 1
         try:
@@ -318,13 +339,28 @@ class CodeGenerator(ast.NodeVisitor):
         finally:
             self.loop_depth -= 1
         after, self.scope = self.scope, before
-        return [n for n in before if n in after and n not in fresh
-                and not _same_value(before[n], after[n])]
+        carried = []
+        for name in before:
+            if name in fresh or name not in after or _same_value(before[name], after[name]):
+                continue
+            old, new = _leaves(before[name]), _leaves(after[name])
+            if _structure(before[name]) != _structure(after[name]):
+                carried.append((name, None))   # reported by _carried_values
+                continue
+            carried += [(name, i) for i in range(len(old)) if not _same_value(old[i], new[i])]
+        return carried
 
-    def _fill_loop_region(self, region, args, names, inits, node, visit, terminator,
+    def _carried_values(self, carried, before, node) -> list:
+        """The initial values of the carried leaves, as tensors."""
+        for name, index in carried:
+            if index is None:
+                raise self.error(node, f"{name!r} changes its structure inside the loop (a "
+                                       "tuple of another length, or another kind of value)")
+        return [self._crossing(n, _leaves(before[n])[i], node) for n, i in carried]
+
+    def _fill_loop_region(self, region, args, carried, before, inits, node, visit, terminator,
                           forward_args=False):
-        for name, arg in zip(names, args):
-            self.scope[name] = tensor(arg)
+        self._rebind(self.scope, before, carried, args)
         self.loop_depth += 1
         try:
             with self.builder.insertion(region.body):
@@ -332,22 +368,26 @@ class CodeGenerator(ast.NodeVisitor):
                 if forward_args:
                     values = list(args)
                 else:
-                    updated = [self._crossing(n, self.scope[n], node) for n in names]
-                    for name, init, new in zip(names, inits, updated):
-                        try:
-                            semantic.check_carried_type(name, init.type, new.type, "loop-carried")
-                        except TypeError as exc:
-                            raise self.error(node, str(exc)) from None
-                    values = [v.handle for v in updated]
+                    values = self._updated_values(carried, before, inits, node)
                 self.builder.create(terminator, leading + values, None)
         finally:
             self.loop_depth -= 1
 
-    def _bind_results(self, before, names, op):
-        self.scope = before
-        for name, result in zip(names, op.results):
-            result.hint_name = name
-            self.scope[name] = tensor(result)
+    def _updated_values(self, carried, before, inits, node) -> list:
+        """The kir values the loop body yields for the carried leaves, checked to keep their
+        types (and the leaves that are not carried to stay as they were)."""
+        values = []
+        for (name, index), init in zip(carried, inits):
+            if _structure(self.scope[name]) != _structure(before[name]):
+                raise self.error(node, f"{name!r} changes its structure inside the loop (a "
+                                       "tuple of another length, or another kind of value)")
+            new = self._crossing(name, _leaves(self.scope[name])[index], node)
+            try:
+                semantic.check_carried_type(name, init.type, new.type, "loop-carried")
+            except TypeError as exc:
+                raise self.error(node, str(exc)) from None
+            values.append(new.handle)
+        return values
 
     def visit_Assert(self, node):
         condition = self.visit(node.test)
@@ -538,7 +578,7 @@ class CodeGenerator(ast.NodeVisitor):
                 result = combine(result, other)
             return result
         if is_builtin(fn) or fn in (static_range, tl_range) or \
-                isinstance(getattr(fn, "__self__", None), (tensor, tensor_descriptor)):
+                isinstance(getattr(fn, "__self__", None), (tensor, tensor_descriptor, aggregate)):
             return fn(*args, **kwargs)
         if fn in _STATIC_BUILTINS or getattr(fn, "__module__", "") in ("math",) or \
                 is_constexpr_function(fn) or \
@@ -578,26 +618,41 @@ def _contains_return(node) -> bool:
     return any(isinstance(n, ast.Return) for n in ast.walk(node))
 
 
-def _tuple_shape(value):
+def _structure(value):
+    """What must stay the same when a name crosses a region: the nesting of tuples and the
+    compile-time parts of aggregates (None for a single value)."""
     value = _unwrap(value)
-    return tuple(_tuple_shape(v) for v in value) if isinstance(value, tuple) else None
+    if isinstance(value, tuple):
+        return tuple(_structure(v) for v in value)
+    if isinstance(value, aggregate):
+        return (value.structure_key(), tuple(_structure(v) for v in value.leaves()))
+    return None
 
 
 def _leaves(value) -> list:
+    """The single values of ``value``, depth first: itself, or the leaves of a tuple's
+    elements or of an aggregate's parts."""
     unwrapped = _unwrap(value)
     if isinstance(unwrapped, tuple):
         return [leaf for v in unwrapped for leaf in _leaves(v)]
+    if isinstance(unwrapped, aggregate):
+        return [leaf for v in unwrapped.leaves() for leaf in _leaves(v)]
     return [value]
 
 
-def _rebuild(template, results, hint_name):
-    """The structure of ``template`` with its leaves taken from the region op's results."""
+def _with_leaves(template, leaves):
+    """The structure of ``template`` built on ``leaves`` (an iterator, in ``_leaves`` order)."""
     unwrapped = _unwrap(template)
     if isinstance(unwrapped, tuple):
-        return tuple(_rebuild(v, results, hint_name) for v in unwrapped)
-    result = next(results)
-    result.hint_name = hint_name
-    return tensor(result)
+        return tuple(_with_leaves(v, leaves) for v in unwrapped)
+    if isinstance(unwrapped, aggregate):
+        return unwrapped.with_leaves([_with_leaves(v, leaves) for v in unwrapped.leaves()])
+    return next(leaves)
+
+
+def _named_result(value: kir.Value, hint_name) -> tensor:
+    value.hint_name = hint_name
+    return tensor(value)
 
 
 def _same_value(a, b) -> bool:
@@ -609,6 +664,9 @@ def _same_value(a, b) -> bool:
     a, b = _unwrap(a), _unwrap(b)
     if isinstance(a, tuple) and isinstance(b, tuple):
         return len(a) == len(b) and all(_same_value(x, y) for x, y in zip(a, b))
+    if isinstance(a, aggregate) and isinstance(b, aggregate):
+        return _structure(a) == _structure(b) and \
+            all(_same_value(x, y) for x, y in zip(_leaves(a), _leaves(b)))
     try:
         return type(a) is type(b) and bool(a == b)
     except Exception:  # noqa: BLE001 - incomparable objects are different

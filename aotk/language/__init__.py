@@ -10,6 +10,7 @@ from .functions import (abs, arange, argmax, argmin, max, min, sum, xor_sum, bro
                         store, where, zeros, zeros_like)
 from .functions import associative_scan, reduce
 from .functions import load_tensor_descriptor, make_tensor_descriptor, store_tensor_descriptor
+from .functions import advance, make_block_ptr
 from .functions import (atomic_add, atomic_and, atomic_cas, atomic_max, atomic_min, atomic_or,
                         atomic_xchg, atomic_xor, debug_barrier, device_assert, device_print)
 
@@ -29,7 +30,7 @@ __all__ += ["atomic_add", "atomic_and", "atomic_cas", "atomic_max", "atomic_min"
             "atomic_xchg", "atomic_xor", "debug_barrier", "device_assert", "device_print"]
 __all__ += ["associative_scan", "reduce"]
 __all__ += ["tensor_descriptor", "make_tensor_descriptor", "load_tensor_descriptor",
-            "store_tensor_descriptor"]
+            "store_tensor_descriptor", "advance", "make_block_ptr"]
 
 from .functions import add, div_rn, erf, fdiv, mul, sqrt_rn, sub, umulhi  # noqa: E402
 from .functions import cat, dot_scaled, flip, interleave, sort  # noqa: E402

@@ -223,6 +223,72 @@ class tensor_descriptor:
         _semantic().descriptor_store(self, offsets, value)
 
 
+class aggregate:
+    """A compile-time structure whose runtime parts are tensors (a block pointer): it can be
+    re-bound in a runtime loop or branch, where only its tensor parts cross the region
+    boundary and the rest stays compile-time.
+
+    ``leaves()`` lists the parts (tensors, or anything a loop may carry); ``with_leaves``
+    builds the same structure on new parts; ``structure_key()`` is what must stay equal
+    across paths (the compile-time parts)."""
+
+    def leaves(self) -> list:
+        raise NotImplementedError
+
+    def with_leaves(self, leaves: list):
+        raise NotImplementedError
+
+    def structure_key(self):
+        raise NotImplementedError
+
+
+class block_pointer(aggregate):
+    """``tl.make_block_ptr(...)``: a pointer to a block of a tensor in global memory that
+    knows the tensor's shape, so loads and stores can check its bounds.
+
+    Its parts: the base (a scalar pointer tensor), the shape and strides (int64 scalar
+    tensors), the offsets (int32 scalar tensors, what ``tl.advance`` moves) and, at compile
+    time, the block shape and order. Loads and stores through it are composed of pointer
+    arithmetic and masks (``aotk.semantic.block_pointers``)."""
+
+    def __init__(self, base: tensor, shape: tuple, strides: tuple, offsets: tuple,
+                 block_shape: tuple, order: tuple):
+        self.base = base
+        self.shape = tuple(shape)
+        self.strides = tuple(strides)
+        self.offsets = tuple(offsets)
+        self.block_shape = tuple(block_shape)
+        self.order = tuple(order)
+
+    @property
+    def dtype(self):
+        """The pointer type of one element (``p.dtype.element_ty`` is the element type)."""
+        return self.base.dtype
+
+    @property
+    def type(self):
+        return PointerType(BlockType(self.base.dtype.element_ty, self.block_shape))
+
+    def __repr__(self) -> str:
+        return f"block_pointer<{BlockType(self.base.dtype.element_ty, self.block_shape)}>"
+
+    def leaves(self) -> list:
+        return [self.base, *self.shape, *self.strides, *self.offsets]
+
+    def with_leaves(self, leaves: list):
+        rank = len(self.block_shape)
+        base, rest = leaves[0], list(leaves[1:])
+        return block_pointer(base, rest[:rank], rest[rank:2 * rank], rest[2 * rank:],
+                             self.block_shape, self.order)
+
+    def structure_key(self):
+        return ("block_pointer", self.block_shape, self.order)
+
+    def advance(self, offsets):
+        """``tl.advance(self, offsets)``."""
+        return _semantic().advance(self, offsets)
+
+
 class PropagateNan(enum.Enum):
     """``tl.minimum`` / ``maximum`` / ``clamp``'s ``propagate_nan``: NONE (the default)
     returns the other operand where one is NaN, ALL returns NaN (Triton's values)."""
@@ -259,6 +325,6 @@ def is_builtin(fn) -> bool:
     return getattr(fn, "__aotk_builtin__", False)
 
 
-__all__ = ["constexpr", "tensor", "tensor_descriptor", "builtin", "is_builtin", "tensor_member",
+__all__ = ["constexpr", "tensor", "tensor_descriptor", "aggregate", "block_pointer", "builtin", "is_builtin", "tensor_member",
            "PropagateNan", "constexpr_function", "is_constexpr_function",
            "unwrap", "install_semantic", "DType", "PointerType", "BlockType"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import builtins
 
 from .. import semantic
-from .core import builtin, constexpr, tensor, tensor_member
+from .core import block_pointer, builtin, constexpr, tensor, tensor_member
 
 
 def _value(x):
@@ -26,20 +26,46 @@ def arange(start, end):
     return semantic.arange(start, end)
 
 
+_NO_BOUNDARY = ("`padding_option` or `boundary_check` argument is not supported for loading a "
+                "tensor of pointers or loading a scalar. Because the compiler does not know the "
+                "boundary; please use block pointers (defined by `make_block_ptr`) instead")
+
+
 @builtin
 def load(pointer, mask=None, other=None, boundary_check=(), padding_option="",
          cache_modifier="", eviction_policy="", volatile=False):
+    if isinstance(pointer, block_pointer):
+        return semantic.block_pointer_load(pointer, _value(mask), _value(other),
+                                           _value(boundary_check), _value(padding_option),
+                                           cache_modifier, eviction_policy, volatile)
     if _value(boundary_check) or _value(padding_option):
-        raise NotImplementedError("block pointers (boundary_check/padding_option) are not supported")
+        raise ValueError(_NO_BOUNDARY)
     return semantic.load(pointer, _value(mask), _value(other), cache_modifier, eviction_policy,
                          volatile)
 
 
 @builtin
 def store(pointer, value, mask=None, boundary_check=(), cache_modifier="", eviction_policy=""):
+    if isinstance(pointer, block_pointer):
+        semantic.block_pointer_store(pointer, value, _value(mask), _value(boundary_check),
+                                     cache_modifier, eviction_policy)
+        return
     if _value(boundary_check):
-        raise NotImplementedError("block pointers (boundary_check) are not supported")
+        raise ValueError(_NO_BOUNDARY.replace("loading", "storing"))
     semantic.store(pointer, value, _value(mask), cache_modifier, eviction_policy)
+
+
+@builtin
+def make_block_ptr(base, shape, strides, offsets, block_shape, order):
+    """A pointer to the ``block_shape`` block at ``offsets`` of the tensor at ``base`` (its
+    ``shape`` and ``strides`` given), for loads and stores with ``boundary_check``."""
+    return semantic.make_block_ptr(base, shape, strides, offsets, block_shape, order)
+
+
+@builtin
+def advance(base, offsets):
+    """The block pointer ``base`` moved by ``offsets``."""
+    return semantic.advance(base, offsets)
 
 
 @builtin

@@ -12,9 +12,9 @@ from .core import builtin
 # By module, the names Triton 3.6 defines there that aotk lacks.
 NOT_PROVIDED = {
     "aotk.language": (
-        "advance", "assume", "float8e4b15", "float8e4b8",
+        "assume", "float8e4b15", "float8e4b8",
         "float8e5b16", "gather", "histogram", "inline_asm_elementwise",
-        "make_block_ptr", "map_elementwise", "pi32_t",
+        "map_elementwise", "pi32_t",
         "reduce_or", "slice", "softmax", "swizzle2d", "topk",
         "void", "block_type", "const", "constexpr_type", "tuple", "target_info", "bitonic_merge",
         "condition"),

@@ -12,7 +12,8 @@ Layout: two foundations every rule builds on, ``building`` (the builder the rule
 ``emit``) and ``promotion`` (literal typing, promotion, literals made values, block shapes);
 then one module per op family, named as in ``aotk.interpreter`` and ``aotk.backend``:
 ``creation``, ``elementwise``, ``views``, ``memory``, ``reduce``, ``scan``, ``combine``,
-``dot``, ``atomics``, ``descriptors``, ``debug`` and ``control``. Every rule is reachable as
+``dot``, ``atomics``, ``descriptors``, ``debug`` and ``control``; ``block_pointers``
+and ``random`` are composed of the others' ops. Every rule is reachable as
 ``aotk.semantic.<name>``.
 """
 from __future__ import annotations
@@ -32,6 +33,7 @@ from .combine import *       # noqa: F401,F403
 from .dot import *           # noqa: F401,F403
 from .atomics import *       # noqa: F401,F403
 from .descriptors import *   # noqa: F401,F403
+from .block_pointers import *   # noqa: F401,F403
 from .debug import *         # noqa: F401,F403
 from .sort import *          # noqa: F401,F403
 from .random import *        # noqa: F401,F403

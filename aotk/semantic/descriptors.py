@@ -16,7 +16,8 @@ from ..ir import types as T
 from ..language.core import tensor, tensor_descriptor, unwrap
 from .building import emit
 from .elementwise import cast
-from .promotion import constant, literal_type, validate_block_shape
+from .promotion import (describe_value, integer_scalar, per_dimension_list,
+                        validate_block_shape)
 
 MAX_DESCRIPTOR_RANK = 5
 # A TMA box row must span at least 16 bytes; Triton asks it of every descriptor.
@@ -24,40 +25,9 @@ MIN_LAST_DIM_BYTES = 16
 PADDING_OPTIONS = ("zero", "nan")
 
 
-def _describe(x) -> str:
-    if isinstance(x, tensor):
-        return f"a block of {x.dtype} of shape {list(x.type.shape)}" if x.type.shape else \
-            f"a runtime {x.dtype} scalar"
-    return repr(unwrap(x))
-
-
-def _sequence(x, what: str) -> list:
-    x = unwrap(x)
-    if not isinstance(x, (list, tuple)):
-        raise TypeError(f"{what} must be a list with one entry per dimension, got {_describe(x)}")
-    return list(x)
-
-
-def _integer_scalar(x, what: str) -> tensor:
-    """An int / constexpr int (a constant of its literal type) or an integer scalar tensor,
-    as given; anything else is an error naming ``what``."""
-    value = unwrap(x)
-    if isinstance(value, int) and not isinstance(value, bool):
-        dtype = literal_type(value)
-        return constant(value, T.int64 if dtype == T.uint32 else dtype)
-    if not isinstance(x, tensor):
-        raise TypeError(f"{what} must be an integer (a Python int, a tl.constexpr or an integer "
-                        f"scalar), got {type(value).__name__} {value!r}")
-    if x.type.shape:
-        raise TypeError(f"{what} must be a scalar, got {_describe(x)}")
-    if not x.dtype.is_int() or x.dtype.is_bool():
-        raise TypeError(f"{what} must be an integer, got {x.dtype}; cast it with .to(tl.int32)")
-    return x
-
-
 def _shape_or_stride(x, what: str) -> tensor:
     """i32 or i64 holding the same value: 64-bit values and u32 widen to i64."""
-    x = _integer_scalar(x, what)
+    x = integer_scalar(x, what)
     wide = x.dtype.bits == 64 or x.dtype == T.uint32
     return cast(x, T.int64 if wide else T.int32)
 
@@ -68,7 +38,7 @@ def _offset(x, what: str) -> tensor:
     if isinstance(value, int) and not isinstance(value, bool) and not -2**31 <= value < 2**31:
         raise ValueError(f"{what} is {value}, which does not fit in 32 bits: descriptor "
                          "offsets are 32-bit")
-    x = _integer_scalar(x, what)
+    x = integer_scalar(x, what)
     if x.dtype.bits == 64:
         raise TypeError(f"{what} is {x.dtype}, but descriptor offsets are 32-bit; add "
                         ".to(tl.int32) or use pointer loads for 64-bit offsets")
@@ -88,9 +58,9 @@ def _is_constant_one(x) -> bool:
 
 def make_tensor_descriptor(base, shape, strides, block_shape,
                            padding_option="zero") -> tensor_descriptor:
-    shape = _sequence(shape, "the descriptor's shape")
-    strides = _sequence(strides, "the descriptor's strides")
-    block_shape = _sequence(block_shape, "the descriptor's block_shape")
+    shape = per_dimension_list(shape, "the descriptor's shape")
+    strides = per_dimension_list(strides, "the descriptor's strides")
+    block_shape = per_dimension_list(block_shape, "the descriptor's block_shape")
     rank = len(shape)
     if not 1 <= rank <= MAX_DESCRIPTOR_RANK:
         raise ValueError(f"Expected 1 <= ndim <= {MAX_DESCRIPTOR_RANK} but got {rank} "
@@ -103,11 +73,11 @@ def make_tensor_descriptor(base, shape, strides, block_shape,
                          f"{len(block_shape)}: one block dimension per dimension of the shape")
     if not isinstance(base, tensor) or not base.dtype.is_ptr() or base.type.shape:
         raise TypeError(f"the base of a tensor descriptor must be a scalar pointer, got "
-                        f"{_describe(base)}")
+                        f"{describe_value(base)}")
     for dim, size in enumerate(block_shape):
         if not isinstance(unwrap(size), int) or isinstance(unwrap(size), bool):
             raise TypeError(f"block_shape[{dim}] must be a compile-time integer (tl.constexpr), "
-                            f"got {_describe(size)}")
+                            f"got {describe_value(size)}")
     block_shape = validate_block_shape(block_shape)
     padding_option = unwrap(padding_option)
     if padding_option not in PADDING_OPTIONS:
@@ -123,7 +93,7 @@ def make_tensor_descriptor(base, shape, strides, block_shape,
                          f"in the last dimension, but got {block_shape[-1]} * {element_bytes} = "
                          f"{row_bytes} bytes; widen the last block dimension")
     if not _is_constant_one(strides[-1]):
-        raise ValueError(f"Tensor descriptor last dim must be 1 but got {_describe(strides[-1])}: "
+        raise ValueError(f"Tensor descriptor last dim must be 1 but got {describe_value(strides[-1])}: "
                          "the last dimension must be contiguous, so pass the literal 1 as the "
                          "last stride")
     shape = [_shape_or_stride(s, f"shape[{d}]") for d, s in enumerate(shape)]
@@ -135,13 +105,13 @@ def _descriptor(desc, what: str) -> tensor_descriptor:
     desc = unwrap(desc)
     if not isinstance(desc, tensor_descriptor):
         raise TypeError(f"{what} needs a tensor descriptor (tl.make_tensor_descriptor), got "
-                        f"{_describe(desc)}")
+                        f"{describe_value(desc)}")
     return desc
 
 
 def _access_operands(desc: tensor_descriptor, offsets) -> list:
     """(base, shapes.., strides.., offsets..) of one access at ``offsets``."""
-    offsets = _sequence(offsets, "the offsets")
+    offsets = per_dimension_list(offsets, "the offsets")
     rank = len(desc.shape)
     if len(offsets) != rank:
         raise ValueError(f"expected {rank} offsets, but got {len(offsets)}: one per dimension "
@@ -164,7 +134,7 @@ def descriptor_store(desc, offsets, value) -> None:
     block_shape = desc.block_type.shape
     if not isinstance(value, tensor):
         raise TypeError(f"a descriptor store needs a block of shape {list(block_shape)}, got "
-                        f"{_describe(value)}; build one with tl.full({list(block_shape)}, "
+                        f"{describe_value(value)}; build one with tl.full({list(block_shape)}, "
                         "value, dtype)")
     if value.type.shape != block_shape:
         raise ValueError(f"the stored value has shape {list(value.type.shape)} but the "

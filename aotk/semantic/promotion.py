@@ -111,6 +111,44 @@ def to_tensor(x) -> tensor:
 
 
 # ---------------------------------------------------------------------------------------
+# Integer operands of structured values (descriptors, block pointers)
+# ---------------------------------------------------------------------------------------
+
+def describe_value(x) -> str:
+    """A value as an error message shows it."""
+    if isinstance(x, tensor):
+        return f"a block of {x.dtype} of shape {list(x.type.shape)}" if x.type.shape else \
+            f"a runtime {x.dtype} scalar"
+    return repr(unwrap(x))
+
+
+def per_dimension_list(x, what: str) -> list:
+    """A list or tuple (one entry per dimension) as a list; anything else is an error."""
+    x = unwrap(x)
+    if not isinstance(x, (list, tuple)):
+        raise TypeError(f"{what} must be a list with one entry per dimension, got {describe_value(x)}")
+    return list(x)
+
+
+def integer_scalar(x, what: str) -> tensor:
+    """An int / constexpr int (a constant of its literal type) or an integer scalar tensor,
+    as given; anything else is an error naming ``what``."""
+    value = unwrap(x)
+    if isinstance(value, int) and not isinstance(value, bool):
+        dtype = literal_type(value)
+        return constant(value, T.int64 if dtype == T.uint32 else dtype)
+    if not isinstance(x, tensor):
+        raise TypeError(f"{what} must be an integer (a Python int, a tl.constexpr or an integer "
+                        f"scalar), got {type(value).__name__} {value!r}")
+    if x.type.shape:
+        raise TypeError(f"{what} must be a scalar, got {describe_value(x)}")
+    if not x.dtype.is_int() or x.dtype.is_bool():
+        raise TypeError(f"{what} must be an integer, got {x.dtype}; cast it with .to(tl.int32)")
+    return x
+
+
+
+# ---------------------------------------------------------------------------------------
 # Shapes
 # ---------------------------------------------------------------------------------------
 
