@@ -7,7 +7,7 @@ import pytest
 from aotk.interpreter import executor
 
 OP_FAMILIES = {
-    "creation": "program_id num_programs constant arange",
+    "creation": "program_id num_programs constant arange read_register",
     "elementwise": "add sub mul fdiv idiv irem frem and or xor shl shr min max cmp "
                    "neg not abs exp exp2 log log2 sqrt rsqrt sin cos floor ceil "
                    "fma math select cast addptr",
@@ -20,6 +20,9 @@ OP_FAMILIES = {
     "descriptors": "descriptor_load descriptor_store",
     "debug": "debug_barrier device_print device_assert",
     "sort": "sort",
+    "gather": "gather",
+    "histogram": "histogram",
+    "inline_asm": "inline_asm",
 }
 REGION_FAMILIES = {
     "combine": "reduce scan",

@@ -160,8 +160,10 @@ def test_no_other_module_splits_or_joins_signature_text():
     """Signature text is read and written in aotk/ir/signature.py alone: elsewhere no
     `.split(",")` or `.partition(":")` of an entry, no `.short + ":"` assembly."""
     offenders = []
+    # semantic/inline_asm.py splits PTX constraint lists ("=r,r"), which are not signatures.
+    readers = (ROOT / "aotk" / "ir" / "signature.py", ROOT / "aotk" / "semantic" / "inline_asm.py")
     for path in sorted((ROOT / "aotk").rglob("*.py")) + sorted((ROOT / "cli").rglob("*.py")):
-        if path == ROOT / "aotk" / "ir" / "signature.py":
+        if path in readers:
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \

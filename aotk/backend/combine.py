@@ -24,6 +24,8 @@ def combine_named(ctx, element, combine: str, a, b):
         return bld.add(a, b) if combine == "add" else bld.mul(a, b)
     if combine == "xor":
         return bld.xor(a, b)
+    if combine == "or":
+        return bld.or_(a, b)
     if element.is_floating():
         name = f"llvm.{'maxnum' if combine == 'max' else 'minnum'}.{a.type.intrinsic_name}"
         fn = ctx.module.globals.get(name) or ir.Function(

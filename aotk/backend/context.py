@@ -65,6 +65,12 @@ class LoweringContext:
         region boundary use."""
         return self.regs(value, self.plan.natural(value))
 
+    def operand_layout(self, value, layout):
+        """``layout`` if the plan has ``value`` there, else its home (where an op's rule
+        asked for a layout that an accumulator epilogue overrode)."""
+        layouts = self.plan.demands.get(value, [])
+        return layout if layout in layouts or not layouts else layouts[0]
+
     # -- regions ----------------------------------------------------------------------
     def lower_region(self, region, arg_registers, layouts=None) -> list:
         """Lowers a region at the current block; returns its terminator's operands, in

@@ -1,5 +1,5 @@
-"""``program_id``, ``num_programs``, ``constant`` and ``arange``: values made from nothing
-but the op's attributes and the thread's place in the grid.
+"""``program_id``, ``num_programs``, ``constant``, ``arange`` and ``read_register``: values
+made from nothing but the op's attributes, the thread's place in the grid and the clock.
 
 In: the op and the layout its result is wanted in. Out: the result's registers there: a
 special-register read (``ctaid`` / ``nctaid``), one constant repeated, or each register's
@@ -11,7 +11,7 @@ import llvmlite.ir as ir
 
 from ..passes.layouts import SCALAR
 from .geometry import special_register
-from .llvm_types import I32, constant
+from .llvm_types import I32, I64, constant, inline_asm
 from .registry import value_lowering
 
 
@@ -19,6 +19,15 @@ from .registry import value_lowering
 def lower_program_coordinate(ctx, op, layout):
     prefix = "ctaid." if op.opcode == "program_id" else "nctaid."
     return [special_register(ctx.builder, prefix + "xyz"[op.attrs["axis"]], op.opcode)]
+
+
+@value_lowering("read_register")
+def lower_read_register(ctx, op, layout):
+    """A volatile ``mov`` from the special register: two reads stay two reads."""
+    name = op.attrs["register"]
+    if name == "globaltimer":
+        return [inline_asm(ctx.builder, "mov.u64 $0, %globaltimer;", "=l", [], I64)]
+    return [inline_asm(ctx.builder, f"mov.u32 $0, %{name};", "=r", [], I32)]
 
 
 @value_lowering("constant")

@@ -14,8 +14,8 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 # The op families register their lowerings when imported.
-from . import (atomics, control, creation, debug, dot, elementwise, memory,  # noqa: F401
-               pipeline, reduce, scan, sort, tma, views)
+from . import (atomics, control, creation, debug, dot, elementwise, gather,  # noqa: F401
+               histogram, inline_asm, memory, pipeline, reduce, scan, sort, tma, views)
 from ..passes.layouts import SCALAR, LayoutPlan
 from .context import LoweringContext
 from .geometry import ThreadGeometry

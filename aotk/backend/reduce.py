@@ -10,7 +10,7 @@ broadcasting a row maximum back costs nothing). Steps:
 3. when warps split the axis too, each warp's partials go through shared memory: every
    lane along the axis holds the same value after step 2, so all write it (no predicate),
    one barrier, then each thread combines the partials it needs.
-A combine is a named one (add max min xor), argreduce's (value, index) rule, or a combine
+A combine is a named one (add max min xor or), argreduce's (value, index) rule, or a combine
 region on tuples of registers (``tl.reduce``; see ``combine``). Steps 2 and 3 only span the
 lanes and warps that hold distinct elements: when the layout's tile is larger than the
 axis, replica groups reduce the same elements on their own, so nothing counts twice.
@@ -32,7 +32,7 @@ FULL_MASK = 0xFFFFFFFF
 
 def _identity(element, combine):
     ty = llvm_type(element)
-    if combine in ("add", "xor"):
+    if combine in ("add", "xor", "or"):
         return ir.Constant(ty, 0.0 if element.is_floating() else 0)
     if element.is_floating():
         return ir.Constant(ty, -math.inf if combine == "max" else math.inf)

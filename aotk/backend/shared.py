@@ -73,6 +73,36 @@ def _base_and_offset(index):
     return index, 0
 
 
+class RowMajorBuffer:
+    """A block held row-major (unpadded) in the scratch buffer, for ops whose threads read
+    elements other threads hold (sort, gather): ``write`` stores a thread's registers
+    (replicas store the same value, so they need no care), ``slot`` points at an element,
+    ``read`` loads one. Booleans are kept as bytes."""
+
+    def __init__(self, ctx, shape, element):
+        self.ctx, self.shape, self.element = ctx, tuple(shape), element
+        self.memory_type = I8 if element.is_bool() else llvm_type(element)
+        self.element_bytes = max(1, element.itemsize)
+
+    def slot(self, indices):
+        b = self.ctx.builder
+        offset = row_major_index(b, indices, self.shape, 0, self.element_bytes)
+        return self.ctx.shared.pointer(offset, self.memory_type)
+
+    def write(self, value, layout):
+        b = self.ctx.builder
+        for register, indices in zip(self.ctx.regs(value, layout),
+                                     self.ctx.threads.logical_indices(value, layout)):
+            b.store(b.zext(register, I8) if self.element.is_bool() else register,
+                    self.slot(indices))
+
+    def read(self, indices):
+        b = self.ctx.builder
+        loaded = b.load(self.slot(indices), typ=self.memory_type)
+        return b.icmp_unsigned("!=", loaded, ir.Constant(I8, 0)) if self.element.is_bool() \
+            else loaded
+
+
 class SharedMemory:
     """The scratch buffer of one kernel being lowered (see the module text)."""
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from .llvm_types import I1, I8, I32, llvm_type
+from .llvm_types import I1, I32
 from .registry import scratch, value_lowering
-from .shared import padded_bytes, row_major_index
+from .shared import RowMajorBuffer, padded_bytes
 
 
 @scratch("sort")
@@ -73,34 +73,21 @@ def _stage(ctx, element, memory_type, size, n, pairs, threads, block, distance, 
 @value_lowering("sort")
 def lower_sort(ctx, op, layout) -> list:
     """``layout`` is the result's home, its rank's layout."""
-    b = ctx.builder
     source = op.operands[0]
     element = op.result.element
-    shape = source.type.shape
-    memory_type = I8 if element.is_bool() else llvm_type(element)
-    size = max(1, element.itemsize)
-
-    def slot(index):
-        return ctx.shared.pointer(row_major_index(b, index, shape, 0, size), memory_type)
-
+    buffer = RowMajorBuffer(ctx, source.type.shape, element)
     ctx.shared.begin_use()
-    source_layout = ctx.plan.rank_layout(source)
-    for register, index in zip(ctx.regs(source, source_layout),
-                               ctx.threads.logical_indices(source, source_layout)):
-        b.store(b.zext(register, I8) if element.is_bool() else register, slot(index))
+    buffer.write(source, ctx.plan.rank_layout(source))
     ctx.shared.barrier()
-    n = shape[-1]
+    n = source.type.shape[-1]
     block = 2
     while block <= n:
         distance = block // 2
         while distance >= 1:
-            _stage(ctx, element, memory_type, size, n, op.result.type.numel // 2,
-                   32 * ctx.plan.num_warps, block, distance, op.attrs["descending"])
+            _stage(ctx, element, buffer.memory_type, buffer.element_bytes, n,
+                   op.result.type.numel // 2, 32 * ctx.plan.num_warps, block, distance,
+                   op.attrs["descending"])
             distance //= 2
         block *= 2
-    out = []
-    for index in ctx.threads.logical_indices(op.result, ctx.plan.rank_layout(op.result)):
-        loaded = b.load(slot(index), typ=memory_type)
-        out.append(b.icmp_unsigned("!=", loaded, ir.Constant(I8, 0)) if element.is_bool()
-                   else loaded)
-    return out
+    return [buffer.read(indices)
+            for indices in ctx.threads.logical_indices(op.result, ctx.plan.rank_layout(op.result))]

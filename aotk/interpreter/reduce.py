@@ -1,8 +1,8 @@
 """Interpreter rules of ``reduce`` and ``argreduce`` with a named combine (add, max, min,
-xor; argmax / argmin); a combine region is ``combine``'s.
+xor, or; argmax / argmin); a combine region is ``combine``'s.
 
 In: the operand array and the op (axis, combine). Out: the array without ``axis``: the sum
-(wrapping in the element's own dtype), xor, or max / min (on floats ignoring NaN, as
+(wrapping in the element's own dtype), xor, or, or max / min (on floats ignoring NaN, as
 ``tl.maximum`` / ``tl.minimum``); for ``argreduce`` the i32 index of the first max / min.
 """
 from __future__ import annotations
@@ -18,6 +18,8 @@ def _reduce(ctx, op, x):
         return np.add.reduce(x, axis=axis, dtype=x.dtype)
     if combine == "xor":
         return np.bitwise_xor.reduce(x, axis=axis)
+    if combine == "or":
+        return np.bitwise_or.reduce(x, axis=axis)
     if x.dtype.kind == "f":   # NaN-ignoring, as tl.maximum / tl.minimum
         return (np.fmax if combine == "max" else np.fmin).reduce(x, axis=axis)
     return (np.max if combine == "max" else np.min)(x, axis=axis)

@@ -66,6 +66,11 @@ The op set, with operands and attributes:
                               last axis by a bitonic network: stage by stage, the pair
                               (i, i + d) swaps where (x[i] > x[i + d]) != (descending if
                               the run is the whole axis, else whether i's run of 2d is odd)
+  gather                      (src, index:int)        axis            -> src's elements named
+                              by index along axis (index's shape, equal to src's off the
+                              axis); an index outside src is clamped into it
+  histogram                   (x:int 1-d, [mask])     has_mask        -> i32[num_bins]: how
+                              many elements equal each of 0..num_bins-1 (others not counted)
 
 Side effects (never removed or reordered; layout roots like stores, see ``SIDE_EFFECT_OPS``):
 
@@ -81,6 +86,12 @@ Side effects (never removed or reordered; layout roots like stores, see ``SIDE_E
                               per element: "pid (x, y, z) idx (i, j)<prefix><value>"
   device_assert               (cond:int1)             message, function -> no result; fails
                               when any element is false (present only in debug builds)
+  read_register               ()                      register        -> scalar read afresh
+                              each time: globaltimer (i64 ns), smid (i32)
+  inline_asm                  (*args) one shape       asm, outputs, inputs, clobbers (the
+                              constraint codes), pure, pack -> one
+                              result per dtype, of the args' shape; the assembly runs once
+                              per pack elements (never removed or merged, even when pure)
 
 Software pipelining (made by ``passes.pipeline`` for the GPU only; never interpreted):
 
@@ -135,7 +146,7 @@ ELEMENTWISE_OPS = BINARY_OPS | UNARY_OPS | frozenset(("cmp", "select", "cast", "
 # Ops whose result depends only on their operands: safe to recompute or remove when unused.
 PURE_OPS = ELEMENTWISE_OPS | frozenset(
     "program_id num_programs constant arange splat broadcast expand_dims addptr hint permute "
-    "reshape join split scan sort".split())
+    "reshape join split scan sort gather histogram".split())
 REDUCTIONS = frozenset(("reduce", "argreduce"))
 # Ops that combine the elements along an axis (named combine, or a combine region).
 COMBINING = REDUCTIONS | frozenset(("scan",))
@@ -147,7 +158,8 @@ ATOMICS = frozenset(("atomic_rmw", "atomic_cas"))
 ASYNC_OPS = frozenset(("async_copy", "async_commit", "async_wait", "tma_init", "tma_expect",
                        "tma_copy", "tma_wait", "tma_release"))
 SIDE_EFFECT_OPS = ATOMICS | ASYNC_OPS | frozenset(("debug_barrier", "device_print",
-                                                   "device_assert"))
+                                                   "device_assert", "read_register",
+                                                   "inline_asm"))
 TERMINATORS = frozenset(("yield", "condition"))
 # Tensor-descriptor memory ops: a tile addressed by (base, shape, strides, offsets).
 DESCRIPTOR_OPS = frozenset(("descriptor_load", "descriptor_store"))
@@ -280,6 +292,8 @@ def _format_attr(value) -> str:
         return repr(value)
     if isinstance(value, tuple):
         return "(" + ",".join(_format_attr(v) for v in value) + ")"
+    if isinstance(value, str) and any(ch in value for ch in '\n",'):
+        return repr(value)   # inline assembly: the op stays on one line of the listing
     return str(value)
 
 

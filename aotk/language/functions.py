@@ -484,11 +484,62 @@ def associative_scan(input, axis, combine_fn, reverse=False):
     return semantic.associative_scan(input, axis, combine_fn, reverse)
 
 
+@builtin
+def softmax(x, dim=None, keep_dims=False, ieee_rounding=False):
+    """exp(x - max) / sum(exp(x - max)) along ``dim`` (default 0), as Triton composes it."""
+    return semantic.softmax(x, dim, keep_dims, ieee_rounding)
+
+
+@builtin
+def swizzle2d(i, j, size_i, size_j, size_g):
+    """Row-major (i, j) of a size_i x size_j grid -> column-major within groups of size_g rows."""
+    return semantic.swizzle2d(i, j, size_i, size_j, size_g)
+
+
+@builtin
+def reduce_or(input, axis, keep_dims=False):
+    """Bitwise or of the integers along ``axis``."""
+    return semantic.reduce(input, axis, "or", keep_dims)
+
+
+@builtin
+def topk(x, k, dim=None, descending=True):
+    """The ``k`` (a power of two) largest elements of the last axis, largest first."""
+    return semantic.topk(x, k, dim, descending)
+
+
+@builtin
+def gather(src, index, axis):
+    """``src``'s elements named by ``index`` along ``axis`` (a block of the index's shape)."""
+    return semantic.gather(src, index, _value(axis))
+
+
+@builtin
+def histogram(input, num_bins, mask=None):
+    """int32 counts of the values 0 .. num_bins - 1 in the 1-d ``input`` (where ``mask``)."""
+    return semantic.histogram(input, _value(num_bins), _value(mask))
+
+
+@builtin
+def inline_asm_elementwise(asm, constraints, args, dtype, is_pure, pack):
+    """Runs the PTX ``asm`` over the elements of ``args`` (broadcast to one shape), ``pack``
+    at a time; one result per ``dtype`` (a tuple of results for a tuple of dtypes)."""
+    return semantic.inline_asm_elementwise(asm, constraints, args, dtype, is_pure, pack)
+
+
+@builtin
+def assume(cond):
+    """A promise that ``cond`` holds, for the optimizer. aotk checks that it is a condition
+    and does not use it: its own analyses take hints from tl.multiple_of & co."""
+    if isinstance(cond, tensor) and not (cond.dtype.is_bool() or cond.dtype.is_int()):
+        raise TypeError(f"tl.assume takes a condition, got a {cond.dtype} value")
+
+
 # Triton's tensor methods: x.sum(1), x.cast(tl.int32), x.broadcast_to(...), ptr.store(v), ...
 for _member in (abs, argmax, argmin, associative_scan, atomic_add, atomic_and, atomic_cas,
                 atomic_max, atomic_min, atomic_or, atomic_xchg, atomic_xor, broadcast_to, cast,
                 cdiv, ceil, cos, cumprod, cumsum, exp, exp2, expand_dims, flip, floor, item, log,
-                log2, sort,
+                log2, sort, softmax, reduce_or, topk, gather, histogram,
                 max, min, permute, ravel, reduce, reshape, rsqrt, sigmoid, sin, split, sqrt,
                 store, sum, trans, view, xor_sum, erf, sqrt_rn):
     tensor_member(_member)

@@ -12,17 +12,15 @@ from .core import builtin
 # By module, the names Triton 3.6 defines there that aotk lacks.
 NOT_PROVIDED = {
     "aotk.language": (
-        "assume", "float8e4b15", "float8e4b8",
-        "float8e5b16", "gather", "histogram", "inline_asm_elementwise",
+        "float8e4b15", "float8e4b8",
+        "float8e5b16",
         "map_elementwise", "pi32_t",
-        "reduce_or", "slice", "softmax", "swizzle2d", "topk",
+        "slice",
         "void", "block_type", "const", "constexpr_type", "tuple", "target_info", "bitonic_merge",
         "condition"),
-    "aotk.language.standard": (
-        "reduce_or", "softmax", "swizzle2d", "topk",
-        "bitonic_merge"),
+    "aotk.language.standard": ("bitonic_merge",),
     "aotk.language.extra.cuda": (
-        "globaltimer", "num_threads", "num_warps", "smid", "convert_custom_float8_sm70",
+        "num_threads", "num_warps", "convert_custom_float8_sm70",
         "convert_custom_float8_sm80", "gdc_launch_dependents", "gdc_wait"),
     "aotk.language.extra.libdevice": (
         "byte_perm", "mul24", "sad", "rcp64h", "saturatef", "fma_rn", "hiloint2double",

@@ -279,6 +279,36 @@ def _shuffle(demands, op, wanted):
 
 
 @_value_op
+def _gather(demands, op, wanted):
+    """The source goes through shared memory from its natural layout; each thread reads
+    the elements its own index registers name, so the index is wanted where the result
+    lives."""
+    demands.home(op.result)
+    source, index = op.operands
+    demands.want_natural([source])
+    demands.want(index, demands.homes[op.result])
+
+
+@_value_op
+def _histogram(demands, op, wanted):
+    """The values and their mask are counted from one layout, the values' natural one."""
+    demands.home(op.result)
+    layout = demands.plan.natural(op.operands[0])
+    for value in op.operands:
+        demands.want(value, layout)
+
+
+def _inline_asm(demands, op):
+    """The arguments and every result in one layout, the results' natural one: each run
+    of the assembly takes the same registers of all of them."""
+    layout = demands.plan.natural(op.results[0])
+    for result in op.results:
+        demands.home(result, layout)
+    for value in op.operands:
+        demands.want(value, layout)
+
+
+@_value_op
 def _load(demands, op, wanted):
     """Loaded once, in a full (unsliced) layout when one is wanted: that is where the
     vector width was proven."""
@@ -321,6 +351,9 @@ DEMANDS = {
     "dot": _dot,
     **dict.fromkeys(SHUFFLES, _value_op(_shuffle)),
     "sort": _value_op(_shuffle),   # through shared memory like a shuffle
+    "gather": _gather,
+    "inline_asm": _inline_asm,
+    "histogram": _histogram,
     "load": _load,
     "splat": _splat,
     "expand_dims": _expand_dims,

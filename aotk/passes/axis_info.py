@@ -187,6 +187,8 @@ def _analyze_ops(ops, infos):
             continue
         result = op.result
         if result is None:
+            for value in op.results:   # an op of several results (inline_asm): no claims
+                infos[value] = _uniform(_shape(value))
             continue
         ins = [infos[v] for v in op.operands]
         shape = _shape(result)
@@ -254,7 +256,7 @@ def _analyze_ops(ops, infos):
             info = AxisInfo(*(tuple(part[d] for d in order) for part in
                               (src.contiguity, src.divisibility, src.constancy)), src.constant)
         elif kind in ("reshape", "join", "split", "dot", "atomic_rmw", "atomic_cas",
-                      "scan", "sort"):
+                      "scan", "sort", "gather", "histogram"):
             # elements move across dimensions, or come from memory: claim nothing
             info = _uniform(shape)
         elif kind == "hint":

@@ -12,8 +12,9 @@ Layout: two foundations every rule builds on, ``building`` (the builder the rule
 ``emit``) and ``promotion`` (literal typing, promotion, literals made values, block shapes);
 then one module per op family, named as in ``aotk.interpreter`` and ``aotk.backend``:
 ``creation``, ``elementwise``, ``views``, ``memory``, ``reduce``, ``scan``, ``combine``,
-``dot``, ``atomics``, ``descriptors``, ``debug`` and ``control``; ``block_pointers``
-and ``random`` are composed of the others' ops. Every rule is reachable as
+``dot``, ``atomics``, ``descriptors``, ``debug``, ``sort``, ``gather``, ``histogram``,
+``inline_asm`` and ``control``; ``block_pointers``,
+``random`` and ``standard`` are composed of the others' ops. Every rule is reachable as
 ``aotk.semantic.<name>``.
 """
 from __future__ import annotations
@@ -36,7 +37,11 @@ from .descriptors import *   # noqa: F401,F403
 from .block_pointers import *   # noqa: F401,F403
 from .debug import *         # noqa: F401,F403
 from .sort import *          # noqa: F401,F403
+from .gather import *        # noqa: F401,F403
+from .histogram import *     # noqa: F401,F403
+from .inline_asm import *    # noqa: F401,F403
 from .random import *        # noqa: F401,F403
+from .standard import *      # noqa: F401,F403
 from .control import *       # noqa: F401,F403
 
 # Tensor operators and methods (``x + y``, ``x.to()``, ``x[:, None]``) forward to these rules;

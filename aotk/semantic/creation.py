@@ -1,6 +1,6 @@
 """Typing rules of values made from nothing: the program's position in the grid
-(``tl.program_id``, ``tl.num_programs``), ``tl.arange`` and filled blocks (``tl.full``,
-``zeros``, ``zeros_like``). A literal made a value (``constant``) is in ``promotion``, which
+(``tl.program_id``, ``tl.num_programs``), ``tl.arange``, filled blocks (``tl.full``,
+``zeros``, ``zeros_like``) and hardware registers (``tl.extra.cuda.globaltimer``, ``smid``). A literal made a value (``constant``) is in ``promotion``, which
 every family uses.
 
 In: constexpr axes, bounds, shapes and dtypes; a fill value (literal or scalar tensor).
@@ -51,3 +51,14 @@ def full(shape, value, dtype) -> tensor:
             raise TypeError("tl.full takes a scalar value")
         return broadcast_to_shape(cast(value, dtype), shape)
     return constant(value, dtype, shape)
+
+
+# The hardware registers ``tl.extra.cuda`` reads, with their types.
+REGISTER_TYPES = {"globaltimer": T.int64, "smid": T.int32}
+
+
+def read_register(name: str) -> tensor:
+    """The hardware register ``name`` (globaltimer: nanoseconds; smid: the multiprocessor
+    running this program), read afresh at this point of the kernel."""
+    return emit("read_register", [], BlockType(REGISTER_TYPES[name]), register=name)
+

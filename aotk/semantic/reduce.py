@@ -1,5 +1,5 @@
 """Typing rules of reductions along an axis with a named combine: ``tl.sum``, ``max``,
-``min``, ``xor_sum`` (kir ``reduce``) and ``argmax`` / ``argmin`` (kir ``argreduce``).
+``min``, ``xor_sum``, ``reduce_or`` (kir ``reduce``) and ``argmax`` / ``argmin`` (kir ``argreduce``).
 Reductions by a combine function (``tl.reduce``) are in ``combine``.
 
 In: a block, an axis (or None for all), options. Out: the reduced ``tensor``, of Triton's
@@ -59,8 +59,9 @@ def reduce(x, axis, combine: str, keep_dims=False, dtype=None) -> tensor:
         raise ValueError("cannot reduce a scalar")
     if dtype is not None:
         x = cast(x, unwrap(dtype))
-    if combine == "xor" and not x.dtype.is_int():
-        raise TypeError(f"xor_sum needs integers, got {x.dtype}")
+    if combine in ("xor", "or") and not x.dtype.is_int():
+        raise TypeError(f"{'xor_sum' if combine == 'xor' else 'reduce_or'} needs integers, "
+                        f"got {x.dtype}")
     if x.dtype.is_ptr():
         raise TypeError("cannot reduce pointers")
     axis = unwrap(axis)

@@ -1,10 +1,10 @@
-"""Typing rules of ``tl.sort`` and ``tl.flip``.
+"""Typing rules of ``tl.sort``, ``tl.flip`` and ``tl.topk``.
 
 In: a block and an axis (``sort``: the last one, as in Triton). Out: a block of the same
 type and shape. ``sort`` is one ``sort`` op (a bitonic network, run in shared memory on the
 GPU: ``backend.sort``, ``interpreter.sort``). ``flip`` is composed of view ops: at each
 distance d it views the axis as (groups, 2, d), moves the pair axis last, splits it and joins
-the halves the other way round.
+the halves the other way round. ``topk`` sorts, then reduces across runs of k.
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from ..language.core import tensor, unwrap
 from .building import emit
 from .elementwise import cast
 from .promotion import to_tensor
+from .reduce import reduce
 from .views import join, permute, reshape, split
 
 
@@ -70,4 +71,27 @@ def sort(x, dim=None, descending=False) -> tensor:
     return emit("sort", [x], x.type, descending=bool(unwrap(descending)))
 
 
-__all__ = ["flip", "sort"]
+def topk(x, k, dim=None, descending=True) -> tensor:
+    """The ``k`` largest elements along the last axis, largest first (the ``k`` smallest,
+    smallest first, when not ``descending``): the sorted block seen as ``n / k`` runs of
+    ``k``, reduced across the runs with max (min), which keeps the first run, since each
+    of its elements is at least (at most) the one at the same place in every later run."""
+    x = to_tensor(x)
+    axis, size = _axis_and_size(x, dim, "tl.topk")
+    if axis != len(x.type.shape) - 1:
+        raise ValueError("tl.topk: only the last axis is supported (as in Triton)")
+    k = unwrap(k)
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1 or k & (k - 1) or k > size:
+        raise ValueError(f"tl.topk: k must be a power of two no larger than the axis "
+                         f"({size}), got {k!r}")
+    if x.dtype.is_bf16() or x.dtype.is_fp8():   # compared as the fp32 values they widen to
+        return cast(topk(cast(x, T.float32), k, dim, descending), x.dtype)
+    ordered = sort(x, dim, descending)
+    if k == size:
+        return ordered
+    shape = x.type.shape
+    runs = reshape(ordered, *shape[:-1], size // k, k)
+    return reduce(runs, len(shape) - 1, "max" if unwrap(descending) else "min")
+
+
+__all__ = ["flip", "sort", "topk"]
