@@ -101,10 +101,12 @@ def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target
     num_warps, num_stages, target, tma = (options.num_warps, options.num_stages,
                                           options.target, options.tma)
     # A runtime parameter given in ``constants`` as None is not in the signature; one given
-    # a HostDescriptorLayout is there as its base, shape and strides.
+    # a HostDescriptorLayout is there as its base, shape and strides, and so is one the
+    # signature writes as tensordesc<...>.
     signature = Signature.parse(signature, runtime_parameter_names(kernel.runtime_names,
                                                                    constants or {}), kernel.name)
-    function = kernel.kir(signature, constants=constants or {}, debug=options.debug)
+    constants = {**(constants or {}), **dict(signature.descriptors)}
+    function = kernel.kir(signature, constants=constants, debug=options.debug)
     wgmma = target_has_wgmma(target)
     # Passes below may rewrite the kir; the memoized function stays as generated.
     function = copy.deepcopy(function)

@@ -7,6 +7,7 @@ import ctypes
 import functools
 import os
 import shutil
+import subprocess
 import tempfile
 
 import pytest
@@ -46,3 +47,17 @@ def pytest_collection_modifyitems(config, items):
 def pytest_addoption(parser):
     parser.addoption("--update-golden", action="store_true",
                      help="rewrite tests/golden/ from the code generated now (test_golden.py)")
+
+
+def run_c_program(source: str, library, tmp_path) -> subprocess.CompletedProcess:
+    """Compiles the C99 ``source`` against a built ``lib<name>.so`` (its header beside it),
+    strictly, and runs it; returns the finished process (stdout as text)."""
+    program = tmp_path / "program.c"
+    program.write_text(source)
+    out_dir = library.parent
+    name = library.name[3:-3]
+    subprocess.run(["cc", "-std=c99", "-Wall", "-Werror", str(program), "-I", str(out_dir),
+                    "-L", str(out_dir), f"-l{name}", f"-Wl,-rpath,{out_dir}",
+                    "-o", str(tmp_path / "program")], check=True)
+    return subprocess.run([str(tmp_path / "program")], capture_output=True, text=True)
+

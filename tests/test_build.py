@@ -13,7 +13,7 @@ from click.testing import CliRunner
 import aotk
 from aotk.toolchain.locate import wheel_directories
 from aotk_cli.main import main
-from tests.conftest import cuda_available
+from tests.conftest import cuda_available, run_c_program
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -100,13 +100,7 @@ int main(void) {
 
 def test_c_program_checks_dispatch(built, tmp_path):
     _, result = built
-    program = tmp_path / "select.c"
-    program.write_text(SELECT_PROGRAM)
-    out_dir = result.library.parent
-    subprocess.run(["cc", "-std=c99", "-Wall", "-Werror", str(program), "-I", str(out_dir),
-                    "-L", str(out_dir), "-lexamples", f"-Wl,-rpath,{out_dir}",
-                    "-o", str(tmp_path / "select")], check=True)
-    run = subprocess.run([str(tmp_path / "select")], capture_output=True, text=True)
+    run = run_c_program(SELECT_PROGRAM, result.library, tmp_path)
     assert run.returncode == 0, run.stdout
     if not cuda_available():
         assert "status 1002: add: no CUDA driver" in run.stdout

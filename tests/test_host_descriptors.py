@@ -33,8 +33,8 @@ def test_a_host_descriptor_passes_base_shape_strides_and_specializes_on_its_bloc
     np.testing.assert_array_equal(out, 3 * x)   # 40 rows: the last tile is partial
     (launch,) = launches
     assert [p.name for p in launch.signature.parameters] == [
-        "in_desc.base", "in_desc.shape0", "in_desc.shape1", "in_desc.stride0",
-        "out_desc.base", "out_desc.shape0", "out_desc.shape1", "out_desc.stride0", "factor"]
+        "in_desc_base", "in_desc_shape0", "in_desc_shape1", "in_desc_stride0",
+        "out_desc_base", "out_desc_shape0", "out_desc_shape1", "out_desc_stride0", "factor"]
     assert str(launch.signature) == "*fp32:16, i32, i32:16, i32:16, *fp32:16, i32, i32:16, " \
                                     "i32:16, fp32"
     assert launch.constants == {"in_desc": HostDescriptorLayout((16, 32)),

@@ -181,6 +181,12 @@ def info_json(manifest, plans, compiled: dict) -> str:
         kernels[plan.kernel.name] = {
             "function": plan.kernel.function,
             "params": [{"name": p.name, "type": p.type.short} for p in plan.parameters],
+            # Parameters given as host tensor descriptors: aotk.load takes a
+            # TensorDescriptor for each and passes its base, shape and strides.
+            "descriptors": {name: {"block_shape": list(layout.block_shape),
+                                   "padding": layout.padding,
+                                   "params": layout.runtime_names(name)}
+                            for name, layout in plan.descriptors},
             "grid": plan.kernel.grid,
             "variants": [b.description for b in plan.builds],
             # What each build compiled to, per target: for `aotk inspect` and for reading.

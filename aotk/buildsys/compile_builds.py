@@ -78,7 +78,7 @@ def compile_builds(plans, targets, jobs=None, verbose=False, progress=None) -> d
     if verbose:
         for ident, job in pending:
             print(f"aotk: compiling {ident[0]} build {ident[1]}: signature '{job[3]}' "
-                  f"constants {json.dumps(job[4], sort_keys=True)} targets {','.join(job[6])}")
+                  f"constants {json.dumps(job[4], sort_keys=True, default=repr)} targets {','.join(job[6])}")
     workers = max(1, min(jobs or os.cpu_count() or 1, len(pending)))
     if pending:
         if workers == 1:

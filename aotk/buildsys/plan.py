@@ -28,7 +28,9 @@ class Build:
 
     @property
     def constants(self) -> dict:
-        return self.variant.constants
+        """The variant's constexpr values, and the layout of each parameter the signature
+        gives as a host tensor descriptor (tensordesc<...>)."""
+        return {**self.variant.constants, **dict(self.signature.descriptors)}
 
 
 @dataclass
@@ -36,6 +38,7 @@ class KernelPlan:
     kernel: object             # manifest.Kernel
     function: object           # JITFunction
     parameters: tuple          # the kernel signature's SignatureParameters: the C API
+    descriptors: tuple = ()    # (name, HostDescriptorLayout) of tensordesc<...> parameters
     builds: list = field(default_factory=list)
     dependencies: list = field(default_factory=list)
 
@@ -60,10 +63,11 @@ def plan_builds(manifest) -> list:
                                                  kernel.redirect_triton)
         except SourceError as exc:
             _fail(manifest, f"{where}.function", str(exc))
-        parameters = _signature(manifest, f"{where}.signature", kernel.signature,
-                                function).parameters
+        kernel_signature = _signature(manifest, f"{where}.signature", kernel.signature, function)
+        parameters = kernel_signature.parameters
         scalars = {p.name for p in parameters if not p.type.is_ptr()}
-        plan = KernelPlan(kernel, function, parameters, dependencies=dependencies)
+        plan = KernelPlan(kernel, function, parameters, kernel_signature.descriptors,
+                          dependencies=dependencies)
         for variant in kernel.variants:
             vwhere = f"{where}.variant[{variant.index}]"
             missing = [c for c in function.constexpr_names
@@ -82,6 +86,11 @@ def plan_builds(manifest) -> list:
             if variant.when is not None:
                 check_expression(manifest.path, f"{vwhere}.when", variant.when, names)
             signature = _signature(manifest, f"{vwhere}.signature", variant.signature, function)
+            if signature.names != kernel_signature.names or \
+                    signature.descriptors != kernel_signature.descriptors:
+                _fail(manifest, f"{vwhere}.signature", "a variant's signature may change types "
+                      "and hints, not the parameters or the descriptors' block shapes (they "
+                      "make the C API): give that variant a kernel entry of its own")
             constants_text = ", ".join(f"{k}={v}" for k, v in variant.constants.items())
             label = f"{kernel.name}[{constants_text}]" if constants_text else kernel.name
             if variant.specialize in ("auto", "aligned"):

@@ -7,15 +7,22 @@ and hint: ":1", an integer equal to 1; ":D", a pointer aligned to D bytes or an 
 divisible by D. ``str(signature)`` prints the canonical text. This module is the only
 parser and printer of that syntax; a malformed signature raises ``SignatureError``, whose
 one-line message callers prefix with where the signature came from.
+
+A parameter that receives a host-built tensor descriptor is written as Triton spells its
+type, ``tensordesc<fp16[64, 64]>`` (``tensordesc<fp16[64, 64], nan>`` for NaN padding):
+it stands for the runtime parameters ``NAME_base`` (``*fp16``), ``NAME_shape<d>`` and
+``NAME_stride<d>`` (``i32``; the last stride is 1), and the kernel is specialized on its
+``HostDescriptorLayout`` (``Signature.descriptors``).
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import NamedTuple
 
-from .types import HINTS_TEXT, SIGNATURE_HINTS, parse_type
+from .types import HINTS_TEXT, SIGNATURE_HINTS, PointerType, int32, parse_type
 
 _HINT_SPELLINGS = {str(hint): hint for hint in SIGNATURE_HINTS}
 # What Triton's JIT proves of an aligned pointer or a divisible integer.
@@ -31,7 +38,7 @@ class HostDescriptorLayout:
     """What a kernel is specialized on for a parameter that receives a host-built tensor
     descriptor (``aotk.tools.tensor_descriptor``): the block shape and the padding. Given as
     that parameter's constant; its base, shape and strides are runtime parameters
-    ``NAME.base``, ``NAME.shape<d>`` and ``NAME.stride<d>`` (all but the last, which is 1)."""
+    ``NAME_base``, ``NAME_shape<d>`` and ``NAME_stride<d>`` (all but the last, which is 1)."""
     block_shape: tuple
     padding: str = "zero"
 
@@ -40,8 +47,13 @@ class HostDescriptorLayout:
         return len(self.block_shape)
 
     def runtime_names(self, name: str) -> list:
-        return ([f"{name}.base"] + [f"{name}.shape{d}" for d in range(self.rank)]
-                + [f"{name}.stride{d}" for d in range(self.rank - 1)])
+        return ([f"{name}_base"] + [f"{name}_shape{d}" for d in range(self.rank)]
+                + [f"{name}_stride{d}" for d in range(self.rank - 1)])
+
+    def type_text(self, element) -> str:
+        """Triton's spelling of the descriptor type, as signatures write it."""
+        padding = ", nan" if self.padding == "nan" else ""
+        return f"tensordesc<{element.short}[{', '.join(map(str, self.block_shape))}]{padding}>"
 
 
 def runtime_parameter_names(runtime_names, constants: dict) -> list:
@@ -54,6 +66,11 @@ def runtime_parameter_names(runtime_names, constants: dict) -> list:
             names += value.runtime_names(name)
         elif value is ...:
             names.append(name)
+    clashes = sorted({n for n in names if names.count(n) > 1})
+    if clashes:
+        raise SignatureError(f"the parameter(s) {', '.join(clashes)} of a tensor descriptor's "
+                             "base, shape or strides clash with a parameter of that name; "
+                             "rename it")
     return names
 
 
@@ -83,6 +100,9 @@ def check_hint(parameter: SignatureParameter):
 class Signature:
     """The types and hints of a kernel's runtime parameters, in the kernel's order."""
     parameters: tuple     # SignatureParameter per runtime parameter
+    # (name, HostDescriptorLayout) per parameter written as tensordesc<...>: its parts are
+    # in ``parameters`` as NAME_base, NAME_shape<d>, NAME_stride<d>
+    descriptors: tuple = ()
 
     def __post_init__(self):
         for parameter in self.parameters:
@@ -94,12 +114,12 @@ class Signature:
     @cached_property
     def _hash(self) -> int:
         # Computed once: the JIT launch looks its compiled kernels up by signature.
-        return hash(self.parameters)
+        return hash((self.parameters, self.descriptors))
 
     def __reduce__(self):
         # Pickled (for the build's worker processes) without the cached values: a str
         # hash is not the same in another process.
-        return (Signature, (self.parameters,))
+        return (Signature, (self.parameters, self.descriptors))
 
     @classmethod
     def parse(cls, signature, names, kernel: str = "the kernel") -> "Signature":
@@ -121,7 +141,7 @@ class Signature:
                 raise SignatureError(f"signature lacks a type for {', '.join(missing)}")
             entries = [(n, str(signature[n])) for n in names]
         elif isinstance(signature, str):
-            parts = [p.strip() for p in signature.split(",") if p.strip()]
+            parts = split_entries(signature)
             if len(parts) != len(names):
                 raise SignatureError(f"signature has {len(parts)} entries but {kernel} has "
                                      f"{len(names)} runtime parameters ({', '.join(names)})")
@@ -129,7 +149,15 @@ class Signature:
         else:
             raise SignatureError(f'expected a signature like "*fp32:16, i32" or '
                                  f'{{param: "*fp32:16"}}, got {signature!r}')
-        return cls(tuple(_parse_entry(name, text) for name, text in entries))
+        parameters, descriptors = [], []
+        for name, text in entries:
+            if text.strip().startswith("tensordesc"):
+                layout, parts = _parse_descriptor(name, text)
+                descriptors.append((name, layout))
+                parameters += parts
+            else:
+                parameters.append(_parse_entry(name, text))
+        return cls(tuple(parameters), tuple(descriptors))
 
     @classmethod
     def from_types(cls, types: Mapping, hints: Mapping | None = None,
@@ -179,13 +207,61 @@ class Signature:
         integer that has no hint gets ":16"."""
         return Signature(tuple(
             p._replace(hint=SPECIALIZED_HINT)
-            if p.hint is None and takes_divisibility(p.type) else p for p in self.parameters))
+            if p.hint is None and takes_divisibility(p.type) else p for p in self.parameters),
+            self.descriptors)
 
 
 def takes_divisibility(type_) -> bool:
     """Whether ``type_`` can carry a ":D" hint worth proving: pointers (alignment) and
     integers other than bool (divisibility)."""
     return type_.is_ptr() or (type_.is_int() and not type_.is_bool())
+
+
+def split_entries(text: str) -> list:
+    """The entries of signature text, split at the commas outside ``<...>`` and ``[...]``."""
+    entries, depth, current = [], 0, []
+    for ch in text:
+        if ch in "<[":
+            depth += 1
+        elif ch in ">]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            entries.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+    entries.append("".join(current))
+    return [e.strip() for e in entries if e.strip()]
+
+
+_DESCRIPTOR = re.compile(r"tensordesc<\s*(\w+)\s*\[([^\]]*)\]\s*(?:,\s*(\w+)\s*)?>")
+
+
+def _parse_descriptor(name: str, text: str) -> tuple:
+    """(HostDescriptorLayout, its runtime SignatureParameters) of a tensordesc<...> entry."""
+    match = _DESCRIPTOR.fullmatch(text.strip())
+    if match is None:
+        raise SignatureError(f"{name}: {text.strip()!r} is not a descriptor type; write it as "
+                             "tensordesc<fp16[64, 64]> (or tensordesc<fp16[64, 64], nan>)")
+    type_text, block_text, padding = match.groups()
+    try:
+        element = parse_type(type_text)
+    except ValueError as exc:
+        raise SignatureError(f"{name}: {exc}") from None
+    if element.is_ptr():
+        raise SignatureError(f"{name}: a descriptor's element type is a scalar type, "
+                             f"got {type_text}")
+    try:
+        block_shape = tuple(int(b) for b in block_text.split(","))
+    except ValueError:
+        raise SignatureError(f"{name}: the block shape [{block_text}] must be integers") from None
+    if padding not in (None, "zero", "nan"):
+        raise SignatureError(f"{name}: padding must be zero or nan, got {padding}")
+    layout = HostDescriptorLayout(block_shape, padding or "zero")
+    names = layout.runtime_names(name)
+    parts = [SignatureParameter(names[0], PointerType(element), None)]
+    parts += [SignatureParameter(n, int32, None) for n in names[1:]]
+    return layout, parts
 
 
 def _parse_entry(name: str, text: str) -> SignatureParameter:

@@ -2,8 +2,10 @@
 
 In: the library path. Out: a ``Library`` whose attributes are its kernels. ctypes
 signatures are built once from ``<name>_info()``; each call converts arguments (torch
-tensors, ``__cuda_array_interface__`` objects, raw int addresses, Python numbers) and
-raises ``AotkError`` with the library's own message when the status is not 0.
+tensors, ``__cuda_array_interface__`` objects, raw int addresses, Python numbers, and a
+``TensorDescriptor`` for a parameter the manifest types ``tensordesc<...>``, which passes
+its base, shape and strides) and raises ``AotkError`` with the library's own message when
+the status is not 0.
 """
 from __future__ import annotations
 
@@ -64,9 +66,21 @@ class Kernel:
         self._variant_name.argtypes = [ctypes.c_int]
         self._variant_name.restype = ctypes.c_char_p
         self._converters = [self._converter(n, t) for n, t in self._params]
+        self._descriptors = description.get("descriptors", {})
+        # The arguments a call takes: a parameter name, or a descriptor's name standing for
+        # its base, shape and strides (which a call may also pass one by one).
+        parts = {p: d for d, info in self._descriptors.items() for p in info["params"]}
+        self._arguments = []
+        for param, _ in self._params:
+            if param not in parts:
+                self._arguments.append(param)
+            elif parts[param] not in self._arguments:
+                self._arguments.append(parts[param])
         # The specialized caller becomes this kernel's own __call__ (Python looks __call__
         # up on the type): one Python frame per launch.
-        self.__class__ = type(f"Kernel_{name}", (Kernel,), {"__call__": self._compile_fast_call()})
+        fast = self._compile_fast_call() if not self._descriptors else \
+            (lambda self, *args, stream=None: self._call(args, stream))
+        self.__class__ = type(f"Kernel_{name}", (Kernel,), {"__call__": fast})
 
     def _converter(self, name, type_):
         kernel = self.name
@@ -87,7 +101,31 @@ class Kernel:
             return int(v)
         return to_int
 
+    def _expand_descriptors(self, args):
+        """The arguments with each TensorDescriptor replaced by its base, shape and strides,
+        checked against the block shape and padding the kernel was built for."""
+        expanded = []
+        for name, value in zip(self._arguments, args):
+            info = self._descriptors.get(name)
+            if info is None:
+                expanded.append(value)
+                continue
+            block_shape = getattr(value, "block_shape", None)
+            if block_shape is None or not hasattr(value, "runtime_arguments"):
+                raise TypeError(f"{self.name}: argument {name!r} must be a TensorDescriptor "
+                                f"(aotk.tools.tensor_descriptor), not {type(value).__name__}")
+            if [int(b) for b in block_shape] != info["block_shape"] or \
+                    value.padding != info["padding"]:
+                raise ValueError(f"{self.name}: argument {name!r} is a descriptor of block "
+                                 f"{list(block_shape)} with {value.padding} padding, but the "
+                                 f"library was built for block {info['block_shape']} with "
+                                 f"{info['padding']} padding")
+            expanded += list(value.runtime_arguments(name).values())
+        return expanded
+
     def _convert(self, args):
+        if self._descriptors and len(args) == len(self._arguments):
+            args = self._expand_descriptors(args)
         if len(args) != len(self._converters):
             names = ", ".join(n for n, _ in self._params)
             raise TypeError(f"{self.name}() takes {len(self._converters)} arguments ({names}), "

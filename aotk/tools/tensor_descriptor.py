@@ -4,7 +4,7 @@
 In: a tensor (torch, CUDA array or numpy), its shape and strides in elements, the block shape
 a kernel loads and the padding. Out: the launch argument; ``aotk.jit`` passes its base
 pointer, shape and strides (but the last, which must be 1) as runtime parameters named
-``NAME.base``, ``NAME.shape0``.., ``NAME.stride0``.. and specializes the kernel on the block
+``NAME_base``, ``NAME_shape0``.., ``NAME_stride0``.. and specializes the kernel on the block
 shape and padding (``HostDescriptorLayout``), so inside the kernel the parameter is the
 descriptor ``tl.make_tensor_descriptor`` would make of them.
 """
@@ -49,7 +49,7 @@ class TensorDescriptor:
 
     def runtime_arguments(self, name: str) -> dict:
         """{expanded parameter name: value} in the order the kernel's parameters take them."""
-        arguments = {f"{name}.base": self.base}
-        arguments.update({f"{name}.shape{d}": int(s) for d, s in enumerate(self.shape)})
-        arguments.update({f"{name}.stride{d}": int(s) for d, s in enumerate(self.strides[:-1])})
+        arguments = {f"{name}_base": self.base}
+        arguments.update({f"{name}_shape{d}": int(s) for d, s in enumerate(self.shape)})
+        arguments.update({f"{name}_stride{d}": int(s) for d, s in enumerate(self.strides[:-1])})
         return arguments
