@@ -74,7 +74,7 @@ class JITFunction(KernelFunction):
         observe(self, grid, runtime_args, constants, num_warps, num_stages)
         arrays = [a for a in runtime_args.values() if is_array(a)]
         if runs_on_interpreter(arrays):
-            return self._run_interpreter(grid, runtime_args, constants)
+            return self._run_interpreter(grid, runtime_args, constants, num_warps)
         if any(isinstance(a, np.ndarray) for a in arrays):
             raise TypeError(f"{self.name}: cannot mix numpy arrays and CUDA arrays in one launch")
         return launch_on_device(self, grid, runtime_args, constants, num_warps, num_stages, stream)
@@ -111,9 +111,10 @@ class JITFunction(KernelFunction):
                 runtime_args[name] = value
         return runtime_args, constants
 
-    def _run_interpreter(self, grid, runtime_args, constants):
+    def _run_interpreter(self, grid, runtime_args, constants, num_warps):
         from . import interpreter
-        function = self.kir(interpreter_types(self, runtime_args), constants=constants)
+        function = self.kir(interpreter_types(self, runtime_args), constants=constants,
+                            num_warps=num_warps)
         values = {name: host_bytes(value) if is_array(value) and not isinstance(value, np.ndarray)
                   else value for name, value in runtime_args.items()}
         interpreter.run(function, grid, [values[p.name] for p in function.params])

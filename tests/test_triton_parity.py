@@ -1,12 +1,15 @@
 """Triton behaviours real kernels and Triton's own tests rely on: tl.cat, tl.interleave of
 scalars, tl.dot over several batch dimensions and Triton's bf16xN precisions, expand_dims'
 errors in Triton's words, compile-time builtins on tensors (isinstance, hasattr),
-tl.constexpr(...) and dtype-valued constexpr locals, and arrays that carry a tl dtype."""
+tl.constexpr(...) and dtype-valued constexpr locals, arrays that carry a tl dtype,
+constexpr_type, and tl.extra.cuda.num_warps / num_threads."""
 import numpy as np
 import pytest
 
 import aotk
 import aotk.language as tl
+from aotk.errors import CompilationError
+from aotk.ir import types as T
 
 
 @aotk.jit
@@ -228,3 +231,47 @@ def test_the_variable_of_a_static_range_is_a_constexpr_that_indexes_tuples():
     out = np.zeros(6, np.int32)
     _unrolled_index[(1,)](out)
     np.testing.assert_array_equal(out, [0, 0, 4, 4, 10, 10])
+
+
+@aotk.jit
+def _constexpr_types(out_ptr, literal: tl.constexpr, tensor_type: tl.constexpr):
+    local: tl.constexpr = 10
+    tl.static_assert(local.type == tl.constexpr_type(10))
+    tl.static_assert(literal.type == tl.constexpr_type(10))
+    copied: tl.constexpr = literal
+    tl.static_assert(copied.type == tl.constexpr_type(10) and copied == local)
+    as_value = literal        # a plain assignment makes a 0-d tensor of the literal's type
+    tl.static_assert(as_value.type == tensor_type)
+    tl.store(out_ptr, as_value)
+
+
+def test_constexprs_are_typed_constexpr_type_and_a_scalar_tensor_is_typed_by_its_dtype():
+    """test_core's test_constexpr_assignment: ``x.type == constexpr_type(v)`` for constexprs,
+    and a 0-d tensor's type equals its dtype, as in Triton."""
+    out = np.zeros(1, np.int32)
+    _constexpr_types[(1,)](out, 10, tl.int32)
+    assert out[0] == 10
+    with pytest.raises(CompilationError, match="static_assert failed"):
+        _constexpr_types[(1,)](out, 10, tl.int64)
+
+
+@aotk.jit
+def _fill_one_per_thread(out_ptr):
+    threads: tl.constexpr = tl.extra.cuda.num_threads()
+    tl.static_assert(threads == 32 * tl.extra.cuda.num_warps())
+    tl.store(out_ptr + tl.arange(0, threads), 1)
+
+
+@pytest.mark.parametrize("num_warps", [1, 4, 8])
+def test_num_threads_and_num_warps_are_the_launchs_as_compile_time_values(num_warps):
+    out = np.zeros(512, np.int32)
+    _fill_one_per_thread[(1,)](out, num_warps=num_warps)
+    assert out.sum() == 32 * num_warps
+    compiled = aotk.compile(_fill_one_per_thread, "*i32", {}, num_warps=num_warps,
+                            target="sm_90")
+    assert f".maxntid {32 * num_warps}" in compiled.ptx
+
+
+def test_num_warps_without_a_launch_is_one_clear_error():
+    with pytest.raises(CompilationError, match="the number of warps is not known"):
+        _fill_one_per_thread.kir({"out_ptr": T.PointerType(T.int32)}, {}, {})

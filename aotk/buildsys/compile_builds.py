@@ -60,7 +60,8 @@ def compile_builds(plans, targets, jobs=None, verbose=False, progress=None) -> d
     results, pending = {}, []
     for plan in plans:
         for build in plan.builds:
-            kir_text = str(plan.function.kir(build.signature, constants=build.constants))
+            kir_text = str(plan.function.kir(build.signature, constants=build.constants,
+                                             num_warps=build.variant.num_warps))
             options = CompileOptions(num_warps=build.variant.num_warps,
                                      num_stages=build.variant.num_stages)
             # One entry for every target: the fatbin holds them all.

@@ -17,8 +17,8 @@ from ..ir import kir
 from ..ir.signature import HostDescriptorLayout
 from ..ir.types import BlockType, DType, PointerType
 from ..ir.types import int1 as tl_int1
-from ..language.core import (aggregate, constexpr, is_builtin, is_constexpr_function, tensor,
-                             tensor_descriptor)
+from ..language.core import (aggregate, constexpr, constexpr_type, is_builtin,
+                             is_constexpr_function, tensor, tensor_descriptor)
 from ..language.functions import range as tl_range
 from ..language.functions import static_range
 from .source import KernelSource, SourceInfo
@@ -41,7 +41,7 @@ _UNARY_OPERATORS = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: 
 _STATIC_BUILTINS = {builtins.min, builtins.max, builtins.abs, builtins.int, builtins.float,
                     builtins.bool, builtins.len, builtins.isinstance, builtins.range,
                     builtins.print, builtins.tuple, builtins.list, builtins.getattr,
-                    builtins.hasattr, constexpr}
+                    builtins.hasattr, constexpr, constexpr_type}
 # Builtins that look at a tensor object, never at its values: fine on tensors.
 _OBJECT_BUILTINS = {builtins.isinstance, builtins.hasattr, builtins.getattr, builtins.len}
 
@@ -688,14 +688,15 @@ def _inliner(function: kir.Function, builder: kir.Builder):
 
 
 def generate_kir(jit_function, param_types: dict, hints: dict, constants: dict,
-                 debug: bool = False) -> kir.Function:
+                 debug: bool = False, num_warps: int | None = None) -> kir.Function:
     """Builds the kir of ``jit_function`` specialized on types, hints and constexpr values;
-    ``debug`` keeps device asserts."""
+    ``debug`` keeps device asserts; ``num_warps`` (when known) is what
+    ``tl.extra.cuda.num_warps()`` returns."""
     function = kir.Function(jit_function.name, [], constants=dict(constants),
                             filename=jit_function.source_info.filename, debug=debug)
     builder = kir.Builder(function)
     scope = {}
-    with semantic.building(builder, _inliner(function, builder)):
+    with semantic.building(builder, _inliner(function, builder), num_warps=num_warps):
         def runtime_param(name):
             value = kir.Value(BlockType(param_types[name]), hint_name=name)
             function.params.append(kir.Param(name, value, hints.get(name)))

@@ -28,9 +28,10 @@ class KernelFunction(KernelSource):
         return os.environ.get("AOTK_DEBUG", "").lower() in ("1", "true", "yes", "on")
 
     def kir(self, signature, hints: dict | None = None, constants: dict | None = None,
-            debug: bool | None = None):
+            debug: bool | None = None, num_warps: int | None = None):
         """The kir specialized on a ``Signature`` (or {param: type} with ``hints``), the
-        constexpr values and the debug flag (memoized)."""
+        constexpr values, the debug flag and the number of warps it will run with, for
+        ``tl.extra.cuda.num_warps()`` (memoized)."""
         debug = self.debug if debug is None else bool(debug)
         constants = dict(constants or {})
         for name in self.constexpr_names:
@@ -48,8 +49,8 @@ class KernelFunction(KernelSource):
             names = runtime_parameter_names(self.runtime_names, constants)
             signature = Signature.from_types(signature, hints, names)
         key = (signature.cache_key,
-               tuple(sorted((k, repr(v)) for k, v in constants.items())), debug)
+               tuple(sorted((k, repr(v)) for k, v in constants.items())), debug, num_warps)
         if key not in self._kir_cache:
             self._kir_cache[key] = generate_kir(self, signature.types, signature.hints,
-                                                constants, debug)
+                                                constants, debug, num_warps)
         return self._kir_cache[key]

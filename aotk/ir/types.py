@@ -191,7 +191,7 @@ def parse_type(text: str):
     raise ValueError(f"unknown type {text!r} (expected one of: {known}, or *T for a pointer)")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class BlockType:
     """An element type with a static shape; shape () is a scalar."""
     element: object   # DType | PointerType
@@ -216,6 +216,17 @@ class BlockType:
 
     def with_element(self, element) -> "BlockType":
         return BlockType(element, self.shape)
+
+    def __eq__(self, other):
+        # A scalar is its element type, as in Triton (``x.type == tl.int32`` for a 0-d x).
+        if isinstance(other, BlockType):
+            return self.element == other.element and self.shape == other.shape
+        if not self.shape and isinstance(other, (DType, PointerType)):
+            return self.element == other
+        return NotImplemented
+
+    def __hash__(self):
+        return hash(self.element) if not self.shape else hash((self.element, self.shape))
 
     def __str__(self) -> str:
         if not self.shape:

@@ -1,7 +1,7 @@
 """``import aotk.language as tl``: the kernel language, named and behaving like triton.language."""
 from ..ir.types import (DType as dtype, PointerType as pointer_type, bfloat16, float16, float32,
                         float64, float8e4nv, float8e5, int1, int8, int16, int32, int64, uint8, uint16, uint32, uint64)
-from .core import PropagateNan, constexpr, tensor, tensor_descriptor
+from .core import PropagateNan, constexpr, constexpr_type, tensor, tensor_descriptor
 from .functions import (abs, arange, argmax, argmin, max, min, sum, xor_sum, broadcast, broadcast_to, cast, cdiv, ceil, clamp, cos, exp,
                         exp2, expand_dims, floor, fma, full, load, log, log2, max_constancy,
                         max_contiguous, maximum, minimum, multiple_of, num_programs, program_id,
@@ -16,7 +16,7 @@ from .functions import (atomic_add, atomic_and, atomic_cas, atomic_max, atomic_m
 
 
 __all__ = [
-    "dtype", "pointer_type", "constexpr", "tensor", "PropagateNan",
+    "dtype", "pointer_type", "constexpr", "constexpr_type", "tensor", "PropagateNan",
     "int1", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
     "float16", "bfloat16", "float32", "float64", "float8e4nv", "float8e5",
     "abs", "arange", "broadcast", "broadcast_to", "cast", "cdiv", "ceil", "clamp", "cos", "exp",

@@ -41,10 +41,32 @@ class constexpr:
     def __call__(self, *args, **kwargs):
         return self.value(*args, **kwargs)
 
+    @property
+    def type(self):
+        """``constexpr_type(value)``, as Triton types its constexprs."""
+        return constexpr_type(self.value)
+
     def __getattr__(self, name):
         if name == "value":   # not yet set: during unpickling or copying
             raise AttributeError(name)
         return getattr(self.value, name)
+
+
+class constexpr_type:
+    """The type of a constexpr: two are equal when their values are (Triton's)."""
+
+    def __init__(self, value):
+        self.value = value.value if isinstance(value, constexpr) else value
+
+    def __eq__(self, other):
+        other = other.value if isinstance(other, constexpr) else other
+        return isinstance(other, constexpr_type) and self.value == other.value
+
+    def __hash__(self):
+        return hash(self.value)
+
+    def __repr__(self) -> str:
+        return f"constexpr_type[{self.value!r}]"
 
 
 def _constexpr_binary(op):
@@ -325,6 +347,6 @@ def is_builtin(fn) -> bool:
     return getattr(fn, "__aotk_builtin__", False)
 
 
-__all__ = ["constexpr", "tensor", "tensor_descriptor", "aggregate", "block_pointer", "builtin", "is_builtin", "tensor_member",
+__all__ = ["constexpr", "constexpr_type", "tensor", "tensor_descriptor", "aggregate", "block_pointer", "builtin", "is_builtin", "tensor_member",
            "PropagateNan", "constexpr_function", "is_constexpr_function",
            "unwrap", "install_semantic", "DType", "PointerType", "BlockType"]

@@ -16,11 +16,11 @@ NOT_PROVIDED = {
         "float8e5b16",
         "map_elementwise", "pi32_t",
         "slice",
-        "void", "block_type", "const", "constexpr_type", "tuple", "target_info", "bitonic_merge",
+        "void", "block_type", "const", "tuple", "target_info", "bitonic_merge",
         "condition"),
     "aotk.language.standard": ("bitonic_merge",),
     "aotk.language.extra.cuda": (
-        "num_threads", "num_warps", "convert_custom_float8_sm70",
+        "convert_custom_float8_sm70",
         "convert_custom_float8_sm80", "gdc_launch_dependents", "gdc_wait"),
     "aotk.language.extra.libdevice": (
         "byte_perm", "mul24", "sad", "rcp64h", "saturatef", "fma_rn", "hiloint2double",

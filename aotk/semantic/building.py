@@ -17,18 +17,28 @@ _state = threading.local()
 
 
 @contextlib.contextmanager
-def building(builder: Builder, inline=None):
+def building(builder: Builder, inline=None, num_warps: int | None = None):
     """Makes ``builder`` the target of every rule while a kernel body is generated.
 
     ``inline(fn, args)`` is the frontend's hook for rules that take an ``@aotk.jit`` function
     (a reduce/scan combine): it inlines ``fn`` on ``args`` at the builder's insertion point
-    and returns what ``fn`` returns."""
-    previous = getattr(_state, "builder", None), getattr(_state, "inline", None)
-    _state.builder, _state.inline = builder, inline
+    and returns what ``fn`` returns. ``num_warps``: the launch's, when the caller knows it."""
+    previous = (getattr(_state, "builder", None), getattr(_state, "inline", None),
+                getattr(_state, "num_warps", None))
+    _state.builder, _state.inline, _state.num_warps = builder, inline, num_warps
     try:
         yield builder
     finally:
-        _state.builder, _state.inline = previous
+        _state.builder, _state.inline, _state.num_warps = previous
+
+
+def launch_num_warps() -> int:
+    """The number of warps the kernel being generated will run with."""
+    num_warps = getattr(_state, "num_warps", None)
+    if num_warps is None:
+        raise ValueError("the number of warps is not known while this kernel is generated "
+                         "(kernel.kir() without num_warps=); compile or launch it instead")
+    return num_warps
 
 
 def inline_function(fn, args: list):
