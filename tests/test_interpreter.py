@@ -27,6 +27,7 @@ OP_FAMILIES = {
 REGION_FAMILIES = {
     "combine": "reduce scan",
     "control": "for if while",
+    "map_elementwise": "map_elementwise",
 }
 
 

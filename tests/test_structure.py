@@ -122,7 +122,7 @@ def test_no_module_reads_another_modules_private_names():
 # passes/descriptors.py rewrites them into loads and stores, or TMA copies (backend/tma.py).
 FAMILIES = ("creation", "elementwise", "views", "memory", "reduce", "scan", "combine", "dot",
             "atomics", "descriptors", "debug", "control", "sort", "gather", "histogram",
-            "inline_asm")
+            "inline_asm", "map_elementwise")
 
 
 def test_each_op_family_has_one_file_name_in_every_layer():

@@ -275,3 +275,21 @@ def test_num_threads_and_num_warps_are_the_launchs_as_compile_time_values(num_wa
 def test_num_warps_without_a_launch_is_one_clear_error():
     with pytest.raises(CompilationError, match="the number of warps is not known"):
         _fill_one_per_thread.kir({"out_ptr": T.PointerType(T.int32)}, {}, {})
+
+
+def test_a_kernel_defined_in_a_function_sees_that_functions_helpers():
+    """As Python (and Triton) resolve names: a @jit helper defined in the enclosing function,
+    and a value it holds, are visible to a kernel defined there (test_core does this)."""
+    @aotk.jit
+    def twice(x):
+        return 2 * x
+
+    offset = 5
+
+    @aotk.jit
+    def kernel(out_ptr):
+        tl.store(out_ptr + tl.arange(0, 4), twice(tl.arange(0, 4)) + offset)
+
+    out = np.zeros(4, np.int32)
+    kernel[(1,)](out)
+    np.testing.assert_array_equal(out, [5, 7, 9, 11])

@@ -68,6 +68,7 @@ class CodeGenerator(ast.NodeVisitor):
         self.scope = dict(scope)
         self.source = source
         self.globals = jit_function.fn.__globals__
+        self.enclosing = _enclosing_values(jit_function.fn)
         self.returned = False
         self.loop_depth = 0
         self.rest_after_if: dict = {}   # early-return `if` -> the statements after it
@@ -410,8 +411,10 @@ class CodeGenerator(ast.NodeVisitor):
     def _lookup(self, name, node):
         if name in self.scope:
             return self.scope[name]
-        if name in self.globals:
-            value = self.globals[name]
+        if name in self.enclosing or name in self.globals:
+            # Python's order: the enclosing function's variables (a kernel defined inside a
+            # function sees that function's @jit helpers), then the module's.
+            value = self.enclosing[name] if name in self.enclosing else self.globals[name]
             return value if isinstance(value, (tensor, constexpr)) or callable(value) \
                 or hasattr(value, "__dict__") else constexpr(value)
         if hasattr(builtins, name):
@@ -602,6 +605,18 @@ class CodeGenerator(ast.NodeVisitor):
         generator.builder.loc = None
         generator.visit(tree.body[0])
         return generator.return_value
+
+
+def _enclosing_values(fn) -> dict:
+    """The variables of the functions enclosing ``fn`` that it reads (its closure cells),
+    those that hold a value."""
+    values = {}
+    for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
+        try:
+            values[name] = cell.cell_contents
+        except ValueError:   # a cell not yet assigned
+            continue
+    return values
 
 
 def _numbers_as_tensors(value):

@@ -129,6 +129,10 @@ Structured control flow (regions; every carried value keeps one type throughout)
   while                       (*init)                 regions before(*carried) ending in
                               condition(cond, *carried) and after(*carried) ending in yield
                               -> results: the carried values when cond became false
+  map_elementwise             (*args) one shape       pack            region body(pack scalars
+                              of each arg, arg by arg) ends in yield(pack scalars of each
+                              result, result by result) -> one result per yielded group, of
+                              the args' shape: the region run on each run of pack elements
   yield / condition           terminators, no result
 """
 from __future__ import annotations

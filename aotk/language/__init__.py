@@ -35,14 +35,14 @@ __all__ += ["tensor_descriptor", "make_tensor_descriptor", "load_tensor_descript
 from .functions import add, div_rn, erf, fdiv, mul, sqrt_rn, sub, umulhi  # noqa: E402
 from .functions import cat, dot_scaled, flip, interleave, sort  # noqa: E402
 from .functions import assume, gather, histogram, reduce_or, softmax, swizzle2d, topk  # noqa: E402
-from .functions import inline_asm_elementwise  # noqa: E402
+from .functions import inline_asm_elementwise, map_elementwise  # noqa: E402
 from .functions import (pair_uniform_to_normal, philox, philox_impl, rand,  # noqa: E402
                         rand4x, randint, randint4x, randn, randn4x, uint_to_uniform_float)
 from ..semantic.promotion import MAX_BLOCK_NUMEL as TRITON_MAX_TENSOR_NUMEL  # noqa: E402
 from . import extra, math, standard  # noqa: E402  (tl.math, tl.extra.libdevice, tl.standard)
 
 __all__ += ["assume", "gather", "histogram", "reduce_or", "softmax", "swizzle2d", "topk",
-            "inline_asm_elementwise"]
+            "inline_asm_elementwise", "map_elementwise"]
 __all__ += ["cat", "dot_scaled", "flip", "interleave", "sort", "pair_uniform_to_normal", "philox",
             "philox_impl", "rand", "rand4x", "randint", "randint4x", "randn", "randn4x",
             "uint_to_uniform_float"]

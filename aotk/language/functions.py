@@ -528,6 +528,13 @@ def inline_asm_elementwise(asm, constraints, args, dtype, is_pure, pack):
 
 
 @builtin
+def map_elementwise(scalar_fn, *args, pack=1):
+    """``scalar_fn`` (an @aotk.jit function of scalars, which may branch) applied to each
+    element of ``args`` (broadcast to one shape), ``pack`` elements per call."""
+    return semantic.map_elementwise(scalar_fn, args, pack)
+
+
+@builtin
 def assume(cond):
     """A promise that ``cond`` holds, for the optimizer. aotk checks that it is a condition
     and does not use it: its own analyses take hints from tl.multiple_of & co."""

@@ -14,7 +14,7 @@ NOT_PROVIDED = {
     "aotk.language": (
         "float8e4b15", "float8e4b8",
         "float8e5b16",
-        "map_elementwise", "pi32_t",
+        "pi32_t",
         "slice",
         "void", "block_type", "const", "tuple", "target_info", "bitonic_merge",
         "condition"),

@@ -298,6 +298,21 @@ def _histogram(demands, op, wanted):
         demands.want(value, layout)
 
 
+def _map_elementwise(demands, op):
+    """Arguments and results in the results' natural layout; the region runs on one
+    register per value, so its arguments and body are scalars."""
+    if not any(result in demands.wanted for result in op.results):
+        return
+    layout = demands.plan.natural(op.results[0])
+    for result in op.results:
+        demands.home(result, layout)
+    for value in op.operands:
+        demands.want(value, layout)
+    for value in op.regions[0].args:
+        demands.home(value, SCALAR)
+    demands.solve(op.regions[0].body)
+
+
 def _inline_asm(demands, op):
     """The arguments and every result in one layout, the results' natural one: each run
     of the assembly takes the same registers of all of them."""
@@ -353,6 +368,7 @@ DEMANDS = {
     "sort": _value_op(_shuffle),   # through shared memory like a shuffle
     "gather": _gather,
     "inline_asm": _inline_asm,
+    "map_elementwise": _map_elementwise,
     "histogram": _histogram,
     "load": _load,
     "splat": _splat,

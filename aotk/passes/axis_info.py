@@ -176,8 +176,8 @@ def _analyze_control_flow(op, infos):
 
 def _analyze_ops(ops, infos):
     for op in ops:
-        if op.regions and op.opcode in COMBINING:
-            # A combine region: its scalars and the op's results claim nothing.
+        if op.regions and (op.opcode in COMBINING or op.opcode == "map_elementwise"):
+            # A combine or mapped region: its scalars and the op's results claim nothing.
             _analyze_region(op.regions[0], infos, [_scalar(1)] * len(op.regions[0].args))
             for result in op.results:
                 infos[result] = _uniform(_shape(result))

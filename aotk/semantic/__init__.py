@@ -13,7 +13,7 @@ Layout: two foundations every rule builds on, ``building`` (the builder the rule
 then one module per op family, named as in ``aotk.interpreter`` and ``aotk.backend``:
 ``creation``, ``elementwise``, ``views``, ``memory``, ``reduce``, ``scan``, ``combine``,
 ``dot``, ``atomics``, ``descriptors``, ``debug``, ``sort``, ``gather``, ``histogram``,
-``inline_asm`` and ``control``; ``block_pointers``,
+``inline_asm``, ``map_elementwise`` and ``control``; ``block_pointers``,
 ``random`` and ``standard`` are composed of the others' ops. Every rule is reachable as
 ``aotk.semantic.<name>``.
 """
@@ -40,6 +40,7 @@ from .sort import *          # noqa: F401,F403
 from .gather import *        # noqa: F401,F403
 from .histogram import *     # noqa: F401,F403
 from .inline_asm import *    # noqa: F401,F403
+from .map_elementwise import *  # noqa: F401,F403
 from .random import *        # noqa: F401,F403
 from .standard import *      # noqa: F401,F403
 from .control import *       # noqa: F401,F403
