@@ -102,3 +102,46 @@ def test_a_large_sort_on_the_gpu_with_more_pairs_than_threads(num_warps):
     out = torch.empty_like(keys)
     _sort_1d[(1,)](keys, out, N=4096, num_warps=num_warps)
     assert torch.equal(out, torch.sort(keys).values)
+
+
+@aotk.jit
+def _merge_rows(x_ptr, out_ptr, N: tl.constexpr, DESCENDING: tl.constexpr):
+    offsets = tl.arange(0, 4)[:, None] * N + tl.arange(0, N)[None, :]
+    tl.store(out_ptr + offsets, tl.bitonic_merge(tl.load(x_ptr + offsets),
+                                                 descending=DESCENDING))
+
+
+def _merge_reference(x, descending):
+    """Triton's network in numpy: at distance n/2 .. 1 the pair's first element keeps the
+    smaller value (the larger when descending) where first > second says so."""
+    x = x.copy()
+    n = x.shape[-1]
+    distance = n // 2
+    while distance >= 1:
+        grouped = x.reshape(x.shape[0], n // (2 * distance), 2, distance)
+        first, second = grouped[:, :, 0, :].copy(), grouped[:, :, 1, :].copy()
+        take_second = ~(first > second) if descending else (first > second)
+        take_first = (second > first) if descending else ~(second > first)
+        grouped[:, :, 0, :] = np.where(take_second, second, first)
+        grouped[:, :, 1, :] = np.where(take_first, first, second)
+        x = grouped.reshape(x.shape)
+        distance //= 2
+    return x
+
+
+@pytest.mark.parametrize("n", [2, 16, 64])
+@pytest.mark.parametrize("descending", [False, True])
+def test_bitonic_merge_sorts_a_bitonic_row_and_follows_tritons_network(n, descending):
+    rng = np.random.RandomState(n)
+    rising = np.sort(rng.randn(4, n // 2).astype(np.float32), axis=1)
+    falling = np.sort(rng.randn(4, n // 2).astype(np.float32), axis=1)[:, ::-1]
+    bitonic = np.concatenate([rising, falling], axis=1)
+    out = np.zeros_like(bitonic)
+    _merge_rows[(1,)](bitonic, out, N=n, DESCENDING=descending)
+    expected = np.sort(bitonic, axis=1)
+    np.testing.assert_array_equal(out, expected[:, ::-1] if descending else expected)
+    arbitrary = rng.randn(4, n).astype(np.float32)
+    _merge_rows[(1,)](arbitrary, out, N=n, DESCENDING=descending)
+    np.testing.assert_array_equal(out, _merge_reference(arbitrary, descending))
+    assert ".entry _merge_rows" in aotk.compile(
+        _merge_rows, "*fp32, *fp32", {"N": n, "DESCENDING": descending}, target="sm_90").ptx

@@ -293,3 +293,18 @@ def test_a_kernel_defined_in_a_function_sees_that_functions_helpers():
     out = np.zeros(4, np.int32)
     kernel[(1,)](out)
     np.testing.assert_array_equal(out, [5, 7, 9, 11])
+
+
+
+@aotk.jit
+def _count_up(out_ptr, n):
+    i = 0
+    while tl.condition(i < n, disable_licm=True):
+        i += 1
+    tl.store(out_ptr, i)
+
+
+def test_a_while_condition_may_carry_tritons_hint():
+    out = np.zeros(1, np.int32)
+    _count_up[(1,)](out, 37)
+    assert out[0] == 37

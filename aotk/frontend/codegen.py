@@ -19,6 +19,7 @@ from ..ir.types import BlockType, DType, PointerType
 from ..ir.types import int1 as tl_int1
 from ..language.core import (aggregate, constexpr, constexpr_type, is_builtin,
                              is_constexpr_function, tensor, tensor_descriptor)
+from ..language.core import condition as tl_condition
 from ..language.functions import range as tl_range
 from ..language.functions import static_range
 from .source import KernelSource, SourceInfo
@@ -303,7 +304,7 @@ class CodeGenerator(ast.NodeVisitor):
             raise self.error(node, "while/else is not supported")
 
         def body():
-            self.visit(node.test)
+            self._while_test(node.test)
             self._visit_statements(node.body)
         carried = self._find_carried({}, body)
         before = dict(self.scope)
@@ -314,7 +315,7 @@ class CodeGenerator(ast.NodeVisitor):
                                   for (n, _), v in zip(carried, inits)])
 
         def test():
-            condition = semantic.condition(self.visit(node.test), "`while`")
+            condition = semantic.condition(self._while_test(node.test), "`while`")
             return [condition.handle]
         self._fill_loop_region(condition_region, condition_region.args, carried, before, inits,
                                node, test, "condition", forward_args=True)
@@ -325,6 +326,11 @@ class CodeGenerator(ast.NodeVisitor):
                                            [condition_region, body_region], [v.type for v in inits])
         self.scope = before
         self._rebind(self.scope, before, carried, op.results)
+
+    def _while_test(self, test):
+        """The condition of a while loop; ``tl.condition(c, ...)`` stands for ``c``."""
+        value = self.visit(test)
+        return value.condition if isinstance(value, tl_condition) else value
 
     def _find_carried(self, fresh: dict, visit_body) -> list:
         """The (name, leaf index) pairs a loop body changes, found by generating the body once
@@ -580,7 +586,7 @@ class CodeGenerator(ast.NodeVisitor):
             for other in args[1:]:
                 result = combine(result, other)
             return result
-        if is_builtin(fn) or fn in (static_range, tl_range) or \
+        if is_builtin(fn) or fn in (static_range, tl_range, tl_condition) or \
                 isinstance(getattr(fn, "__self__", None), (tensor, tensor_descriptor, aggregate)):
             return fn(*args, **kwargs)
         if fn in _STATIC_BUILTINS or getattr(fn, "__module__", "") in ("math",) or \

@@ -1,7 +1,9 @@
 """``import aotk.language as tl``: the kernel language, named and behaving like triton.language."""
 from ..ir.types import (DType as dtype, PointerType as pointer_type, bfloat16, float16, float32,
                         float64, float8e4nv, float8e5, int1, int8, int16, int32, int64, uint8, uint16, uint32, uint64)
-from .core import PropagateNan, constexpr, constexpr_type, tensor, tensor_descriptor
+from .core import PropagateNan, condition, const, constexpr, constexpr_type, tensor, tensor_descriptor
+
+pi32_t = pointer_type(int32)   # Triton's name for a pointer to int32
 from .functions import (abs, arange, argmax, argmin, max, min, sum, xor_sum, broadcast, broadcast_to, cast, cdiv, ceil, clamp, cos, exp,
                         exp2, expand_dims, floor, fma, full, load, log, log2, max_constancy,
                         max_contiguous, maximum, minimum, multiple_of, num_programs, program_id,
@@ -16,7 +18,7 @@ from .functions import (atomic_add, atomic_and, atomic_cas, atomic_max, atomic_m
 
 
 __all__ = [
-    "dtype", "pointer_type", "constexpr", "constexpr_type", "tensor", "PropagateNan",
+    "dtype", "pointer_type", "pi32_t", "condition", "const", "constexpr", "constexpr_type", "tensor", "PropagateNan",
     "int1", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
     "float16", "bfloat16", "float32", "float64", "float8e4nv", "float8e5",
     "abs", "arange", "broadcast", "broadcast_to", "cast", "cdiv", "ceil", "clamp", "cos", "exp",
@@ -35,14 +37,14 @@ __all__ += ["tensor_descriptor", "make_tensor_descriptor", "load_tensor_descript
 from .functions import add, div_rn, erf, fdiv, mul, sqrt_rn, sub, umulhi  # noqa: E402
 from .functions import cat, dot_scaled, flip, interleave, sort  # noqa: E402
 from .functions import assume, gather, histogram, reduce_or, softmax, swizzle2d, topk  # noqa: E402
-from .functions import inline_asm_elementwise, map_elementwise  # noqa: E402
+from .functions import bitonic_merge, inline_asm_elementwise, map_elementwise  # noqa: E402
 from .functions import (pair_uniform_to_normal, philox, philox_impl, rand,  # noqa: E402
                         rand4x, randint, randint4x, randn, randn4x, uint_to_uniform_float)
 from ..semantic.promotion import MAX_BLOCK_NUMEL as TRITON_MAX_TENSOR_NUMEL  # noqa: E402
 from . import extra, math, standard  # noqa: E402  (tl.math, tl.extra.libdevice, tl.standard)
 
 __all__ += ["assume", "gather", "histogram", "reduce_or", "softmax", "swizzle2d", "topk",
-            "inline_asm_elementwise", "map_elementwise"]
+            "inline_asm_elementwise", "map_elementwise", "bitonic_merge"]
 __all__ += ["cat", "dot_scaled", "flip", "interleave", "sort", "pair_uniform_to_normal", "philox",
             "philox_impl", "rand", "rand4x", "randint", "randint4x", "randn", "randn4x",
             "uint_to_uniform_float"]

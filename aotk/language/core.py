@@ -311,6 +311,21 @@ class block_pointer(aggregate):
         return _semantic().advance(self, offsets)
 
 
+class const:
+    """Triton's annotation for a pointer to constant data. aotk accepts it in annotations
+    and does not check it: a store through such a pointer is not rejected."""
+
+
+class condition:
+    """``while tl.condition(c, disable_licm=True):``: a while loop's condition with a hint
+    for the compiler (Triton's). aotk hoists no loop-invariant code out of while loops, so
+    the hint holds already; the loop runs on ``c``."""
+
+    def __init__(self, arg1, disable_licm=False):
+        self.condition = arg1
+        self.disable_licm = disable_licm
+
+
 class PropagateNan(enum.Enum):
     """``tl.minimum`` / ``maximum`` / ``clamp``'s ``propagate_nan``: NONE (the default)
     returns the other operand where one is NaN, ALL returns NaN (Triton's values)."""
@@ -347,6 +362,6 @@ def is_builtin(fn) -> bool:
     return getattr(fn, "__aotk_builtin__", False)
 
 
-__all__ = ["constexpr", "constexpr_type", "tensor", "tensor_descriptor", "aggregate", "block_pointer", "builtin", "is_builtin", "tensor_member",
+__all__ = ["constexpr", "constexpr_type", "condition", "const", "tensor", "tensor_descriptor", "aggregate", "block_pointer", "builtin", "is_builtin", "tensor_member",
            "PropagateNan", "constexpr_function", "is_constexpr_function",
            "unwrap", "install_semantic", "DType", "PointerType", "BlockType"]

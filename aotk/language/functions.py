@@ -535,6 +535,13 @@ def map_elementwise(scalar_fn, *args, pack=1):
 
 
 @builtin
+def bitonic_merge(x, dim=None, descending=False):
+    """The last stage of a bitonic sort along the last axis (a bitonic row comes out
+    sorted)."""
+    return semantic.bitonic_merge(x, dim, descending)
+
+
+@builtin
 def assume(cond):
     """A promise that ``cond`` holds, for the optimizer. aotk checks that it is a condition
     and does not use it: its own analyses take hints from tl.multiple_of & co."""

@@ -14,11 +14,9 @@ NOT_PROVIDED = {
     "aotk.language": (
         "float8e4b15", "float8e4b8",
         "float8e5b16",
-        "pi32_t",
         "slice",
-        "void", "block_type", "const", "tuple", "target_info", "bitonic_merge",
-        "condition"),
-    "aotk.language.standard": ("bitonic_merge",),
+        "void", "block_type", "tuple", "target_info"),
+    "aotk.language.standard": (),
     "aotk.language.extra.cuda": (
         "convert_custom_float8_sm70",
         "convert_custom_float8_sm80", "gdc_launch_dependents", "gdc_wait"),

@@ -2,7 +2,7 @@
 core ones, and the compile-time helpers real kernels import from there (``_log2``,
 ``_is_power_of_two``)."""
 from .core import constexpr, unwrap
-from .functions import (argmax, argmin, cdiv, cumprod, cumsum, flip, interleave, max, min,
+from .functions import (argmax, argmin, bitonic_merge, cdiv, cumprod, cumsum, flip, interleave, max, min,
                         ravel, reduce_or, sigmoid, softmax, sort, sum, swizzle2d, topk,
                         xor_sum, zeros, zeros_like)
 from .missing import module_getattr
@@ -24,6 +24,6 @@ def _is_power_of_two(i):
 
 __getattr__ = module_getattr(__name__, "tl.standard")
 
-__all__ = ["argmax", "argmin", "cdiv", "cumprod", "cumsum", "flip", "interleave", "max", "min",
+__all__ = ["argmax", "argmin", "bitonic_merge", "cdiv", "cumprod", "cumsum", "flip", "interleave", "max", "min",
            "ravel", "reduce_or", "sigmoid", "softmax", "sort", "sum", "swizzle2d", "topk",
            "xor_sum", "zeros", "zeros_like"]

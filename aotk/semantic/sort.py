@@ -1,17 +1,18 @@
-"""Typing rules of ``tl.sort``, ``tl.flip`` and ``tl.topk``.
+"""Typing rules of ``tl.sort``, ``tl.flip``, ``tl.topk`` and ``tl.bitonic_merge``.
 
 In: a block and an axis (``sort``: the last one, as in Triton). Out: a block of the same
 type and shape. ``sort`` is one ``sort`` op (a bitonic network, run in shared memory on the
 GPU: ``backend.sort``, ``interpreter.sort``). ``flip`` is composed of view ops: at each
 distance d it views the axis as (groups, 2, d), moves the pair axis last, splits it and joins
 the halves the other way round. ``topk`` sorts, then reduces across runs of k.
+``bitonic_merge`` is Triton's last merge stage, composed of the same views and selects.
 """
 from __future__ import annotations
 
 from ..ir import types as T
 from ..language.core import tensor, unwrap
 from .building import emit
-from .elementwise import cast
+from .elementwise import cast, compare, invert, where
 from .promotion import to_tensor
 from .reduce import reduce
 from .views import join, permute, reshape, split
@@ -94,4 +95,27 @@ def topk(x, k, dim=None, descending=True) -> tensor:
     return reduce(runs, len(shape) - 1, "max" if unwrap(descending) else "min")
 
 
-__all__ = ["flip", "sort", "topk"]
+def bitonic_merge(x, dim=None, descending=False) -> tensor:
+    """The last merge of a bitonic sort along the last axis, Triton's network: at each
+    distance n/2, n/4, .., 1 the pair (i, i + d) is ordered, the first taking the smaller
+    (the larger when ``descending``) where ``first > second`` says so (false on NaN). A
+    bitonic row (rising then falling, or the reverse) comes out sorted."""
+    x = to_tensor(x)
+    axis, size = _axis_and_size(x, dim, "tl.bitonic_merge")
+    if axis != len(x.type.shape) - 1:
+        raise ValueError("tl.bitonic_merge: only the last axis is supported (as in Triton)")
+    flipped = bool(unwrap(descending))
+    distance = size // 2
+    while distance >= 1:
+        first, second = _pairs(x, axis, distance)
+        first_greater = compare("gt", first, second)
+        second_greater = compare("gt", second, first)
+        take_second = invert(first_greater) if flipped else first_greater
+        take_first = second_greater if flipped else invert(second_greater)
+        x = _unpairs(where(take_second, second, first), where(take_first, first, second),
+                     axis, x.type.shape)
+        distance //= 2
+    return x
+
+
+__all__ = ["flip", "sort", "topk", "bitonic_merge"]
