@@ -2,6 +2,7 @@
 reduced and scanned in fp32; tl.max / tl.min without indices widen every type narrower
 than 32 bits (floats to fp32, integers to int32); tl.sum and tl.cumsum accumulate narrow
 integers in 32 bits; argmax / argmin return int32 indices."""
+import numpy as np
 import pytest
 
 import aotk
@@ -51,3 +52,18 @@ def _result_type(op, element):
 ])
 def test_result_types_follow_triton(op, element, expected):
     assert _result_type(op, element) == expected
+
+
+@aotk.jit
+def _sum_of_bools(out_ptr, in_dtype: tl.constexpr, out_dtype: tl.constexpr):
+    x = tl.full((32, 32), 1, dtype=in_dtype)
+    tl.store(out_ptr, tl.sum(x, dtype=out_dtype).to(tl.int32))
+
+
+@pytest.mark.parametrize("out_dtype,expected", [(None, 1024), (tl.int1, 0)])
+def test_a_sum_of_booleans_in_one_bit_wraps_as_on_the_gpu(out_dtype, expected):
+    """test_core's test_sum_dtype: 1024 ones summed as int1 are 0 (an i1 add is a xor on
+    the GPU); by default they are counted in 32 bits."""
+    out = np.zeros(1, np.int32)
+    _sum_of_bools[(1,)](out, tl.int1, out_dtype)
+    assert out[0] == expected

@@ -14,6 +14,9 @@ from .executor import register_op_rules
 
 def _reduce(ctx, op, x):
     axis, combine = op.attrs["axis"], op.attrs["combine"]
+    if combine == "add" and x.dtype == np.bool_:
+        # 1-bit wrapping sums (the GPU's i1 add); numpy's bool add would be an or
+        return np.bitwise_xor.reduce(x, axis=axis)
     if combine == "add":
         return np.add.reduce(x, axis=axis, dtype=x.dtype)
     if combine == "xor":
