@@ -65,3 +65,20 @@ def _slice_index(x_ptr, BLOCK: tl.constexpr):
 def test_unsupported_tensor_index():
     with pytest.raises(aotk.CompilationError, match=r"unsupported tensor index: slice\(2, None"):
         _slice_index[(1,)](np.zeros(16, np.int32), BLOCK=16)
+
+
+@aotk.jit
+def _program_id_of_axis(x_ptr, AXIS: tl.constexpr, NUM_PROGRAMS: tl.constexpr):
+    if NUM_PROGRAMS:
+        tl.store(x_ptr, tl.num_programs(AXIS))
+    else:
+        tl.store(x_ptr, tl.program_id(AXIS))
+
+
+@pytest.mark.parametrize("num_programs", [False, True])
+def test_a_grid_axis_past_2_is_tritons_error(num_programs):
+    name = "num_programs" if num_programs else "program_id"
+    with pytest.raises(aotk.CompilationError,
+                       match=f"{name} axis must be 0, 1, or 2 but got 20") as caught:
+        _program_id_of_axis[(1,)](np.zeros(1, np.int32), AXIS=20, NUM_PROGRAMS=num_programs)
+    assert "but got 20" in str(caught.value.__cause__)   # where test_core looks

@@ -20,14 +20,14 @@ from .views import broadcast_to_shape
 def program_id(axis) -> tensor:
     axis = int(unwrap(axis))
     if axis not in (0, 1, 2):
-        raise ValueError(f"program_id axis must be 0, 1 or 2, got {axis}")
+        raise ValueError(f"program_id axis must be 0, 1, or 2 but got {axis}")
     return emit("program_id", [], BlockType(T.int32), axis=axis)
 
 
 def num_programs(axis) -> tensor:
     axis = int(unwrap(axis))
     if axis not in (0, 1, 2):
-        raise ValueError(f"num_programs axis must be 0, 1 or 2, got {axis}")
+        raise ValueError(f"num_programs axis must be 0, 1, or 2 but got {axis}")
     return emit("num_programs", [], BlockType(T.int32), axis=axis)
 
 
