@@ -308,3 +308,38 @@ def test_a_while_condition_may_carry_tritons_hint():
     out = np.zeros(1, np.int32)
     _count_up[(1,)](out, 37)
     assert out[0] == 37
+
+
+@aotk.jit
+def _store_by_parity(out_ptr, a, b):
+    pid = tl.program_id(0)
+    tl.store(out_ptr + pid, a) if pid % 2 == 0 else tl.store(out_ptr + pid, b)
+    tl.store(out_ptr + 8 + pid, 1.0 if pid % 2 == 0 else b)
+
+
+def test_a_conditional_expression_of_two_stores_runs_one_of_them():
+    """test_core's if_exp_dynamic_void: both sides are statements (None), as in Triton."""
+    out = np.zeros(16, np.float32)
+    _store_by_parity[(8,)](out, 3.0, 5.0)
+    np.testing.assert_array_equal(out[:8], [3, 5] * 4)
+    np.testing.assert_array_equal(out[8:], [1, 5] * 4)
+
+
+@aotk.jit
+def _one_element_condition(x_ptr, out_ptr):
+    flag = tl.load(x_ptr + tl.arange(0, 1))
+    if flag > 0:
+        tl.store(out_ptr, 1)
+    else:
+        tl.store(out_ptr, 2)
+
+
+def test_a_one_element_block_is_an_if_condition_as_in_triton():
+    """Triton takes the element (and warns, once per compile: the kernel is compiled for
+    the first launch only)."""
+    out = np.zeros(1, np.int32)
+    with pytest.warns(UserWarning, match="instead of a scalar"):
+        _one_element_condition[(1,)](np.array([3], np.int32), out)
+    assert out[0] == 1
+    _one_element_condition[(1,)](np.array([0], np.int32), out)
+    assert out[0] == 2

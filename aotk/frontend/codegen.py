@@ -541,9 +541,18 @@ class CodeGenerator(ast.NodeVisitor):
         regions, values = [kir.Region([]), kir.Region([])], []
         for region, expression in zip(regions, (node.body, node.orelse)):
             with self.builder.insertion(region.body):
-                value = semantic.crossing_value("the conditional expression", self.visit(expression))
-                self.builder.create("yield", [value.handle], None)
+                value = self.visit(expression)
+                if value is not None:
+                    value = semantic.crossing_value("the conditional expression", value)
+                self.builder.create("yield", [value.handle] if value is not None else [], None)
             values.append(value)
+        if values[0] is None and values[1] is None:
+            # `tl.store(...) if c else tl.store(...)`: a statement, run for its effects
+            self.builder.create_region_op("if", [condition.handle], regions, [])
+            return None
+        if values[0] is None or values[1] is None:
+            raise self.error(node, "one side of the conditional expression has a value and "
+                                   "the other has none (None)")
         if values[0].type != values[1].type:
             raise self.error(node, f"the two sides of the conditional expression have types "
                                    f"{values[0].type} and {values[1].type}; both must agree")

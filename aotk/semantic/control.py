@@ -6,19 +6,28 @@ In: the frontend's ``tensor`` / ``constexpr`` values. Out: typed ``tensor``s, or
 """
 from __future__ import annotations
 
+import warnings
+
 from ..ir import types as T
 from ..ir.types import BlockType
 from ..language.core import constexpr, tensor, unwrap
 from .elementwise import cast, compare
 from .promotion import constant, literal_type, to_tensor
+from .views import item
 
 
 def condition(x, what: str) -> tensor:
     """The int1 scalar an ``if`` / ``while`` / ternary branches on (nonzero is true)."""
     x = to_tensor(x)
+    if x.type.shape and x.type.numel == 1:
+        # A one-element block stands for its element, as in Triton (which warns too).
+        warnings.warn(f"the condition of {what} is a block of shape {list(x.type.shape)} "
+                      "instead of a scalar; write (...).item()", stacklevel=2)
+        x = item(x)
     if x.type.shape:
         raise TypeError(f"the condition of {what} must be a scalar, got a block of shape "
-                        f"{list(x.type.shape)}; reduce it first (e.g. tl.max(...) > 0)")
+                        f"{list(x.type.shape)}; Boolean value of Tensor with more than one "
+                        "value is ambiguous: reduce it first (e.g. tl.max(...) > 0)")
     if x.dtype.is_ptr():
         raise TypeError(f"the condition of {what} cannot be a pointer")
     if x.dtype.is_bool():
