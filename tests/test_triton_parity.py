@@ -343,3 +343,43 @@ def test_a_one_element_block_is_an_if_condition_as_in_triton():
     assert out[0] == 1
     _one_element_condition[(1,)](np.array([0], np.int32), out)
     assert out[0] == 2
+
+
+@aotk.jit
+def _small_dot(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
+    a = tl.load(a_ptr + tl.arange(0, M)[:, None] * K + tl.arange(0, K)[None, :])
+    b = tl.load(b_ptr + tl.arange(0, K)[:, None] * N + tl.arange(0, N)[None, :])
+    tl.store(c_ptr + tl.arange(0, M)[:, None] * N + tl.arange(0, N)[None, :], tl.dot(a, b))
+
+
+SMALL_DOTS = [(2, 4, 32, np.float16, "*fp16, *fp16, *fp32"),
+              (1, 2, 32, "float8e5", "*fp8e5, *fp8e5, *fp32"),
+              (4, 1, 8, np.float32, "*fp32, *fp32, *fp32"),
+              (2, 2, 4, np.float64, "*fp64, *fp64, *fp64")]
+
+
+@pytest.mark.parametrize("m,n,k,dtype,signature", SMALL_DOTS,
+                         ids=[f"{c[0]}x{c[1]}x{c[2]}" for c in SMALL_DOTS])
+def test_dots_with_small_m_and_n_as_in_triton(m, n, k, dtype, signature):
+    """Triton's NVIDIA backend takes any M and N, and K down to one tensor-core step
+    (test_core's small-dot cases)."""
+    for target in ("sm_80", "sm_90"):
+        compiled = aotk.compile(_small_dot, signature, {"M": m, "N": n, "K": k},
+                                num_warps=1, target=target)
+        assert ".entry _small_dot" in compiled.ptx
+    if dtype == "float8e5":
+        return
+    rng = np.random.RandomState(m * n)
+    a = (rng.randint(-4, 4, (m, k)) / 4).astype(dtype)   # exact in every precision
+    b = (rng.randint(-4, 4, (k, n)) / 4).astype(dtype)
+    c = np.zeros((m, n), np.float64 if dtype == np.float64 else np.float32)
+    _small_dot[(1,)](a, b, c, M=m, N=n, K=k)
+    np.testing.assert_array_equal(c, a.astype(c.dtype) @ b.astype(c.dtype))
+
+
+def test_a_dot_with_k_below_one_tensor_core_step_is_tritons_error():
+    a = np.zeros((16, 8), np.float16)
+    with pytest.raises(CompilationError, match="Input shapes should have M >= 1, N >= 1 and "
+                                               "K >= 16"):
+        _small_dot[(1,)](a, np.zeros((8, 16), np.float16), np.zeros((16, 16), np.float32),
+                         M=16, N=16, K=8)

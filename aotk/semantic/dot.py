@@ -11,7 +11,8 @@ accumulator, the input precision and output dtype. Out: the ``dot`` result [.., 
   fp64 x fp64 -> fp64
   int8 x int8 -> int32
   fp8 x fp8 (float8e4nv, float8e5, mixed) -> fp32: both upcast to fp16 (exact), then fp16
-Every non-batch dimension is at least 16 (the smallest tensor-core tile).
+K is at least one tensor-core step (32 for 8-bit operands, 16 for 16-bit, 8 for 32-bit, 4
+for fp64), as Triton asks; M and N may be as small as 1 (such dots run on CUDA cores).
 """
 from __future__ import annotations
 
@@ -29,7 +30,10 @@ INPUT_PRECISIONS = ("tf32", "tf32x3", "ieee")
 # Triton's bf16 splits of fp32 operands (3 or 6 bf16 products): approximations of the fp32
 # product, which aotk computes instead ("ieee"), at least as accurate.
 AS_IEEE = ("bf16x3", "bf16x6")
-MIN_DOT_SIZE = 16
+def min_dot_k(element) -> int:
+    """The smallest K Triton's NVIDIA backend takes for operands of ``element`` (one
+    tensor-core K step; M and N may be anything, small tiles are padded or go to FMAs)."""
+    return {8: 32, 16: 16, 32: 8, 64: 4}[element.primitive_bitwidth]
 
 
 def _default_precision() -> str:
@@ -60,10 +64,11 @@ def dot(a, b, acc=None, input_precision=None, allow_tf32=None, out_dtype=T.float
     if k != k_b or batch_a != batch_b:
         raise ValueError(f"tl.dot shapes do not match: {list(a.type.shape)} @ "
                          f"{list(b.type.shape)} (the inner dimensions and batch must agree)")
-    if min(m, n, k) < MIN_DOT_SIZE:
-        raise ValueError(f"tl.dot needs every non-batch dimension >= {MIN_DOT_SIZE}, got "
-                         f"M={m}, N={n}, K={k}; use larger blocks or tl.sum(a[:, :, None] * "
-                         "b[None, :, :], axis=1)")
+    min_k = min_dot_k(a.dtype)
+    if k < min_k:
+        raise ValueError(f"Input shapes should have M >= 1, N >= 1 and K >= {min_k} (got "
+                         f"M={m}, N={n}, K={k} for {a.dtype} operands); use a larger K block "
+                         "or tl.sum(a[:, :, None] * b[None, :, :], axis=1)")
     if a.dtype.is_fp8() and b.dtype.is_fp8():
         # Every fp8 value is exact in fp16: the product is the fp8 product (Triton upcasts
         # the same way where the target has no fp8 MMA).
