@@ -383,3 +383,19 @@ def test_a_dot_with_k_below_one_tensor_core_step_is_tritons_error():
                                                "K >= 16"):
         _small_dot[(1,)](a, np.zeros((8, 16), np.float16), np.zeros((16, 16), np.float32),
                          M=16, N=16, K=8)
+
+
+@aotk.jit
+def _zeros_of(out_ptr, dtype: tl.constexpr):
+    tl.store(out_ptr + tl.arange(0, 4), tl.zeros((4,), dtype).to(tl.int32) + 1)
+
+
+@pytest.mark.parametrize("name", tl.dtype.SINT_TYPES + tl.dtype.UINT_TYPES +
+                         tl.dtype.STANDARD_FP_TYPES)
+def test_tl_dtype_of_a_name_is_that_type_as_in_triton(name):
+    dtype = tl.dtype(name)
+    assert dtype == T.parse_type(name) and isinstance(dtype, tl.dtype)
+    assert dtype.is_bool() == (name == "int1")
+    out = np.zeros(4, np.int32)
+    _zeros_of[(1,)](out, dtype)
+    np.testing.assert_array_equal(out, [1, 1, 1, 1])

@@ -8,6 +8,7 @@ frontend never translates between a "language" type and an "IR" type.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from .float8 import FORMATS
 
@@ -15,9 +16,25 @@ from .float8 import FORMATS
 @dataclass(frozen=True)
 class DType:
     name: str    # Triton's spelling: "float32", "int1", "bfloat16"
-    short: str   # signature spelling: "fp32", "i1", "bf16"
-    kind: str    # "bool" | "int" | "uint" | "float"
-    bits: int
+    short: str = None   # signature spelling: "fp32", "i1", "bf16"
+    kind: str = None    # "bool" | "int" | "uint" | "float"
+    bits: int = None
+
+    # Triton's lists of type names (``tl.dtype.SINT_TYPES``...), which ``tl.dtype(name)``
+    # takes, as in Triton (fp8 formats aotk lacks are left out).
+    SINT_TYPES: ClassVar[tuple] = ("int8", "int16", "int32", "int64")
+    UINT_TYPES: ClassVar[tuple] = ("int1", "uint8", "uint16", "uint32", "uint64")
+    FP_TYPES: ClassVar[tuple] = ("fp8e4nv", "fp8e5", "fp16", "bf16", "fp32", "fp64")
+    STANDARD_FP_TYPES: ClassVar[tuple] = ("fp16", "bf16", "fp32", "fp64")
+
+    def __post_init__(self):
+        # ``tl.dtype("fp16")`` (Triton's constructor): the named type's fields.
+        if self.short is None:
+            known = _NAMED.get(self.name)
+            if known is None:
+                raise ValueError(f"unknown dtype {self.name!r}")
+            for field_name in ("name", "short", "kind", "bits"):
+                object.__setattr__(self, field_name, getattr(known, field_name))
 
     def __repr__(self) -> str:
         return self.name
@@ -146,6 +163,7 @@ class PointerType:
         return False
 
 
+_NAMED: dict = {}   # Triton's and aotk's names of each type, for DType(name)
 int1 = DType("int1", "i1", "bool", 1)
 int8 = DType("int8", "i8", "int", 8)
 int16 = DType("int16", "i16", "int", 16)
@@ -169,6 +187,8 @@ ALL_DTYPES = (int1, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
               float16, bfloat16, float32, float64, float8e4nv, float8e5)
 DTYPE_BY_SHORT = {t.short: t for t in ALL_DTYPES}
 DTYPE_BY_NAME = {t.name: t for t in ALL_DTYPES}
+_NAMED.update(DTYPE_BY_SHORT)
+_NAMED.update(DTYPE_BY_NAME)
 
 
 # Hints after a signature type: ":1", an integer equal to 1; ":D", a pointer aligned to D
