@@ -13,15 +13,16 @@ from .version import __version__
 
 
 def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target="sm_90",
-            debug=None, tma=True, *, options=None):
+            debug=None, tma=True, maxnreg=None, num_ctas=1, *, options=None):
     """Compiles ``kernel`` for one signature (text, {param: entry} or a ``Signature``); see
     ``aotk.compiler.compile``. ``debug`` (default: the kernel's own setting) compiles device
     asserts in; ``tma=False`` reads tensor descriptors with pointer loads even where TMA
-    could copy them; ``options``, a ``CompileOptions``, stands for all of them."""
+    could copy them; ``maxnreg`` caps the registers of a thread (PTX ``.maxnreg``);
+    ``num_ctas`` must be 1; ``options``, a ``CompileOptions``, stands for all of them."""
     from .compiler import compile as _compile
     return _compile(kernel, signature, constants=constants, num_warps=num_warps,
                     num_stages=num_stages, target=target, debug=debug, tma=tma,
-                    options=options)
+                    maxnreg=maxnreg, num_ctas=num_ctas, options=options)
 
 
 def build(manifest="aotk.toml", out_dir=None, jobs=None, **options):

@@ -82,7 +82,8 @@ def target_has_wgmma(target: str) -> bool:
 
 
 def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target="sm_90",
-            debug=None, tma=True, *, options: CompileOptions | None = None):
+            debug=None, tma=True, maxnreg=None, num_ctas=1, *,
+            options: CompileOptions | None = None):
     """Compiles one specialization. ``signature``: text, a {param: entry} mapping or a
     ``Signature``. ``options`` replaces the keyword options, which must then be left out.
     ``tma=False`` keeps tensor-descriptor loads on pointer loads even where TMA could copy
@@ -93,10 +94,10 @@ def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target
     from .toolchain.ptxas import assemble
 
     keywords = dict(num_warps=num_warps, num_stages=num_stages, target=target, debug=debug,
-                    tma=tma)
+                    tma=tma, maxnreg=maxnreg, num_ctas=num_ctas)
     if options is None:
         options = CompileOptions(**keywords)
-    elif keywords != asdict(CompileOptions()):
+    elif keywords != {k: v for k, v in asdict(CompileOptions()).items() if k in keywords}:
         raise TypeError("compile() takes options= or the keyword options, not both")
     num_warps, num_stages, target, tma = (options.num_warps, options.num_stages,
                                           options.target, options.tma)
@@ -129,7 +130,7 @@ def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target
     arch = target + "a" if plan.uses_wgmma else target
     module, shared_bytes = lower_to_llvm(function, plan, infos, target)
     llvm_text = grid_constant_params(str(module), len(function.tensor_maps))
-    llir, ptx = emit_ptx(llvm_text, arch, function.name, num_warps)
+    llir, ptx = emit_ptx(llvm_text, arch, function.name, num_warps, options.maxnreg)
     cubin, ptxas_info = assemble(ptx, arch)
     vector_widths = sorted({w for w in plan.vector_width.values()})
     metadata = {

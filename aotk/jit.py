@@ -17,6 +17,7 @@ from .language.core import constexpr
 from .launch.arguments import host_bytes, interpreter_types, is_array, runs_on_interpreter
 from .launch.device import launch_on_device
 from .launch.recording import observe
+from .options import CompileOptions
 from .tools.tensor_descriptor import TensorDescriptor
 
 # Triton's @jit keywords that change nothing here: aotk inlines every call (noinline),
@@ -63,6 +64,12 @@ class JITFunction(KernelFunction):
         num_warps = take("num_warps", 4)
         take = kwargs.get if "num_stages" in self.param_names else kwargs.pop
         num_stages = take("num_stages", 3)
+        take = kwargs.get if "maxnreg" in self.param_names else kwargs.pop
+        maxnreg = take("maxnreg", None)
+        take = kwargs.get if "num_ctas" in self.param_names else kwargs.pop
+        num_ctas = take("num_ctas", 1)
+        if maxnreg is not None or num_ctas != 1:
+            CompileOptions(maxnreg=maxnreg, num_ctas=num_ctas)   # checks them, or raises
         stream = kwargs.pop("stream", None)
         runtime_args, constants = self._split_arguments(args, kwargs)
         # As in Triton, a grid function sees every argument of the launch by name.
@@ -77,7 +84,8 @@ class JITFunction(KernelFunction):
             return self._run_interpreter(grid, runtime_args, constants, num_warps)
         if any(isinstance(a, np.ndarray) for a in arrays):
             raise TypeError(f"{self.name}: cannot mix numpy arrays and CUDA arrays in one launch")
-        return launch_on_device(self, grid, runtime_args, constants, num_warps, num_stages, stream)
+        return launch_on_device(self, grid, runtime_args, constants, num_warps, num_stages, stream,
+                                maxnreg)
 
     def _split_arguments(self, args, kwargs):
         if len(args) > len(self.param_names):

@@ -1,6 +1,7 @@
 """Compile options: keyword arguments -> a validated, frozen ``CompileOptions``.
 
-In: ``num_warps``, ``num_stages``, ``target``, ``debug``, ``tma`` as keywords. Out: a
+In: ``num_warps``, ``num_stages``, ``target``, ``debug``, ``tma``, ``maxnreg``,
+``num_ctas`` as keywords. Out: a
 ``CompileOptions`` whose values are checked on construction (ValueError naming the option),
 or a TypeError naming an unknown keyword; ``cache_key()`` is the part of the JIT compile
 cache's key that the options make (the kir listing makes the rest).
@@ -21,6 +22,8 @@ class CompileOptions:
     target: str = "sm_90"
     debug: bool | None = None   # device asserts; None: the kernel's own setting
     tma: bool = True            # False: tensor-descriptor loads stay pointer loads
+    maxnreg: int | None = None  # the most registers a thread may use (PTX .maxnreg)
+    num_ctas: int = 1           # CTAs per cluster: only 1 (thread-block clusters are not built)
 
     def __post_init__(self):
         if self.target not in SUPPORTED_TARGETS:
@@ -31,6 +34,13 @@ class CompileOptions:
             raise ValueError(f"num_warps must be a power of two from 1 to 32, got {warps}")
         if not _is_int(self.num_stages) or self.num_stages < 1:
             raise ValueError(f"num_stages must be an integer >= 1, got {self.num_stages}")
+        if self.maxnreg is not None and (not _is_int(self.maxnreg) or
+                                         not 16 <= self.maxnreg <= 255):
+            raise ValueError(f"maxnreg must be an integer from 16 to 255 (registers per "
+                             f"thread), got {self.maxnreg}")
+        if self.num_ctas != 1:
+            raise ValueError(f"num_ctas={self.num_ctas}: aotk builds one CTA per program "
+                             "(thread-block clusters are not supported); use num_ctas=1")
 
     @classmethod
     def from_keywords(cls, **keywords) -> "CompileOptions":
@@ -48,6 +58,8 @@ class CompileOptions:
                "target": self.target}
         if not self.tma:
             key["tma"] = False
+        if self.maxnreg is not None:
+            key["maxnreg"] = self.maxnreg
         return key
 
 

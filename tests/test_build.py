@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 import aotk
+from aotk.buildsys.manifest import ManifestError
 from aotk.toolchain.locate import wheel_directories
 from aotk_cli.main import main
 from tests.conftest import cuda_available, run_c_program
@@ -339,3 +340,43 @@ def test_build_target_option_replaces_the_manifest_targets(tmp_path):
     assert bad.stderr.strip().splitlines() == [
         "aotk: error: --target: unknown target 'sm_75'; expected one of sm_80, sm_86, sm_89, sm_90"]
     assert not (tmp_path / "bad").exists()
+
+
+MAXNREG_MANIFEST = """
+[library]
+name = "capped"
+targets = ["sm_80", "sm_90"]
+
+[[kernel]]
+name = "add"
+source = "examples/kernels/add.py"
+function = "add_kernel"
+signature = "*fp32, *fp32, *fp32, i32"
+grid = ["cdiv(n, BLOCK)"]
+maxnreg = {kernel_cap}
+
+[[kernel.variant]]
+constants = {{ BLOCK = 1024 }}
+{variant_line}
+"""
+
+
+def test_maxnreg_in_the_manifest_caps_registers_per_variant(tmp_path):
+    project = _project(tmp_path)
+    (project / "aotk.toml").write_text(MAXNREG_MANIFEST.format(kernel_cap=40,
+                                                               variant_line="maxnreg = 24"))
+    result = aotk.build(project / "aotk.toml")
+    info = aotk.load(result.library).info["kernels"]["add"]
+    registers = [target["registers"] for build in info["builds"]
+                 for target in build["targets"].values()]
+    assert registers and max(registers) <= 24
+
+
+@pytest.mark.parametrize("kernel_cap, variant_line, key", [
+    (8, "", "kernel.add.maxnreg"), (40, "maxnreg = 300", r"kernel.add.variant\[0\].maxnreg")])
+def test_a_maxnreg_out_of_range_names_its_key(tmp_path, kernel_cap, variant_line, key):
+    project = _project(tmp_path)
+    (project / "aotk.toml").write_text(MAXNREG_MANIFEST.format(kernel_cap=kernel_cap,
+                                                               variant_line=variant_line))
+    with pytest.raises(ManifestError, match=f"{key}: must be from 16 to 255"):
+        aotk.build(project / "aotk.toml")

@@ -29,6 +29,10 @@ def test_defaults_and_frozen():
     ({"num_warps": True}, "num_warps must be a power of two from 1 to 32, got True"),
     ({"num_stages": 0}, r"num_stages must be an integer >= 1, got 0"),
     ({"num_stages": 2.0}, r"num_stages must be an integer >= 1, got 2.0"),
+    ({"maxnreg": 8}, r"maxnreg must be an integer from 16 to 255 \(registers per thread\), "
+                     "got 8"),
+    ({"num_ctas": 2}, r"num_ctas=2: aotk builds one CTA per program \(thread-block clusters "
+                      r"are not supported\)"),
 ])
 def test_values_are_checked_on_construction(keywords, message):
     with pytest.raises(ValueError, match=message):
@@ -42,7 +46,8 @@ def test_unknown_option_is_a_type_error_naming_it():
                                         "'num_warps'"):
         CompileOptions.from_keywords(num_warp=8)
     with pytest.raises(TypeError, match=r"unknown compile option 'colour' \(known: "
-                                        r"num_warps, num_stages, target, debug, tma\)"):
+                                        r"num_warps, num_stages, target, debug, tma, "
+                                        r"maxnreg, num_ctas\)"):
         CompileOptions.from_keywords(colour="red")
     assert CompileOptions.from_keywords(num_warps=8) == CompileOptions(num_warps=8)
 
@@ -51,6 +56,8 @@ def test_cache_key_is_what_the_jit_cache_keyed_on():
     assert CompileOptions().cache_key() == {"num_warps": 4, "num_stages": 3, "target": "sm_90"}
     assert CompileOptions(num_warps=8, num_stages=2, target="sm_80", tma=False).cache_key() \
         == {"num_warps": 8, "num_stages": 2, "target": "sm_80", "tma": False}
+    assert CompileOptions(maxnreg=64).cache_key() == {"num_warps": 4, "num_stages": 3,
+                                                      "target": "sm_90", "maxnreg": 64}
     # debug reaches the cache through the kir (its device asserts).
     assert CompileOptions(debug=True).cache_key() == CompileOptions().cache_key()
 
@@ -93,3 +100,25 @@ def test_compiled_kernel_holds_every_stage_in_order(tmp_path):
     assert (out / "add_kernel.ptx").read_text() == compiled.ptx
     assert (out / "add_kernel.cubin").read_bytes() == compiled.cubin
     assert json.loads((out / "add_kernel.json").read_text()) == compiled.metadata
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90"])
+def test_maxnreg_caps_the_registers_of_a_thread_as_in_triton(target):
+    capped = aotk.compile(add_kernel, SIGNATURE, {"BLOCK": 1024}, maxnreg=32, target=target)
+    assert ".maxnreg 32" in capped.ptx
+    assert capped.metadata["registers"] <= 32
+    free = aotk.compile(add_kernel, SIGNATURE, {"BLOCK": 1024}, target=target)
+    assert ".maxnreg" not in free.ptx
+
+
+def test_launch_options_maxnreg_and_num_ctas_as_triton_takes_them():
+    import numpy as np
+    x, y = np.arange(256, dtype=np.float32), np.ones(256, np.float32)
+    out = np.zeros_like(x)
+    add_kernel[(1,)](x, y, out, 256, BLOCK=256, maxnreg=64, num_ctas=1)
+    np.testing.assert_array_equal(out, x + 1)
+    with pytest.raises(ValueError, match="num_ctas=2"):
+        add_kernel[(1,)](x, y, out, 256, BLOCK=256, num_ctas=2)
+    with pytest.raises(ValueError, match="maxnreg must be an integer from 16 to 255"):
+        add_kernel[(1,)](x, y, out, 256, BLOCK=256, maxnreg=1000)
+

@@ -41,8 +41,9 @@ def llvm_version() -> str:
     return ".".join(map(str, llvm.llvm_version_info))
 
 
-def _with_block_size(text: str, kernel_name: str, threads: int) -> str:
-    """Tags the kernel definition with its CTA size (llvmlite.ir has no string attributes)."""
+def _with_block_size(text: str, kernel_name: str, threads: int, maxnreg=None) -> str:
+    """Tags the kernel definition with its CTA size and, when given, the most registers a
+    thread may use (``.maxnreg``; llvmlite.ir has no string attributes)."""
     pattern = re.compile(r'^(define ptx_kernel void @"?' + re.escape(kernel_name) + r'"?\(.*\))',
                          re.MULTILINE)
     text, count = pattern.subn(r"\1 #0", text, count=1)
@@ -50,14 +51,16 @@ def _with_block_size(text: str, kernel_name: str, threads: int) -> str:
         raise AssertionError("kernel definition not found in the LLVM module")
     # minctasm=1: with only maxntid, ptxas 13 budgets registers for a full SM of CTAs (32
     # per thread at 128 threads) and spills register-hungry kernels such as matmuls.
+    registers = f' "nvvm.maxnreg"="{maxnreg}"' if maxnreg else ""
     return text + (f'\nattributes #0 = {{ "nvvm.maxntid"="{threads}" '
-                   f'"nvvm.minctasm"="1" }}\n')
+                   f'"nvvm.minctasm"="1"{registers} }}\n')
 
 
-def optimize(module_text: str, arch: str, kernel_name: str, num_warps: int):
+def optimize(module_text: str, arch: str, kernel_name: str, num_warps: int, maxnreg=None):
     """Returns the optimized llvmlite binding module."""
     tm = target_machine(arch)
-    module = llvm.parse_assembly(_with_block_size(module_text, kernel_name, num_warps * 32))
+    module = llvm.parse_assembly(_with_block_size(module_text, kernel_name, num_warps * 32,
+                                                  maxnreg))
     module.triple = TRIPLE
     module.data_layout = str(tm.target_data)
     module.verify()
@@ -75,6 +78,7 @@ def optimize(module_text: str, arch: str, kernel_name: str, num_warps: int):
     return module
 
 
-def emit_ptx(module_text: str, arch: str, kernel_name: str, num_warps: int) -> tuple[str, str]:
-    module = optimize(module_text, arch, kernel_name, num_warps)
+def emit_ptx(module_text: str, arch: str, kernel_name: str, num_warps: int,
+             maxnreg=None) -> tuple[str, str]:
+    module = optimize(module_text, arch, kernel_name, num_warps, maxnreg)
     return str(module), target_machine(arch).emit_assembly(module)

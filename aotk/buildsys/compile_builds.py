@@ -63,11 +63,14 @@ def compile_builds(plans, targets, jobs=None, verbose=False, progress=None) -> d
             kir_text = str(plan.function.kir(build.signature, constants=build.constants,
                                              num_warps=build.variant.num_warps))
             options = CompileOptions(num_warps=build.variant.num_warps,
-                                     num_stages=build.variant.num_stages)
+                                     num_stages=build.variant.num_stages,
+                                     maxnreg=build.variant.maxnreg)
             # One entry for every target: the fatbin holds them all.
-            key = cache.cache_key(kir_text, {"num_warps": options.num_warps,
-                                             "num_stages": options.num_stages,
-                                             "targets": sorted(targets)}, versions)
+            key_options = {"num_warps": options.num_warps, "num_stages": options.num_stages,
+                           "targets": sorted(targets)}
+            if options.maxnreg is not None:
+                key_options["maxnreg"] = options.maxnreg
+            key = cache.cache_key(kir_text, key_options, versions)
             hit = cache.load(key, kind="fatbin")
             ident = (plan.kernel.name, build.index)
             if hit is not None:

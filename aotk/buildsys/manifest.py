@@ -48,6 +48,7 @@ class Variant:
     num_stages: int
     signature: str               # as written; plan.py parses it against the function
     specialize: str = "auto"     # the kernel's unless the variant says otherwise
+    maxnreg: int | None = None   # registers per thread at most (PTX .maxnreg); the kernel's
 
 
 @dataclass
@@ -63,6 +64,7 @@ class Kernel:
     variants: list = field(default_factory=list)
     # The source file's `import triton` loads aotk ([library] redirect_triton, default true).
     redirect_triton: bool = True
+    maxnreg: int | None = None
 
 
 @dataclass
@@ -76,8 +78,10 @@ class Manifest:
 
 _LIBRARY_KEYS = {"name", "targets", "out_dir", "redirect_triton"}
 _KERNEL_KEYS = {"name", "source", "function", "signature", "grid", "num_warps", "num_stages",
+                "maxnreg",
                 "specialize", "variant", "constants", "when"}
-_VARIANT_KEYS = {"when", "constants", "num_warps", "num_stages", "signature", "specialize"}
+_VARIANT_KEYS = {"when", "constants", "num_warps", "num_stages", "signature", "specialize",
+                 "maxnreg"}
 # "auto": the aligned/divisible build, then the generic one; "none": the generic build only;
 # "aligned": the aligned/divisible build only (a variant worth running on aligned data alone).
 SPECIALIZE_VALUES = ("auto", "none", "aligned")
@@ -125,6 +129,15 @@ def _num_stages(path, key, value):
     _typed(path, key, value, int, "an integer")
     if value < 1:
         _fail(path, key, f"must be at least 1, got {value}")
+    return value
+
+
+def _maxnreg(path, key, value):
+    if value is None:
+        return None
+    _typed(path, key, value, int, "an integer")
+    if not 16 <= value <= 255:
+        _fail(path, key, f"must be from 16 to 255 registers per thread, got {value}")
     return value
 
 
@@ -214,7 +227,8 @@ def load_manifest(path) -> Manifest:
                         _typed(path, f"{where}.signature", table["signature"], str, "a string"),
                         grid, _num_warps(path, f"{where}.num_warps", table.get("num_warps", 4)),
                         _num_stages(path, f"{where}.num_stages", table.get("num_stages", 3)),
-                        specialize, redirect_triton=redirect_triton)
+                        specialize, redirect_triton=redirect_triton,
+                        maxnreg=_maxnreg(path, f"{where}.maxnreg", table.get("maxnreg")))
         variants = table.get("variant") or [{}]
         if "constants" in table or "when" in table:
             # A kernel without [[kernel.variant]] may give its constants directly.
@@ -239,6 +253,7 @@ def load_manifest(path) -> Manifest:
                 _typed(path, f"{vwhere}.signature", variant.get("signature", kernel.signature),
                        str, "a string"),
                 _specialize(path, f"{vwhere}.specialize",
-                            variant.get("specialize", kernel.specialize))))
+                            variant.get("specialize", kernel.specialize)),
+                _maxnreg(path, f"{vwhere}.maxnreg", variant.get("maxnreg", kernel.maxnreg))))
         kernels.append(kernel)
     return Manifest(path.resolve(), name, list(targets), out_dir, kernels)

@@ -96,10 +96,10 @@ def _stream_handle(stream, runtime_args):
 
 
 def _load_function(kernel, context_key, signature, constants, num_warps, num_stages,
-                   tma=True):
+                   tma=True, maxnreg=None):
     driver = _driver()
     options = CompileOptions(num_warps=num_warps, num_stages=num_stages, target=_target(),
-                             tma=tma)
+                             tma=tma, maxnreg=maxnreg)
     # A ":1" parameter is folded into the code but still passed: the ABI stays fixed.
     key, cubin, metadata = _compiled(kernel, signature, constants, options)
     with _lock:
@@ -121,7 +121,8 @@ def _load_function(kernel, context_key, signature, constants, num_warps, num_sta
 STATIC_SHARED_LIMIT = 48 * 1024
 
 
-def launch_on_device(kernel, grid, runtime_args, constants, num_warps, num_stages, stream):
+def launch_on_device(kernel, grid, runtime_args, constants, num_warps, num_stages, stream,
+                     maxnreg=None):
     # Arguments first: a CPU tensor is a ValueError naming it, with or without a GPU.
     signature, values = specialize(kernel, runtime_args)
     driver = _driver()
@@ -129,11 +130,11 @@ def launch_on_device(kernel, grid, runtime_args, constants, num_warps, num_stage
     # The hot path: a launch seen before skips kir, hashing and the disk cache.
     fast_key = (kernel, context_key, signature,
                 tuple(sorted((k, repr(v)) for k, v in constants.items())), num_warps, num_stages,
-                kernel.debug)
+                kernel.debug, maxnreg)
     found = _launchable.get(fast_key)
     if found is None:
         found = _load_function(kernel, context_key, signature, constants, num_warps,
-                               num_stages)
+                               num_stages, maxnreg=maxnreg)
         _launchable[fast_key] = found
     function, metadata = found
     if 0 in grid:
@@ -149,7 +150,7 @@ def launch_on_device(kernel, grid, runtime_args, constants, num_warps, num_stage
             found = _launchable.get(fast_key)
             if found is None:
                 found = _load_function(kernel, context_key, signature, constants,
-                                       num_warps, num_stages, tma=False)
+                                       num_warps, num_stages, tma=False, maxnreg=maxnreg)
                 _launchable[fast_key] = found
             function, metadata = found
         else:
