@@ -122,3 +122,12 @@ def test_launch_options_maxnreg_and_num_ctas_as_triton_takes_them():
     with pytest.raises(ValueError, match="maxnreg must be an integer from 16 to 255"):
         add_kernel[(1,)](x, y, out, 256, BLOCK=256, maxnreg=1000)
 
+
+
+@pytest.mark.gpu
+def test_a_gpu_launch_with_maxnreg_runs_the_capped_build():
+    torch = pytest.importorskip("torch")
+    x, y = torch.arange(4096, device="cuda", dtype=torch.float32), torch.ones(4096, device="cuda")
+    out = torch.empty_like(x)
+    add_kernel[(4,)](x, y, out, 4096, BLOCK=1024, maxnreg=24)
+    assert torch.equal(out, x + 1)
