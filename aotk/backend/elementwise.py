@@ -13,6 +13,9 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from ..ir import types as T
+from ..semantic.elementwise import (DIRECTED_ROUNDINGS, LIBDEVICE_BIT_CASTS,
+                                    LIBDEVICE_CONVERSIONS, LIBDEVICE_ROUNDINGS,
+                                    ROUNDED_ARITHMETIC, operand_signature)
 from . import float8
 from .llvm_types import declare_function, inline_asm, llvm_type
 from .registry import value_lowering
@@ -30,7 +33,8 @@ def _float_symbols(stem: str) -> dict:
 
 
 # The math functions of aotk.semantic's MATH_FUNCTIONS (kir op ``math``): libdevice's
-# symbol for each operand type the row takes.
+# symbol for each signature the row takes (semantic.operand_signature of the operands);
+# LIBDEVICE_FUNCTIONS' rows follow.
 LIBDEVICE = {
     **{name: _float_symbols(name) for name in (
         "erf", "erfc", "erfinv", "tanh", "exp10", "log10", "log1p", "expm1", "sinh", "cosh",
@@ -61,6 +65,44 @@ LIBDEVICE = {
     "ffs": {"i32": "__nv_ffs", "i64": "__nv_ffsll"},
     "brev": {"i32": "__nv_brev", "i64": "__nv_brevll"},
 }
+
+
+def _rounded_arithmetic_symbols(name: str, mode: str) -> dict:
+    """libdevice's ``name`` (add ... fma) rounded in ``mode``: __nv_f<name>_<mode> (fp32),
+    __nv_d<name>_<mode> (fp64); fma is __nv_fmaf_<mode> / __nv_fma_<mode>."""
+    if name == "fma":
+        return {"fp32": f"__nv_fmaf_{mode}", "fp64": f"__nv_fma_{mode}"}
+    return {"fp32": f"__nv_f{name}_{mode}", "fp64": f"__nv_d{name}_{mode}"}
+
+
+# aotk.semantic's LIBDEVICE_FUNCTIONS, keyed like LIBDEVICE.
+LIBDEVICE.update({
+    **{f"{name}_{mode}": _rounded_arithmetic_symbols(name, mode)
+       for name in ROUNDED_ARITHMETIC for mode in DIRECTED_ROUNDINGS},
+    "fma_rn": _rounded_arithmetic_symbols("fma", "rn"),
+    **{f"{name}_{mode}": {operand: f"__nv_{name}_{mode}"}
+       for name, (operand, _) in LIBDEVICE_CONVERSIONS.items()
+       for mode in LIBDEVICE_ROUNDINGS},
+    "int2double_rn": {"i32": "__nv_int2double_rn"},
+    "uint2double_rn": {"u32": "__nv_uint2double_rn"},
+    **{name: {operand: f"__nv_{name}"} for name, (operand, _) in LIBDEVICE_BIT_CASTS.items()},
+    "hiloint2double": {"i32": "__nv_hiloint2double"},
+    **{name: _float_symbols(name) for name in (
+        "llrint", "llround", "ilogb", "logb", "j0", "j1", "y0", "y1", "cyl_bessel_i0",
+        "cyl_bessel_i1", "erfcx", "erfcinv", "normcdfinv", "rhypot", "norm3d", "rnorm3d",
+        "norm4d", "rnorm4d")},
+    "ldexp": {("fp32", "i32"): "__nv_ldexpf", ("fp64", "i32"): "__nv_ldexp"},
+    "scalbn": {("fp32", "i32"): "__nv_scalbnf", ("fp64", "i32"): "__nv_scalbn"},
+    "jn": {("i32", "fp32"): "__nv_jnf", ("i32", "fp64"): "__nv_jn"},
+    "yn": {("i32", "fp32"): "__nv_ynf", ("i32", "fp64"): "__nv_yn"},
+    "saturatef": {"fp32": "__nv_saturatef"},
+    "rcp64h": {"fp64": "__nv_rcp64h"},
+    "mul24": {"i32": "__nv_mul24", "u32": "__nv_umul24"},
+    "hadd": {"i32": "__nv_hadd", "u32": "__nv_uhadd"},
+    "rhadd": {"i32": "__nv_rhadd", "u32": "__nv_urhadd"},
+    "sad": {("i32", "i32", "u32"): "__nv_sad", "u32": "__nv_usad"},
+    "byte_perm": {"i32": "__nv_byte_perm"},
+})
 _INTRINSIC_MATH = {"sqrt": "llvm.sqrt", "floor": "llvm.floor", "ceil": "llvm.ceil",
                    "abs": "llvm.fabs", "min": "llvm.minnum", "max": "llvm.maxnum",
                    "fma": "llvm.fma"}
@@ -91,7 +133,8 @@ def _float_call(ctx, op, args, intrinsic=None):
 
 def _math(ctx, op, args):
     """A math function through libdevice, for the operand types aotk.semantic allows."""
-    name = LIBDEVICE[op.attrs["function"]][op.operands[0].element.short]
+    signature = operand_signature(operand.element for operand in op.operands)
+    name = LIBDEVICE[op.attrs["function"]][signature]
     result_type = llvm_type(op.result.element)
     function = declare_function(ctx.module, name, result_type, [a.type for a in args])
     return ctx.builder.call(function, args)

@@ -26,9 +26,9 @@ The op set, with operands and attributes:
   <unary>                     (x)                                     -> same type
       neg not(bitwise) abs exp exp2 log log2 sqrt rsqrt sin cos floor ceil
   fma                         (a, b, c)                               -> a*b+c, one rounding
-  math                        (x[, y])                function        -> same type: the math
-      function named (erf, ...: aotk.semantic's MATH_FUNCTIONS) on each element, fp32 or
-      fp64 operands only; the GPU calls libdevice
+  math                        (*operands) one shape   function        -> the math function
+      named (erf, add_rz, ...: aotk.semantic's ALL_MATH_FUNCTIONS, whose row gives the
+      operand and result types) on each element; the GPU calls libdevice
   select                      (cond:int1, a, b)                       -> a where cond else b
   cast                        (x)                     bitcast: bool   -> result type
   load                        (ptr, [mask], [other])  cache, eviction, volatile, has_mask, has_other

@@ -179,18 +179,21 @@ def _math_function(name: str, arity: int):
     if arity == 1:
         def fn(x):
             return semantic.math_function(name, x)
-    else:
+    elif arity == 2:
         def fn(x, y):
             return semantic.math_function(name, x, y)
+    else:   # libdevice's functions of 3 and 4 operands (fma_rz, norm3d, ...)
+        def fn(*operands):
+            return semantic.math_function(name, *operands)
     fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = f"Elementwise {name} (libdevice's)."
+    fn.__doc__ = f"Elementwise {name} (libdevice's), of {arity} operand{'s' * (arity > 1)}."
     return builtin(fn)
 
 
-# One builtin per row of aotk.semantic's MATH_FUNCTIONS: tl.math and tl.extra.libdevice take
-# theirs from here, and tl the ones Triton has at its top level.
+# One builtin per row of aotk.semantic's ALL_MATH_FUNCTIONS: tl.math and tl.extra.libdevice
+# take theirs from here, and tl the ones Triton has at its top level.
 MATH_BUILTINS = {name: _math_function(name, row.arity)
-                 for name, row in semantic.MATH_FUNCTIONS.items()}
+                 for name, row in semantic.ALL_MATH_FUNCTIONS.items()}
 div_rn, erf, sqrt_rn, umulhi = (MATH_BUILTINS[name] for name in ("div_rn", "erf", "sqrt_rn",
                                                                  "umulhi"))
 

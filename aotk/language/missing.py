@@ -20,22 +20,8 @@ NOT_PROVIDED = {
     "aotk.language.extra.cuda": (
         "convert_custom_float8_sm70",
         "convert_custom_float8_sm80", "gdc_launch_dependents", "gdc_wait"),
-    "aotk.language.extra.libdevice": (
-        "byte_perm", "mul24", "sad", "rcp64h", "saturatef", "fma_rn", "hiloint2double",
-        "double2loint", "double2hiint", "int_as_float", "float_as_int", "uint_as_float",
-        "float_as_uint", "longlong_as_double", "double_as_longlong", "hadd", "rhadd", "llrint",
-        "llround", "norm3d", "rnorm3d", "norm4d", "rnorm4d", "rhypot", "j0", "j1", "y0", "y1",
-        "yn", "jn", "cyl_bessel_i0", "cyl_bessel_i1", "erfcx", "erfcinv", "normcdfinv", "ldexp",
-        "scalbn", "ilogb", "logb", "int2double_rn", "uint2double_rn",
-        # libdevice's directed-rounding families: NAME_rz, NAME_rd, NAME_ru (and _rn where
-        # aotk has no round-to-nearest version either)
-        *(f"{name}_{mode}" for name in ("fma", "div", "rcp", "sqrt", "add", "mul", "sub")
-          for mode in ("rz", "rd", "ru")),
-        *(f"{name}_{mode}" for name in (
-            "double2float", "double2int", "double2uint", "float2int", "float2uint",
-            "int2float", "uint2float", "float2ll", "float2ull", "double2ll", "double2ull",
-            "ll2float", "ull2float", "ll2double", "ull2double")
-          for mode in ("rn", "rz", "rd", "ru"))),
+    # every libdevice function Triton names is provided (aotk.semantic's math tables)
+    "aotk.language.extra.libdevice": (),
 }
 
 

@@ -254,25 +254,54 @@ def unary_math(opcode, x) -> tensor:
 
 @dataclass(frozen=True)
 class MathFunction:
-    """A row of MATH_FUNCTIONS: how many operands, the (promoted) operand types it takes, by
-    short name, and its result type (None: the operands' type)."""
+    """A row of MATH_FUNCTIONS / LIBDEVICE_FUNCTIONS.
+
+    ``arity``: how many operands. ``operands``: the signatures it takes, by short type names:
+    ``"fp32"`` for operands promoted together to that one type, ``("fp32", "i32")`` for
+    operands that each keep their own type (one name per operand). ``result``: the result
+    type: None for the operands' one type, a short name for every signature, or a dict from
+    signature to short name."""
     arity: int
     operands: tuple = ("fp32", "fp64")
-    result: str | None = None
+    result: str | dict | None = None
+
+    def __post_init__(self):
+        for signature in self.operands:
+            names = signature if isinstance(signature, tuple) else (signature,)
+            if len(names) not in (1, self.arity) or \
+                    (len(names) > 1 and not isinstance(self.result, dict)):
+                raise ValueError(f"bad math-function signature {signature!r} for {self}")
+
+    def result_type(self, signature: str) -> str:
+        """The short name of the result type for operands of ``signature``."""
+        if isinstance(self.result, dict):
+            return self.result[signature]
+        return self.result or signature
+
+
+def operand_signature(elements):
+    """The signature (a key of MathFunction.operands) of operands of these element types: one
+    short name when they are all of one type, else a tuple of one per operand."""
+    names = tuple(element.short for element in elements)
+    return names[0] if len(set(names)) == 1 else names
 
 
 _F32 = ("fp32",)
 _F64 = ("fp64",)
 _INTS = ("i32", "u32", "i64", "u64")
 _INTS_SIGNED_OR_NOT = ("i32", "i64")
+_INT32_SIGNED_OR_NOT = ("i32", "u32")
 
 
 # Math functions evaluated elementwise (kir op ``math``, ``function`` = the row's name): the
 # functions of Triton's tl.math and libdevice that are no core kir op. Their operand types
 # are Triton's (libdevice has no 16-bit versions: cast with .to(tl.float32)). A new function
-# is one row here, one in aotk.interpreter.elementwise.MATH and one in
-# aotk.backend.elementwise.LIBDEVICE; the builtins of aotk.language, tl.math and
-# tl.extra.libdevice come from this table.
+# is one row here or in LIBDEVICE_FUNCTIONS below, one in aotk.interpreter.elementwise.MATH
+# and one in aotk.backend.elementwise.LIBDEVICE; the builtins of aotk.language, tl.math and
+# tl.extra.libdevice come from these tables (ALL_MATH_FUNCTIONS). This one holds tl.math's
+# functions and libdevice's classic math library (one or two operands of one type, a result
+# of that type or i32), each run by tests/kernels/libdevice.py as a shared interpreter /
+# ptxas / GPU case; LIBDEVICE_FUNCTIONS holds libdevice's own (tests/test_libdevice.py).
 MATH_FUNCTIONS = {
     # fp32 / fp64 -> the same type
     **{name: MathFunction(1) for name in (
@@ -301,21 +330,123 @@ MATH_FUNCTIONS = {
     "brev": MathFunction(1, _INTS_SIGNED_OR_NOT),
 }
 
+# libdevice's directed roundings: towards zero, down (towards -inf) and up (towards +inf);
+# its conversions also come rounded to nearest even (rn).
+DIRECTED_ROUNDINGS = ("rz", "rd", "ru")
+LIBDEVICE_ROUNDINGS = ("rn",) + DIRECTED_ROUNDINGS
+
+# libdevice's conversions, each in every rounding: name -> (operand, result). The unsigned
+# results are declared as signed integers of their width, as Triton declares them (the bits
+# are the unsigned value's).
+LIBDEVICE_CONVERSIONS = {
+    "double2float": ("fp64", "fp32"), "double2int": ("fp64", "i32"),
+    "double2uint": ("fp64", "i32"), "float2int": ("fp32", "i32"),
+    "float2uint": ("fp32", "i32"), "int2float": ("i32", "fp32"), "uint2float": ("u32", "fp32"),
+    "float2ll": ("fp32", "i64"), "float2ull": ("fp32", "i64"), "double2ll": ("fp64", "i64"),
+    "double2ull": ("fp64", "i64"), "ll2float": ("i64", "fp32"), "ull2float": ("u64", "fp32"),
+    "ll2double": ("i64", "fp64"), "ull2double": ("u64", "fp64"),
+}
+
+# The same bits read as another type (the "uint" results as Triton declares them).
+LIBDEVICE_BIT_CASTS = {
+    "int_as_float": ("i32", "fp32"), "float_as_int": ("fp32", "i32"),
+    "uint_as_float": ("u32", "fp32"), "float_as_uint": ("fp32", "i32"),
+    "longlong_as_double": ("i64", "fp64"), "double_as_longlong": ("fp64", "i64"),
+    "double2loint": ("fp64", "i32"), "double2hiint": ("fp64", "i32"),   # low / high word
+}
+
+# The arithmetic libdevice rounds in a chosen direction, by operand count.
+ROUNDED_ARITHMETIC = {"add": 2, "sub": 2, "mul": 2, "div": 2, "rcp": 1, "sqrt": 1, "fma": 3}
+
+# The rest of tl.extra.libdevice (no tl.math name), with the typing of Triton's libdevice
+# module: directed rounding, conversions, bit casts, integer helpers and special functions.
+# Rows whose operands keep their own types (ldexp's exponent, jn's order, sad's third
+# operand) list one type per operand.
+LIBDEVICE_FUNCTIONS = {
+    **{f"{name}_{mode}": MathFunction(arity) for name, arity in ROUNDED_ARITHMETIC.items()
+       for mode in DIRECTED_ROUNDINGS},
+    "fma_rn": MathFunction(3),
+    **{f"{name}_{mode}": MathFunction(1, (operand,), result)
+       for name, (operand, result) in LIBDEVICE_CONVERSIONS.items()
+       for mode in LIBDEVICE_ROUNDINGS},
+    "int2double_rn": MathFunction(1, ("i32",), "fp64"),      # exact: the other modes agree
+    "uint2double_rn": MathFunction(1, ("u32",), "fp64"),
+    **{name: MathFunction(1, (operand,), result)
+       for name, (operand, result) in LIBDEVICE_BIT_CASTS.items()},
+    "hiloint2double": MathFunction(2, ("i32",), "fp64"),     # (high word, low word)
+    # to integers: rounded to nearest even / half away from zero; the binary exponent
+    "llrint": MathFunction(1, result="i64"), "llround": MathFunction(1, result="i64"),
+    "ilogb": MathFunction(1, result="i32"), "logb": MathFunction(1),
+    # x * 2**n
+    **{name: MathFunction(2, (("fp32", "i32"), ("fp64", "i32")),
+                          {("fp32", "i32"): "fp32", ("fp64", "i32"): "fp64"})
+       for name in ("ldexp", "scalbn")},
+    "saturatef": MathFunction(1, _F32),      # clamped to [0, 1], NaN to 0
+    "rcp64h": MathFunction(1, _F64),         # a coarse reciprocal from the high word
+    # integers of 32 bits: the product of the low 24 bits, the halved sum (rounded down /
+    # up), |x - y| + z, and bytes picked from two words
+    **{name: MathFunction(2, _INT32_SIGNED_OR_NOT) for name in ("mul24", "hadd", "rhadd")},
+    "sad": MathFunction(3, (("i32", "i32", "u32"), "u32"),
+                        {("i32", "i32", "u32"): "i32", "u32": "u32"}),
+    "byte_perm": MathFunction(3, ("i32",)),
+    # special functions, fp32 / fp64 -> the same type
+    **{name: MathFunction(1) for name in (
+        "j0", "j1", "y0", "y1", "cyl_bessel_i0", "cyl_bessel_i1", "erfcx", "erfcinv",
+        "normcdfinv")},
+    **{name: MathFunction(2, (("i32", "fp32"), ("i32", "fp64")),
+                          {("i32", "fp32"): "fp32", ("i32", "fp64"): "fp64"})
+       for name in ("jn", "yn")},   # (order, x)
+    "rhypot": MathFunction(2),
+    "norm3d": MathFunction(3), "rnorm3d": MathFunction(3),
+    "norm4d": MathFunction(4), "rnorm4d": MathFunction(4),
+}
+
+# Every function of the kir op ``math``.
+ALL_MATH_FUNCTIONS = {**MATH_FUNCTIONS, **LIBDEVICE_FUNCTIONS}
+
 
 def math_function(name, *operands) -> tensor:
-    row = MATH_FUNCTIONS[name]
+    """``tl.<name>(*operands)`` of ALL_MATH_FUNCTIONS: the operands typed by the row's
+    signatures (each in its own type where a signature lists one type per operand, else
+    promoted together) and broadcast; out: the kir ``math`` op's result."""
+    row = ALL_MATH_FUNCTIONS[name]
     if len(operands) != row.arity:
         raise TypeError(f"tl.{name} takes {row.arity} operand{'s' if row.arity > 1 else ''}, "
                         f"got {len(operands)}")
+    values = _signature_operands(name, row, operands)
+    signature = operand_signature(v.dtype for v in values)
+    result = T.DTYPE_BY_SHORT[row.result_type(signature)]
+    return emit("math", values, values[0].type.with_element(result), function=name)
+
+
+def _signature_operands(name, row: MathFunction, operands) -> list:
+    """The operands as one of ``row``'s signatures takes them, broadcast to one shape."""
+    own_types = [v.dtype if isinstance(v, tensor) else literal_type(v) for v in operands]
+    if operand_signature(own_types) in row.operands and \
+            any(isinstance(signature, tuple) for signature in row.operands):
+        return _broadcast_together([to_tensor(v) for v in operands])
     values = _common_operands(*operands) if row.arity > 1 else [to_tensor(operands[0])]
     dtype = values[0].dtype
-    if dtype.short not in row.operands:
+    if dtype.short in row.operands:
+        return values
+    if not any(isinstance(signature, tuple) for signature in row.operands):
         kinds = " or ".join(row.operands)
-        fix = "cast with .to(tl.float32)" if row.operands[0].startswith("fp") else \
-            "cast with .to(tl.int32)"
+        fix = f"cast with .to(tl.{T.DTYPE_BY_SHORT[row.operands[0]].name})"
         raise TypeError(f"tl.{name} needs {kinds} operands, got {dtype}; {fix}")
-    result = T.DTYPE_BY_SHORT[row.result] if row.result else dtype
-    return emit("math", values, values[0].type.with_element(result), function=name)
+    accepted = " or ".join(
+        "(" + ", ".join(signature if isinstance(signature, tuple) else [signature] * row.arity)
+        + ")" for signature in row.operands)
+    given = ", ".join(map(str, own_types))
+    raise TypeError(f"tl.{name} takes operands of types {accepted}, got ({given}); cast them "
+                    "with .to()")
+
+
+def _broadcast_together(values: list) -> list:
+    """The tensors ``values`` broadcast to their common shape."""
+    shape = ()
+    for v in values:
+        shape = broadcast_shapes(shape, v.type.shape)
+    return [broadcast_to_shape(v, shape) for v in values]
 
 
 def _common_operands(*values):
@@ -329,11 +460,8 @@ def _common_operands(*values):
     for v in values:
         if not isinstance(v, tensor):
             dtype = promote_with_literal(dtype, v)
-    out = [cast(to_tensor(v) if isinstance(v, tensor) else constant(v, dtype), dtype) for v in values]
-    shape = ()
-    for v in out:
-        shape = broadcast_shapes(shape, v.type.shape)
-    return [broadcast_to_shape(v, shape) for v in out]
+    return _broadcast_together([cast(to_tensor(v) if isinstance(v, tensor) else constant(v, dtype),
+                                     dtype) for v in values])
 
 
 def fma(x, y, z) -> tensor:

@@ -1,6 +1,8 @@
-"""``tl.extra.libdevice``: NVIDIA's libdevice functions by Triton's names. The rows of
-aotk.semantic's MATH_FUNCTIONS, and the core math builtins libdevice also names; any other
-name Triton has here is one clear error (``aotk.language.missing``)."""
+"""``tl.extra.libdevice``: NVIDIA's libdevice functions by Triton's names: the rows of
+aotk.semantic's ALL_MATH_FUNCTIONS (tl.math's functions and libdevice's own: directed
+rounding, conversions, bit casts, integer helpers, special functions), and the core math
+builtins libdevice also names. Every name Triton's libdevice module has is here; a name it
+lacks is an AttributeError (``aotk.language.missing``)."""
 from ..functions import (MATH_BUILTINS, abs, ceil, cos, exp, exp2, floor, fma, log, log2, rsqrt,
                          sin, sqrt)
 from ..missing import module_getattr
