@@ -67,3 +67,18 @@ def test_a_sum_of_booleans_in_one_bit_wraps_as_on_the_gpu(out_dtype, expected):
     out = np.zeros(1, np.int32)
     _sum_of_bools[(1,)](out, tl.int1, out_dtype)
     assert out[0] == expected
+
+
+@aotk.jit
+def _bool_arithmetic(out_ptr):
+    ones = tl.full((4,), 1, dtype=tl.int1)
+    zeros = tl.full((4,), 0, dtype=tl.int1)
+    tl.store(out_ptr + tl.arange(0, 4), (ones + ones).to(tl.int32))
+    tl.store(out_ptr + 4 + tl.arange(0, 4), (zeros - ones).to(tl.int32))
+    tl.store(out_ptr + 8 + tl.arange(0, 4), (ones * ones).to(tl.int32))
+
+
+def test_boolean_add_and_sub_wrap_in_one_bit_as_on_the_gpu():
+    out = np.full(12, -1, np.int32)
+    _bool_arithmetic[(1,)](out)
+    np.testing.assert_array_equal(out, [0] * 4 + [1] * 4 + [1] * 4)

@@ -773,9 +773,19 @@ def _math(ctx, op, *operands):
     return MATH[op.attrs["function"]](*operands)
 
 
+def _one_bit_or(arithmetic):
+    """``arithmetic`` on numbers; on booleans the 1-bit wrapping add / sub of the GPU's i1
+    (a xor), where numpy's bool + would be an or and its bool - an error."""
+    def rule(ctx, op, a, b):
+        if a.dtype == np.bool_:
+            return a ^ b
+        return arithmetic(a, b)
+    return rule
+
+
 register_op_rules({
-    "add": lambda ctx, op, a, b: a + b,
-    "sub": lambda ctx, op, a, b: a - b,
+    "add": _one_bit_or(np.add),
+    "sub": _one_bit_or(np.subtract),
     "mul": lambda ctx, op, a, b: a * b,
     "fdiv": lambda ctx, op, a, b: a / b,
     "idiv": _c_divide, "irem": _c_divide,
