@@ -399,3 +399,57 @@ def test_tl_dtype_of_a_name_is_that_type_as_in_triton(name):
     out = np.zeros(4, np.int32)
     _zeros_of[(1,)](out, dtype)
     np.testing.assert_array_equal(out, [1, 1, 1, 1])
+
+
+@aotk.jit
+def _through_addresses(addresses_ptr, out_ptr, N: tl.constexpr):
+    offsets = tl.arange(0, N)
+    pointers = tl.load(addresses_ptr + offsets).to(tl.pi32_t)   # int64 -> int32 pointers
+    tl.store(out_ptr + offsets, tl.load(pointers))
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90"])
+def test_pi32_t_is_tritons_int32_pointer_and_ints_cast_to_it(target):
+    assert tl.pi32_t == tl.pointer_type(tl.int32)
+    compiled = aotk.compile(_through_addresses, "*i64, *i32", {"N": 64}, target=target)
+    assert ".entry _through_addresses" in compiled.ptx
+
+
+@aotk.jit
+def _address_round_trip(x_ptr, out_ptr, flags_ptr, N: tl.constexpr):
+    offsets = tl.arange(0, N)
+    addresses = (x_ptr + offsets).to(tl.int64)           # pointer -> its address
+    pointers = addresses.to(tl.pointer_type(tl.float32))  # address -> pointer
+    tl.store(out_ptr + offsets, tl.load(pointers) * 2)
+    tl.store(flags_ptr + offsets, (x_ptr + offsets).to(tl.int1).to(tl.int32))
+
+
+def test_addresses_and_integers_cast_both_ways_as_in_triton():
+    x = np.arange(8, dtype=np.float32)
+    out, flags = np.zeros(8, np.float32), np.zeros(8, np.int32)
+    _address_round_trip[(1,)](x, out, flags, N=8)
+    np.testing.assert_array_equal(out, 2 * x)
+    np.testing.assert_array_equal(flags, np.ones(8))
+    for target in ("sm_80", "sm_90"):
+        assert ".entry _address_round_trip" in aotk.compile(
+            _address_round_trip, "*fp32, *fp32, *i32", {"N": 8}, target=target).ptx
+
+
+@aotk.jit
+def _pick_source(cond_ptr, a_ptr, b_ptr, out_ptr, N: tl.constexpr, BLOCKWISE: tl.constexpr):
+    offsets = tl.arange(0, N)
+    if BLOCKWISE:
+        pointers = tl.where(tl.load(cond_ptr + offsets) != 0, a_ptr + offsets, b_ptr + offsets)
+        tl.store(out_ptr + offsets, tl.load(pointers))
+    else:
+        base = tl.where(tl.load(cond_ptr) != 0, a_ptr, b_ptr)
+        tl.store(out_ptr + offsets, tl.load(base + offsets))
+
+
+@pytest.mark.parametrize("blockwise", [False, True])
+def test_where_chooses_between_pointers_as_in_triton(blockwise):
+    cond = np.array([1, 0, 0, 1, 1, 0, 1, 0], np.int32)
+    a, b = np.arange(8, dtype=np.float32), -np.arange(8, dtype=np.float32)
+    out = np.zeros(8, np.float32)
+    _pick_source[(1,)](cond, a, b, out, N=8, BLOCKWISE=blockwise)
+    np.testing.assert_array_equal(out, np.where(cond != 0, a, b) if blockwise else a)

@@ -473,7 +473,14 @@ def fma(x, y, z) -> tensor:
 
 def where(condition, x, y) -> tensor:
     condition = cast(to_tensor(condition), T.int1)
-    if isinstance(x, tensor) or isinstance(y, tensor):
+    if any(isinstance(v, tensor) and v.dtype.is_ptr() for v in (x, y)):
+        # Pointers are chosen between, not promoted: both must point to one type (Triton's)
+        x, y = to_tensor(x), to_tensor(y)
+        if x.dtype != y.dtype:
+            raise TypeError(f"invalid operands of type {x.dtype} and {y.dtype} to tl.where: "
+                            "pointers must have the same type")
+        x, y = _broadcast_together([x, y])
+    elif isinstance(x, tensor) or isinstance(y, tensor):
         x, y = _common_operands(x, y)
     else:
         dtype = promote_dtypes(literal_type(x), literal_type(y))
@@ -500,6 +507,25 @@ def clamp(x, lo, hi, propagate_nan=None) -> tensor:
 # ---------------------------------------------------------------------------------------
 
 ROUNDING_MODES = ("rtne", "rtz")
+
+
+def _pointer_integer_cast(x: tensor, dtype) -> tensor:
+    """Triton's casts between addresses and integers: an integer becomes the address it holds
+    (zero-extended to 64 bits, as LLVM's inttoptr); an address becomes an int64 / uint64
+    (its value) or an int1 (whether it is not null)."""
+    if dtype.is_ptr():
+        if not x.dtype.is_int():
+            raise TypeError(f"cannot cast {x.dtype} to {dtype}: only integers become addresses")
+        if x.dtype.bits < 64:
+            unsigned = T.DTYPE_BY_NAME[f"uint{max(8, x.dtype.bits)}"]
+            x = cast(cast(x, unsigned, bitcast=x.dtype.bits >= 8), T.uint64)
+        return emit("cast", [x], x.type.with_element(dtype), bitcast=True)
+    if dtype.is_bool():
+        return compare("ne", _pointer_integer_cast(x, T.int64), 0)
+    if not dtype.is_int() or dtype.bits != 64:
+        raise TypeError(f"cannot cast {x.dtype} to {dtype}: an address becomes a 64-bit "
+                        "integer (or int1)")
+    return emit("cast", [x], x.type.with_element(dtype), bitcast=True)
 
 
 def cast(x, dtype, bitcast: bool = False, fp_downcast_rounding=None) -> tensor:
@@ -530,7 +556,7 @@ def cast(x, dtype, bitcast: bool = False, fp_downcast_rounding=None) -> tensor:
                             f"({dtype.bits} bits): widths differ")
         return emit("cast", [x], x.type.with_element(dtype), bitcast=True)
     if x.dtype.is_ptr() != dtype.is_ptr():
-        raise TypeError(f"cannot cast {x.dtype} to {dtype}")
+        return _pointer_integer_cast(x, dtype)
     if rounding == "rtz":   # the default, rtne, is what every narrowing cast does unmarked
         return emit("cast", [x], x.type.with_element(dtype), rounding="rtz")
     # Pointer to pointer keeps the address: only what a load reads through it changes.
