@@ -108,7 +108,7 @@ def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target
                                                                    constants or {}), kernel.name)
     constants = {**(constants or {}), **dict(signature.descriptors)}
     function = kernel.kir(signature, constants=constants, debug=options.debug,
-                          num_warps=num_warps)
+                          num_warps=num_warps, target=target)
     wgmma = target_has_wgmma(target)
     # Passes below may rewrite the kir; the memoized function stays as generated.
     function = copy.deepcopy(function)

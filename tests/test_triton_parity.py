@@ -453,3 +453,24 @@ def test_where_chooses_between_pointers_as_in_triton(blockwise):
     out = np.zeros(8, np.float32)
     _pick_source[(1,)](cond, a, b, out, N=8, BLOCKWISE=blockwise)
     np.testing.assert_array_equal(out, np.where(cond != 0, a, b) if blockwise else a)
+
+
+@aotk.jit
+def _by_target(out_ptr):
+    if tl.target_info.cuda_capability_geq(9, 0):
+        tl.store(out_ptr, 90)
+    elif tl.target_info.is_cuda():
+        tl.store(out_ptr, 80)
+    else:
+        tl.store(out_ptr, 0)
+
+
+def test_target_info_answers_for_the_target_compiled_for_as_in_triton():
+    """The interpreter has no target (Triton's neither): is_cuda() is False there."""
+    out = np.full(1, -1, np.int32)
+    _by_target[(1,)](out)
+    assert out[0] == 0
+    assert not tl.target_info.is_hip()
+    for target, value in [("sm_80", 80), ("sm_90", 90)]:
+        listing = str(aotk.compile(_by_target, "*i32", {}, target=target).asm["kir"])
+        assert f"constant [value={value}]" in listing and listing.count("store") == 1

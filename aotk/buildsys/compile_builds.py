@@ -60,8 +60,11 @@ def compile_builds(plans, targets, jobs=None, verbose=False, progress=None) -> d
     results, pending = {}, []
     for plan in plans:
         for build in plan.builds:
+            # The kir for the lowest target stands for all of them: the targets are in the key,
+            # and a kernel that asks tl.target_info differs only as they do.
             kir_text = str(plan.function.kir(build.signature, constants=build.constants,
-                                             num_warps=build.variant.num_warps))
+                                             num_warps=build.variant.num_warps,
+                                             target=min(targets)))
             options = CompileOptions(num_warps=build.variant.num_warps,
                                      num_stages=build.variant.num_stages,
                                      maxnreg=build.variant.maxnreg)

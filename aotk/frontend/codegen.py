@@ -719,15 +719,18 @@ def _inliner(function: kir.Function, builder: kir.Builder):
 
 
 def generate_kir(jit_function, param_types: dict, hints: dict, constants: dict,
-                 debug: bool = False, num_warps: int | None = None) -> kir.Function:
+                 debug: bool = False, num_warps: int | None = None,
+                 target: str | None = None) -> kir.Function:
     """Builds the kir of ``jit_function`` specialized on types, hints and constexpr values;
     ``debug`` keeps device asserts; ``num_warps`` (when known) is what
-    ``tl.extra.cuda.num_warps()`` returns."""
+    ``tl.extra.cuda.num_warps()`` returns; ``target`` (None on the interpreter) is what
+    ``tl.target_info`` reports."""
     function = kir.Function(jit_function.name, [], constants=dict(constants),
                             filename=jit_function.source_info.filename, debug=debug)
     builder = kir.Builder(function)
     scope = {}
-    with semantic.building(builder, _inliner(function, builder), num_warps=num_warps):
+    with semantic.building(builder, _inliner(function, builder), num_warps=num_warps,
+                           target=target):
         def runtime_param(name):
             value = kir.Value(BlockType(param_types[name]), hint_name=name)
             function.params.append(kir.Param(name, value, hints.get(name)))

@@ -28,10 +28,11 @@ class KernelFunction(KernelSource):
         return os.environ.get("AOTK_DEBUG", "").lower() in ("1", "true", "yes", "on")
 
     def kir(self, signature, hints: dict | None = None, constants: dict | None = None,
-            debug: bool | None = None, num_warps: int | None = None):
+            debug: bool | None = None, num_warps: int | None = None,
+            target: str | None = None):
         """The kir specialized on a ``Signature`` (or {param: type} with ``hints``), the
         constexpr values, the debug flag and the number of warps it will run with, for
-        ``tl.extra.cuda.num_warps()`` (memoized)."""
+        ``tl.extra.cuda.num_warps()``, and the target, for ``tl.target_info`` (memoized)."""
         debug = self.debug if debug is None else bool(debug)
         constants = dict(constants or {})
         for name in self.constexpr_names:
@@ -49,8 +50,9 @@ class KernelFunction(KernelSource):
             names = runtime_parameter_names(self.runtime_names, constants)
             signature = Signature.from_types(signature, hints, names)
         key = (signature.cache_key,
-               tuple(sorted((k, repr(v)) for k, v in constants.items())), debug, num_warps)
+               tuple(sorted((k, repr(v)) for k, v in constants.items())), debug, num_warps,
+               target)
         if key not in self._kir_cache:
             self._kir_cache[key] = generate_kir(self, signature.types, signature.hints,
-                                                constants, debug, num_warps)
+                                                constants, debug, num_warps, target)
         return self._kir_cache[key]

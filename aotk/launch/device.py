@@ -71,7 +71,8 @@ def _target() -> str:
 
 
 def _compiled(kernel, signature, constants, options):
-    function = kernel.kir(signature, constants=constants, num_warps=options.num_warps)
+    function = kernel.kir(signature, constants=constants, num_warps=options.num_warps,
+                          target=options.target)
     key = cache.cache_key(str(function), options.cache_key(), cache.versions())
     hit = cache.load(key)
     if hit is None:

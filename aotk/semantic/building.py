@@ -17,19 +17,28 @@ _state = threading.local()
 
 
 @contextlib.contextmanager
-def building(builder: Builder, inline=None, num_warps: int | None = None):
+def building(builder: Builder, inline=None, num_warps: int | None = None,
+             target: str | None = None):
     """Makes ``builder`` the target of every rule while a kernel body is generated.
 
     ``inline(fn, args)`` is the frontend's hook for rules that take an ``@aotk.jit`` function
     (a reduce/scan combine): it inlines ``fn`` on ``args`` at the builder's insertion point
-    and returns what ``fn`` returns. ``num_warps``: the launch's, when the caller knows it."""
+    and returns what ``fn`` returns. ``num_warps``: the launch's, when the caller knows it;
+    ``target``: the GPU target compiled for (None on the interpreter)."""
     previous = (getattr(_state, "builder", None), getattr(_state, "inline", None),
-                getattr(_state, "num_warps", None))
-    _state.builder, _state.inline, _state.num_warps = builder, inline, num_warps
+                getattr(_state, "num_warps", None), getattr(_state, "target", None))
+    _state.builder, _state.inline, _state.num_warps, _state.target = \
+        builder, inline, num_warps, target
     try:
         yield builder
     finally:
-        _state.builder, _state.inline, _state.num_warps = previous
+        _state.builder, _state.inline, _state.num_warps, _state.target = previous
+
+
+def compile_target() -> str | None:
+    """The target ("sm_90"...) the kernel being generated is compiled for; None when it
+    runs on the interpreter."""
+    return getattr(_state, "target", None)
 
 
 def launch_num_warps() -> int:
