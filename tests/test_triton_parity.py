@@ -474,3 +474,10 @@ def test_target_info_answers_for_the_target_compiled_for_as_in_triton():
     for target, value in [("sm_80", 80), ("sm_90", 90)]:
         listing = str(aotk.compile(_by_target, "*i32", {}, target=target).asm["kir"])
         assert f"constant [value={value}]" in listing and listing.count("store") == 1
+
+
+def test_block_type_and_void_are_tritons_names():
+    block = tl.block_type(tl.float32, [16, 8])
+    assert block.element_ty == tl.float32 and block.get_block_shapes() == (16, 8)
+    assert block == T.BlockType(tl.float32, (16, 8))
+    assert str(tl.void) == "void" and not tl.void.is_int() and not tl.void.is_floating()

@@ -183,6 +183,9 @@ float8e4nv = DType("float8e4nv", "fp8e4nv", "float", 8)
 float8e5 = DType("float8e5", "fp8e5", "float", 8)
 FLOAT8_FORMATS = dict(FORMATS)
 
+# The type of nothing (Triton's tl.void): no value has it; it is not among ALL_DTYPES.
+void = DType("void", "void", "void", 0)
+
 ALL_DTYPES = (int1, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
               float16, bfloat16, float32, float64, float8e4nv, float8e5)
 DTYPE_BY_SHORT = {t.short: t for t in ALL_DTYPES}
@@ -230,6 +233,21 @@ class BlockType:
 
     def is_block(self) -> bool:
         return self.shape != ()
+
+    def __post_init__(self):
+        object.__setattr__(self, "shape", tuple(int(s) for s in self.shape))
+
+    @property
+    def element_ty(self):
+        """Triton's name of the element type (``tl.block_type(tl.float32, [16]).element_ty``)."""
+        return self.element
+
+    @property
+    def scalar(self):
+        return self.element
+
+    def get_block_shapes(self) -> tuple:
+        return self.shape
 
     def with_shape(self, shape) -> "BlockType":
         return BlockType(self.element, tuple(shape))

@@ -15,7 +15,7 @@ NOT_PROVIDED = {
         "float8e4b15", "float8e4b8",
         "float8e5b16",
         "slice",
-        "void", "block_type", "tuple"),
+        "tuple"),
     "aotk.language.standard": (),
     "aotk.language.extra.cuda": (
         "convert_custom_float8_sm70",
