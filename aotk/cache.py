@@ -5,14 +5,24 @@ callees), the options, the target, the versions of aotk, LLVM and ptxas, and a d
 the compiler's own source (a changed pass must not be answered by a stale binary under an
 unchanged version number). Entries are written to a temporary file and renamed, so an
 interrupted process never leaves a torn one.
+
+Integrity: an entry is the binary and its metadata, which records the binary's size and
+sha256 (``entry_digest``). A read checks both; an entry that does not match (a binary
+damaged or replaced on disk, metadata that does not parse) is removed with a one-line
+warning and reported missing, so that it is rebuilt, never linked (as ccache and Bazel's
+disk cache check what they read). ``verify_all`` and ``clean`` are ``aotk cache verify`` /
+``aotk cache clean``.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
 import os
 import pathlib
+import shutil
+import sys
 import tempfile
 
 from .version import __version__
@@ -46,17 +56,74 @@ def cache_key(kir_text: str, options: dict, versions: dict) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
-def load(key: str, kind: str = "cubin"):
-    """(binary bytes, metadata dict) or None; ``kind`` is the binary's extension."""
-    base = os.path.join(cache_dir(), key[:2], key)
+class CacheError(Exception):
+    """A cache folder that cannot be used: the message names it."""
+
+
+def check_cache_dir() -> str:
+    """The cache folder, created if need be; CacheError if it cannot be used."""
+    folder = cache_dir()
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise CacheError(f"the cache folder {folder} (AOTK_CACHE_DIR or ~/.cache/aotk) is not "
+                         "a folder")
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as exc:
+        raise CacheError(f"the cache folder {folder} cannot be created: {exc.strerror}") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise CacheError(f"the cache folder {folder} is not writable")
+    return folder
+
+
+def entry_digest(binary: bytes) -> dict:
+    """What an entry's metadata records of its binary."""
+    return {"size": len(binary), "sha256": hashlib.sha256(binary).hexdigest()}
+
+
+def _warn(message: str):
+    print(f"aotk: warning: {message}", file=sys.stderr)
+
+
+def _check_entry(base: str, kind: str):
+    """(binary, metadata) of a sound entry; (None, why) of a damaged one; None if absent."""
     try:
         with open(f"{base}.{kind}", "rb") as f:
-            cubin = f.read()
-        with open(base + ".json") as f:
-            metadata = json.load(f)
-    except (OSError, ValueError):
+            binary = f.read()
+        with open(base + ".json", "rb") as f:
+            text = f.read()
+    except FileNotFoundError:
         return None
-    return cubin, metadata
+    except OSError as exc:
+        return None, f"cannot be read ({exc.strerror})"
+    try:
+        metadata = json.loads(text)
+    except ValueError:
+        return None, "its metadata does not parse"
+    if not isinstance(metadata, dict) or metadata.get("entry") != entry_digest(binary):
+        return None, "its content does not match its recorded size and sha256"
+    return binary, metadata
+
+
+def _remove_entry(base: str, kind: str):
+    for path in (f"{base}.{kind}", base + ".json"):
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+
+def load(key: str, kind: str = "cubin"):
+    """(binary bytes, metadata dict) or None; ``kind`` is the binary's extension. A damaged
+    entry is removed, with a warning, and reads as missing."""
+    base = os.path.join(cache_dir(), key[:2], key)
+    found = _check_entry(base, kind)
+    if found is None:
+        return None
+    binary, metadata = found
+    if binary is None:
+        _warn(f"cache entry {key[:16]} ({kind}): {metadata}; removed, it will be rebuilt")
+        _remove_entry(base, kind)
+        return None
+    del metadata["entry"]
+    return binary, metadata
 
 
 def _atomic_write(path: str, data: bytes):
@@ -77,4 +144,57 @@ def store(key: str, binary: bytes, metadata: dict, kind: str = "cubin"):
     base = os.path.join(cache_dir(), key[:2], key)
     # Metadata last: a reader that finds it also finds the complete binary.
     _atomic_write(f"{base}.{kind}", binary)
-    _atomic_write(base + ".json", json.dumps(metadata, sort_keys=True).encode())
+    recorded = {**metadata, "entry": entry_digest(binary)}
+    _atomic_write(base + ".json", json.dumps(recorded, sort_keys=True).encode())
+
+
+def _entries(folder: str):
+    """(base path, binary kind) of every entry in the cache folder."""
+    for directory, _, names in os.walk(folder):
+        for name in sorted(names):
+            stem, _, extension = name.rpartition(".")
+            if extension in ("cubin", "fatbin") and not name.startswith(".tmp-"):
+                yield os.path.join(directory, stem), extension
+
+
+def verify_all() -> tuple:
+    """(entries checked, [(entry, why) removed]): every entry read back and checked; damaged
+    ones, metadata without a binary and leftover temporary files are removed."""
+    folder = cache_dir()
+    checked, removed = 0, []
+    if not os.path.isdir(folder):
+        return checked, removed
+    for base, kind in list(_entries(folder)):
+        checked += 1
+        found = _check_entry(base, kind)
+        if found is None or found[0] is None:
+            why = "its metadata is missing" if found is None else found[1]
+            _remove_entry(base, kind)
+            removed.append((os.path.relpath(base, folder), why))
+    for directory, _, names in os.walk(folder):
+        for name in names:
+            path = os.path.join(directory, name)
+            orphan = name.endswith(".json") and not any(
+                os.path.exists(path[:-5] + ext) for ext in (".cubin", ".fatbin"))
+            if name.startswith(".tmp-") or orphan:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+                removed.append((os.path.relpath(path, folder), "a leftover file"))
+    return checked, removed
+
+
+def clean() -> tuple:
+    """(entries, bytes) removed: the whole cache folder emptied."""
+    folder = cache_dir()
+    if not os.path.isdir(folder):
+        return 0, 0
+    entries = sum(1 for _ in _entries(folder))
+    size = sum(os.path.getsize(os.path.join(d, n)) for d, _, names in os.walk(folder)
+               for n in names)
+    for child in os.listdir(folder):
+        path = os.path.join(folder, child)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
+    return entries, size

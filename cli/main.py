@@ -2,11 +2,13 @@
 
   aotk compile FILE.py:FUNCTION --signature ... -D NAME=VALUE -o DIR   every stage to DIR
   aotk build [MANIFEST] [-o DIR] [-j N] [-v] [--static]               lib<name>.so + header
+  aotk cache verify | clean                                            check / empty the cache
   aotk doctor                                                          which tools are used
 User errors print one line on stderr and exit 1; no traceback.
 """
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 
@@ -96,12 +98,24 @@ def build_command(manifest, out_dir, jobs, verbose, static, targets):
     """Build MANIFEST (default ./aotk.toml) into lib<name>.so, <name>.h and <name>.d."""
     from aotk.buildsys.builder import build
     from aotk.buildsys.manifest import ManifestError
+    from aotk.cache import CacheError
     progress = _progress_bar if sys.stderr.isatty() and not verbose else None
+    received = []
+
+    def stop(signum, frame):
+        received.append(signum)
+        raise KeyboardInterrupt
+    # SIGTERM (a Makefile's or CI's kill) stops the build as Ctrl-C does: the compile
+    # workers go with it, the outputs stay as they were, the status is 128 + the signal.
+    signal.signal(signal.SIGTERM, stop)
     try:
         result = build(manifest, out_dir=out_dir, jobs=jobs, verbose=verbose, static=static,
                        progress=progress, targets=list(targets) or None)
-    except (ManifestError, aotk.CompilationError, ToolchainError) as exc:
+    except (ManifestError, aotk.CompilationError, ToolchainError, CacheError) as exc:
         raise UserError(str(exc)) from None
+    except KeyboardInterrupt:
+        click.echo("\naotk: error: build interrupted; the outputs are as they were", err=True)
+        sys.exit(128 + (received[0] if received else signal.SIGINT))
     if progress:
         click.echo("", err=True)
     for path in (result.library, result.header, result.depfile, result.pkgconfig,
@@ -128,6 +142,29 @@ def inspect_command(target):
         click.echo(render(inspect_rows(target)))
     except (ManifestError, aotk.CompilationError, ToolchainError, ValueError, OSError) as exc:
         raise UserError(str(exc)) from None
+
+
+@main.group("cache")
+def cache_group():
+    """The compile cache (AOTK_CACHE_DIR, else ~/.cache/aotk)."""
+
+
+@cache_group.command("verify")
+def cache_verify():
+    """Read back every entry; remove the damaged ones (they are rebuilt when next needed)."""
+    from aotk import cache
+    checked, removed = cache.verify_all()
+    for entry, why in removed:
+        click.echo(f"removed {entry}: {why}")
+    click.echo(f"{checked} entries checked in {cache.cache_dir()}, {len(removed)} removed")
+
+
+@cache_group.command("clean")
+def cache_clean():
+    """Remove every entry."""
+    from aotk import cache
+    entries, size = cache.clean()
+    click.echo(f"removed {entries} entries ({size / 1e6:.1f} MB) from {cache.cache_dir()}")
 
 
 @main.command()

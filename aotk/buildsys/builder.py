@@ -11,15 +11,19 @@ temporary names and renamed, so a failed build leaves the previous outputs or no
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import cache
 from ..version import __version__
 from ..toolchain.errors import ToolchainError
 from ..data import resource_dir
@@ -78,6 +82,20 @@ def _depfile(targets, prerequisites) -> str:
     return "\n".join(lines) + "\n"
 
 
+@contextlib.contextmanager
+def _signals_held():
+    """SIGINT and SIGTERM are delivered after the block, not inside it (main thread only)."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 def build(manifest_path="aotk.toml", out_dir=None, jobs=None, verbose=False, static=False,
           progress=None, targets=None) -> BuildResult:
     """``targets`` (a list of sm_XY) replaces the manifest's ``library.targets``."""
@@ -90,6 +108,7 @@ def build(manifest_path="aotk.toml", out_dir=None, jobs=None, verbose=False, sta
     out = Path(out_dir) if out_dir is not None else manifest.out_dir
     out = out.resolve()
     plans = plan_builds(manifest)
+    cache.check_cache_dir()   # a CacheError names the folder before anything is compiled
     compiled = compile_builds(plans, manifest.targets, jobs=jobs, verbose=verbose,
                               progress=progress)
     files = generate(manifest, plans, compiled)
@@ -135,11 +154,14 @@ def build(manifest_path="aotk.toml", out_dir=None, jobs=None, verbose=False, sta
                 archive_tmp.unlink()
             _run(["ar", "rcsD", archive_tmp.name] + objects, work, verbose)
         out.mkdir(parents=True, exist_ok=True)
-        _write_atomic(header, files[f"{name}.h"])
-        if archive:
-            os.replace(work / f"lib{name}.a.tmp", archive)
-        os.replace(work / f"lib{name}.so.tmp", library)
-        stamp.write_text(digest)
+        # The outputs change together: SIGINT / SIGTERM wait until all are in place (a
+        # build stopped before this point leaves the previous outputs untouched).
+        with _signals_held():
+            _write_atomic(header, files[f"{name}.h"])
+            if archive:
+                os.replace(work / f"lib{name}.a.tmp", archive)
+            os.replace(work / f"lib{name}.so.tmp", library)
+            stamp.write_text(digest)
     else:
         # Nothing changed, but make asked because an input is newer: say the outputs are fresh.
         for path in outputs:

@@ -14,6 +14,7 @@ from string import Template
 from ..version import __version__
 
 from ..data import resource_dir
+from .expressions import to_total_c
 from ..passes.tensor_maps import MAX_DIMENSION, MAX_STRIDE_BYTES
 
 TEMPLATES = resource_dir("templates")
@@ -126,19 +127,40 @@ def _kernel_source(plan, first: int, library_name: str, manifest_dir: Path,
                    compiled: dict) -> str:
     conditions, grids = [], []
     map_count = 0
+    floats = {p.name for p in plan.parameters if p.type.is_floating()}
     for build in plan.builds:
         maps = compiled[(plan.kernel.name, build.index)].metadata.get("tensor_maps") or []
         map_count = max(map_count, len(maps))
         clauses = _hint_clauses(build) + _tensor_map_clauses(plan, maps)
+        when_divides = False
         if build.variant.when:
-            clauses.append(f"({build.variant.when})")
+            when, when_divides = to_total_c(build.variant.when, floats, build.constants)
+            clauses.append(f"({when})")
         body = _constant_lines(build.constants, "        ")
-        body.append(f"        if ({' && '.join(clauses) if clauses else '1'})")
-        body.append(f"            return {build.index};")
+        condition = " && ".join(clauses) if clauses else "1"
+        if when_divides:
+            failure = c_string(f"{plan.kernel.name}: the `when` of {build.description} "
+                               f"({build.variant.when}) divides by zero")
+            body += ["        int bad = 0;", f"        int holds = {condition};",
+                     "        if (bad) {", f"            *failure = {failure};",
+                     "            return -2;", "        }",
+                     "        if (holds)", f"            return {build.index};"]
+        else:
+            body.append(f"        if ({condition})")
+            body.append(f"            return {build.index};")
         conditions.append(f"    /* {describe(plan, build)} */\n    {{\n" + "\n".join(body) + "\n    }")
         grid_lines = _constant_lines(build.constants, "        ")
         for axis, expression in enumerate(plan.kernel.grid):
-            grid_lines.append(f"        grid[{axis}] = (int64_t)({expression});")
+            value, divides = to_total_c(expression, floats, build.constants)
+            if not divides:
+                grid_lines.append(f"        grid[{axis}] = (int64_t)({value});")
+                continue
+            failure = c_string(f"{plan.kernel.name}: grid[{axis}] ({expression}) divides by zero")
+            grid_lines += ["        {", "            int bad = 0;",
+                           f"            grid[{axis}] = (int64_t)({value});",
+                           "            if (bad)",
+                           f"                return aotk_fail(AOTK_STATUS_BAD_ARGUMENT, \"%s\", "
+                           f"{failure});", "        }"]
         grid_lines += _tensor_map_lines(
             maps, f"&{library_name}_variants[{first + build.index}]", "        ")
         grids.append(f"    case {build.index}: {{ /* {build.description} */\n" +
@@ -165,6 +187,8 @@ def _kernel_source(plan, first: int, library_name: str, manifest_dir: Path,
         names="\n".join(f"    {c_string(b.description)}," for b in plan.builds),
         parameters=parameters or "void", arguments=arguments,
         comma_parameters=(", " + parameters) if parameters else "",
+        comma_parameters_first=(parameters + ", ") if parameters else "",
+        comma_arguments_first=(arguments + ", ") if arguments else "",
         conditions="\n".join(conditions),
         addresses=", ".join([f"&{p.name}" for p in plan.parameters] +
                             [f"&tensor_maps[{i}]" for i in range(map_count)]) or "NULL",

@@ -8,9 +8,11 @@ and ptxas versions; entries are written atomically. ``verbose`` prints each tool
 """
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import json
 import os
+import signal
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
@@ -23,6 +25,19 @@ class CompiledBuild:
     fatbin: bytes
     metadata: dict     # name, shared, num_warps, targets: {arch: {registers, spills, ...}}
     cached: bool
+
+
+def _die_with_parent(parent: int):
+    """Runs first in each worker: the worker is killed when the build process dies, however
+    it dies (SIGKILL included), so a killed build leaves no worker behind (Linux's
+    PR_SET_PDEATHSIG; elsewhere the pool's own shutdown is all there is)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:   # the parent died before prctl took effect
+        os._exit(1)
 
 
 def _compile_one(job) -> tuple:
@@ -91,12 +106,19 @@ def compile_builds(plans, targets, jobs=None, verbose=False, progress=None) -> d
         if workers == 1:
             outputs = map(_compile_one, [job for _, job in pending])
         else:
-            executor = ProcessPoolExecutor(max_workers=workers)
+            executor = ProcessPoolExecutor(max_workers=workers, initializer=_die_with_parent,
+                                           initargs=(os.getpid(),))
             outputs = executor.map(_compile_one, [job for _, job in pending])
-        for done, ((ident, _), (fatbin, metadata)) in enumerate(zip(pending, outputs), 1):
-            results[ident] = CompiledBuild(fatbin, metadata, False)
-            if progress:
-                progress(done, len(pending))
+        try:
+            for done, ((ident, _), (fatbin, metadata)) in enumerate(zip(pending, outputs), 1):
+                results[ident] = CompiledBuild(fatbin, metadata, False)
+                if progress:
+                    progress(done, len(pending))
+        except BaseException:
+            # A failed compile or an interrupt: no job starts after this one.
+            if workers > 1:
+                executor.shutdown(wait=False, cancel_futures=True)
+            raise
         if workers > 1:
             executor.shutdown()
     return results

@@ -21,11 +21,23 @@ DEFAULT_TARGETS = ("sm_80", "sm_90")
 KNOWN_TARGETS = ("sm_80", "sm_86", "sm_89", "sm_90")
 _C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _EXPRESSION_TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z0-9_]*)|(<=|>=|==|!=|&&|\|\||<<|>>|[-+*/%()<>!&|^~?:,]))")
-_C_KEYWORDS = {"auto", "break", "case", "char", "const", "continue", "default", "do", "double",
-               "else", "enum", "extern", "float", "for", "goto", "if", "int", "long", "register",
-               "return", "short", "signed", "sizeof", "static", "struct", "switch", "typedef",
-               "union", "unsigned", "void", "volatile", "while", "bool", "class", "new",
-               "delete", "template", "this", "stream"}
+# Names a kernel parameter cannot have in the generated C: C (and C++, for the header)
+# keywords, and the locals of the generated functions.
+RESERVED_C_NAMES = {
+    "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else",
+    "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long", "register",
+    "restrict", "return", "short", "signed", "sizeof", "static", "struct", "switch",
+    "typedef", "union", "unsigned", "void", "volatile", "while", "bool", "class", "new",
+    "delete", "template", "this", "true", "false", "namespace", "operator", "private",
+    "public", "protected", "virtual", "friend", "typename", "using", "explicit", "mutable",
+    "stream", "grid", "params", "variant", "failure", "bad", "holds", "status",
+    "tensor_maps"}
+# The C functions and data each kernel adds to the library (name_kernel<suffix>), and the
+# library's own (name_<suffix>).
+KERNEL_SYMBOLS = {"": "launcher", "_select": "selector", "_variant_name": "variant_name()",
+                  "_names": "variant names", "_pick": "dispatch function"}
+LIBRARY_SYMBOLS = {"_last_error": "last_error()", "_info": "info()",
+                   "_variants": "variant table"}
 
 
 def _specialize(path, where: str, value) -> str:
@@ -218,6 +230,8 @@ def load_manifest(path) -> Manifest:
         source = path.parent / _typed(path, f"{where}.source", table["source"], str, "a string")
         if not source.is_file():
             _fail(path, f"{where}.source", f"{source} does not exist")
+        if source.suffix != ".py":
+            _fail(path, f"{where}.source", f"{source} is not a Python file (.py)")
         grid = table["grid"]
         if not isinstance(grid, list) or not 1 <= len(grid) <= 3:
             _fail(path, f"{where}.grid", "expected a list of 1 to 3 C expressions")
@@ -255,5 +269,38 @@ def load_manifest(path) -> Manifest:
                 _specialize(path, f"{vwhere}.specialize",
                             variant.get("specialize", kernel.specialize)),
                 _maxnreg(path, f"{vwhere}.maxnreg", variant.get("maxnreg", kernel.maxnreg))))
+            _check_not_repeated(path, where, kernel.variants)
         kernels.append(kernel)
+    _check_symbols(path, name, kernels)
     return Manifest(path.resolve(), name, list(targets), out_dir, kernels)
+
+
+def _check_not_repeated(path, where: str, variants: list):
+    """A variant that repeats an earlier one (same constants, condition and options) would
+    never run: an error naming both."""
+    last = variants[-1]
+    same = (sorted(last.constants.items()), last.when, last.num_warps, last.num_stages,
+            last.signature, last.specialize, last.maxnreg)
+    for earlier in variants[:-1]:
+        if same == (sorted(earlier.constants.items()), earlier.when, earlier.num_warps,
+                    earlier.num_stages, earlier.signature, earlier.specialize, earlier.maxnreg):
+            _fail(path, f"{where}.variant[{last.index}]", f"repeats variant[{earlier.index}] "
+                  "(same constants, when and options): it would never be chosen")
+
+
+def _check_symbols(path, library: str, kernels: list):
+    """Every C symbol the library will define, computed now: two of them the same (kernel
+    ``add_select`` beside ``add``'s selector, a kernel named ``info``...) is an error naming
+    both owners, before anything is compiled."""
+    owners = {f"{library}{suffix}": f"the library's {what}"
+              for suffix, what in LIBRARY_SYMBOLS.items()}
+    for kernel in kernels:
+        for suffix, what in KERNEL_SYMBOLS.items():
+            symbol = f"{library}_{kernel.name}{suffix}"
+            clash = owners.get(symbol)
+            if clash is None and re.fullmatch(rf"{re.escape(library)}_fatbin_\d+", symbol):
+                clash = "the library's embedded fatbins"
+            if clash is not None:
+                _fail(path, f"kernel.{kernel.name}.name",
+                      f"its C {what} {symbol} is also {clash}; rename the kernel")
+            owners[symbol] = f"kernel.{kernel.name}'s {what}"

@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..ir.signature import Signature, SignatureError
-from .manifest import ManifestError, check_expression
+from .expressions import ExpressionError, to_total_c
+from .manifest import RESERVED_C_NAMES, ManifestError, check_expression
 from .sources import SourceError, load_kernel
 
 
@@ -54,6 +55,15 @@ def _signature(manifest, key, text: str, function) -> Signature:
         _fail(manifest, key, str(exc))
 
 
+def _total_c(manifest, key, expression, floats, constants):
+    """Checks now that the expression becomes total C (a divisor that is always zero, or
+    ``%`` of a float, is an error naming the key)."""
+    try:
+        to_total_c(expression, floats, constants)
+    except ExpressionError as exc:
+        _fail(manifest, key, str(exc))
+
+
 def plan_builds(manifest) -> list:
     plans = []
     for kernel in manifest.kernels:
@@ -65,6 +75,11 @@ def plan_builds(manifest) -> list:
             _fail(manifest, f"{where}.function", str(exc))
         kernel_signature = _signature(manifest, f"{where}.signature", kernel.signature, function)
         parameters = kernel_signature.parameters
+        for parameter in parameters:
+            if parameter.name in RESERVED_C_NAMES:
+                _fail(manifest, f"{where}.function", f"parameter {parameter.name!r} of "
+                      f"{kernel.function} is a C keyword or a name the generated C uses; "
+                      "rename it")
         scalars = {p.name for p in parameters if not p.type.is_ptr()}
         plan = KernelPlan(kernel, function, parameters, kernel_signature.descriptors,
                           dependencies=dependencies)
@@ -81,10 +96,13 @@ def plan_builds(manifest) -> list:
                       f"{'is not a' if len(unknown) == 1 else 'are not'} tl.constexpr "
                       f"parameter(s) of {function.name}")
             names = scalars | set(variant.constants)
+            floats = {p.name for p in parameters if p.type.is_floating()}
             for g, expression in enumerate(kernel.grid):
                 check_expression(manifest.path, f"{where}.grid[{g}]", expression, names)
+                _total_c(manifest, f"{where}.grid[{g}]", expression, floats, variant.constants)
             if variant.when is not None:
                 check_expression(manifest.path, f"{vwhere}.when", variant.when, names)
+                _total_c(manifest, f"{vwhere}.when", variant.when, floats, variant.constants)
             signature = _signature(manifest, f"{vwhere}.signature", variant.signature, function)
             if signature.names != kernel_signature.names or \
                     signature.descriptors != kernel_signature.descriptors:

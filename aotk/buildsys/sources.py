@@ -32,6 +32,8 @@ def load_module(path: Path, triton_as_aotk: bool = True):
     """Imports ``path`` (with ``import triton`` loading aotk when ``triton_as_aotk``);
     returns (module, local dependency paths including itself)."""
     path = Path(path).resolve()
+    if path.suffix != ".py":
+        raise SourceError(f"{path}: a kernel source must be a Python file (.py)")
     root = path.parent
     before = set(sys.modules)
     sys.path.insert(0, str(root))
@@ -42,6 +44,10 @@ def load_module(path: Path, triton_as_aotk: bool = True):
             spec.loader.exec_module(module)
     except CompilationError:
         raise
+    except SystemExit as exc:
+        # A module that calls sys.exit() while it is imported does not end aotk.
+        raise SourceError(f"{path}: cannot import: it called sys.exit({exc.code!r}) while "
+                          "being imported") from None
     except Exception as exc:  # noqa: BLE001 - any import failure is the user's file's
         raise SourceError(f"{path}: cannot import: {type(exc).__name__}: {exc}") from None
     finally:

@@ -1,0 +1,204 @@
+"""The C expressions of a manifest's ``grid`` and ``when``: text -> a checked tree -> total C.
+
+In: the expression text (checked token by token by ``manifest.check_expression``), the
+kernel's scalar parameters with their types, and the variant's constants. Out: C text in
+which every integer division, modulo and ``cdiv`` goes through a helper of the generated
+library (``aotk_div``, ``aotk_mod``, ``aotk_cdiv``) that sets a flag instead of trapping
+on a zero divisor (or on INT64_MIN / -1), so that no argument can crash the host process;
+the caller checks the flag and returns AOTK_STATUS_BAD_ARGUMENT. A divisor that is zero
+whatever the arguments (a constant expression) is a build error. Floating-point division
+stays ``/`` (it does not trap); ``%`` of a float is a build error, as in C.
+
+Grammar (C's precedence): ternary ``?:``, ``||``, ``&&``, ``|``, ``^``, ``&``, ``== !=``,
+``< <= > >=``, ``<< >>``, ``+ -``, ``* / %``, unary ``- + ! ~``, and primaries: integer
+literals, names, ``cdiv(a, b)``, parentheses.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z0-9_]*)|"
+                    r"(<=|>=|==|!=|&&|\|\||<<|>>|[-+*/%()<>!&|^~?:,]))")
+_BINARY_LEVELS = [("||",), ("&&",), ("|",), ("^",), ("&",), ("==", "!="),
+                  ("<", "<=", ">", ">="), ("<<", ">>"), ("+", "-"), ("*", "/", "%")]
+
+
+class ExpressionError(ValueError):
+    """An expression that cannot be made total C: its message says why."""
+
+
+@dataclass
+class Node:
+    kind: str          # "number" | "name" | "unary" | "binary" | "ternary" | "cdiv"
+    text: str = ""     # the number, name or operator
+    operands: tuple = ()
+
+
+def _tokens(text: str) -> list:
+    tokens, position = [], 0
+    while position < len(text):
+        match = _TOKEN.match(text, position)
+        if not match or match.end() == position:
+            if text[position:].strip():
+                raise ExpressionError(f"cannot parse {text!r} at {text[position:].strip()[:10]!r}")
+            break
+        tokens.append(next(g for g in match.groups() if g is not None))
+        position = match.end()
+    return tokens
+
+
+class _Parser:
+    def __init__(self, text: str):
+        self.text = text
+        self.tokens = _tokens(text)
+        self.position = 0
+
+    def peek(self):
+        return self.tokens[self.position] if self.position < len(self.tokens) else None
+
+    def take(self, expected=None):
+        token = self.peek()
+        if token is None or (expected is not None and token != expected):
+            wanted = f"{expected!r}" if expected else "more"
+            raise ExpressionError(f"{self.text!r}: expected {wanted} at the end" if token is None
+                                  else f"{self.text!r}: expected {wanted}, got {token!r}")
+        self.position += 1
+        return token
+
+    def parse(self) -> Node:
+        node = self.ternary()
+        if self.peek() is not None:
+            raise ExpressionError(f"{self.text!r}: unexpected {self.peek()!r}")
+        return node
+
+    def ternary(self) -> Node:
+        condition = self.binary(0)
+        if self.peek() != "?":
+            return condition
+        self.take("?")
+        when_true = self.ternary()
+        self.take(":")
+        return Node("ternary", "?", (condition, when_true, self.ternary()))
+
+    def binary(self, level: int) -> Node:
+        if level == len(_BINARY_LEVELS):
+            return self.unary()
+        node = self.binary(level + 1)
+        while self.peek() in _BINARY_LEVELS[level]:
+            operator = self.take()
+            node = Node("binary", operator, (node, self.binary(level + 1)))
+        return node
+
+    def unary(self) -> Node:
+        if self.peek() in ("-", "+", "!", "~"):
+            operator = self.take()
+            return Node("unary", operator, (self.unary(),))
+        return self.primary()
+
+    def primary(self) -> Node:
+        token = self.take()
+        if token == "(":
+            node = self.ternary()
+            self.take(")")
+            return node
+        if token.isdigit():
+            return Node("number", token)
+        if token == "cdiv":
+            self.take("(")
+            numerator = self.ternary()
+            self.take(",")
+            denominator = self.ternary()
+            self.take(")")
+            return Node("cdiv", "cdiv", (numerator, denominator))
+        if re.fullmatch(r"[A-Za-z_]\w*", token):
+            return Node("name", token)
+        raise ExpressionError(f"{self.text!r}: unexpected {token!r}")
+
+
+def _c_divide(a: int, b: int) -> int:
+    quotient = abs(a) // abs(b)
+    return quotient if (a < 0) == (b < 0) else -quotient
+
+
+def _constant_value(node: Node, constants: dict):
+    """The value of a subexpression that depends on no parameter (C's integer rules), or
+    None."""
+    if node.kind == "number":
+        return int(node.text)
+    if node.kind == "name":
+        value = constants.get(node.text)
+        return value if isinstance(value, (bool, int, float)) else None
+    values = [_constant_value(o, constants) for o in node.operands]
+    if any(v is None for v in values):
+        return None
+    if node.kind == "unary":
+        (v,) = values
+        return {"-": -v, "+": v, "!": int(not v), "~": ~int(v)}[node.text]
+    if node.kind == "ternary":
+        return values[1] if values[0] else values[2]
+    a, b = values
+    if node.kind == "cdiv" or node.text in ("/", "%"):
+        if b == 0:
+            return None   # reported by the caller
+        if isinstance(a, float) or isinstance(b, float):
+            return a / b if node.text == "/" else None
+        if node.kind == "cdiv":
+            return _c_divide(a + b - 1, b)
+        return _c_divide(a, b) if node.text == "/" else a - b * _c_divide(a, b)
+    operations = {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b,
+                  "<<": lambda: int(a) << int(b), ">>": lambda: int(a) >> int(b),
+                  "&": lambda: int(a) & int(b), "|": lambda: int(a) | int(b),
+                  "^": lambda: int(a) ^ int(b), "&&": lambda: int(bool(a) and bool(b)),
+                  "||": lambda: int(bool(a) or bool(b)), "==": lambda: int(a == b),
+                  "!=": lambda: int(a != b), "<": lambda: int(a < b),
+                  "<=": lambda: int(a <= b), ">": lambda: int(a > b), ">=": lambda: int(a >= b)}
+    try:
+        return operations[node.text]()
+    except (ValueError, OverflowError):
+        return None
+
+
+def to_total_c(text: str, float_names: set, constants: dict, flag: str = "bad") -> tuple:
+    """(C text, whether it divides): ``text`` with integer divisions made total. Names in
+    ``float_names`` are floating-point; ``constants`` are the variant's constexprs (a
+    divisor they make zero is an ExpressionError). ``flag`` is the int the helpers set."""
+    tree = _Parser(text).parse()
+    divides = []
+
+    def emit(node: Node) -> tuple:
+        """(C text, is float)."""
+        if node.kind == "number":
+            return node.text, False
+        if node.kind == "name":
+            value = constants.get(node.text)
+            return node.text, node.text in float_names or isinstance(value, float)
+        if node.kind == "unary":
+            operand, is_float = emit(node.operands[0])
+            return f"{node.text}({operand})", is_float and node.text in "-+"
+        if node.kind == "ternary":
+            parts = [emit(o) for o in node.operands]
+            return (f"(({parts[0][0]}) ? ({parts[1][0]}) : ({parts[2][0]}))",
+                    parts[1][1] or parts[2][1])
+        (a, a_float), (b, b_float) = (emit(o) for o in node.operands)
+        divisor = node.operands[1]
+        if node.kind == "cdiv" or node.text in ("/", "%"):
+            if _constant_value(divisor, constants) == 0:
+                raise ExpressionError(f"{text!r} divides by zero (its divisor is always 0)")
+            if a_float or b_float:
+                if node.text != "/":
+                    raise ExpressionError(f"{text!r}: {node.text if node.kind != 'cdiv' else 'cdiv'}"
+                                          " needs integers, and an operand is floating-point")
+                return f"(({a}) / ({b}))", True
+            divides.append(node)
+            helper = {"cdiv": "aotk_cdiv", "/": "aotk_div", "%": "aotk_mod"}[
+                node.kind if node.kind == "cdiv" else node.text]
+            return f"{helper}({a}, {b}, &{flag})", False
+        is_float = (a_float or b_float) and node.text in ("+", "-", "*")
+        return f"({a} {node.text} {b})", is_float
+
+    c_text, _ = emit(tree)
+    return c_text, bool(divides)
+
+
+__all__ = ["ExpressionError", "to_total_c"]
