@@ -107,6 +107,15 @@ def build(manifest_path="aotk.toml", out_dir=None, jobs=None, verbose=False, sta
             raise ManifestError(f"--target: {exc}") from None
     out = Path(out_dir) if out_dir is not None else manifest.out_dir
     out = out.resolve()
+    for folder in [out, *out.parents]:
+        if folder.exists():
+            if not folder.is_dir():
+                raise ManifestError(f"{manifest.path}: the output folder {out} cannot be made: "
+                                    f"{folder} is a file (-o, or library.out_dir)")
+            if not os.access(folder, os.W_OK | os.X_OK):
+                raise ManifestError(f"{manifest.path}: the output folder {out} cannot be "
+                                    f"written: {folder} is not writable")
+            break
     plans = plan_builds(manifest)
     cache.check_cache_dir()   # a CacheError names the folder before anything is compiled
     compiled = compile_builds(plans, manifest.targets, jobs=jobs, verbose=verbose,

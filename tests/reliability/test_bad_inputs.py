@@ -295,6 +295,15 @@ def test_a_cache_folder_that_is_a_file_is_one_error_line(project):
         "is not a folder")
 
 
+def test_an_output_folder_that_is_a_file_is_one_error_line(project):
+    (project / "out").write_text("")
+    result = _build(project, LIBRARY + 'out_dir = "out/lib"\n' + ADD + VARIANT)
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    (line,) = [x for x in result.output.splitlines() if x.startswith("aotk: error:")]
+    assert line.endswith(f"the output folder {project / 'out' / 'lib'} cannot be made: "
+                         f"{project / 'out'} is a file (-o, or library.out_dir)")
+
+
 def test_the_good_manifest_of_the_corpus_builds(project, tmp_path):
     result = _build(project, GOOD, env={"AOTK_CACHE_DIR": str(tmp_path / "aotk-cache")})
     assert result.exit_code == 0, result.output
