@@ -133,13 +133,16 @@ def _progress_bar(done: int, total: int):
 
 @main.command("inspect")
 @click.argument("target", type=click.Path(exists=True))
-def inspect_command(target):
+@click.option("--triton", "against_triton", is_flag=True,
+              help="beside each variant, Triton's registers and spills for the same kernel "
+                   "and configuration (a manifest whose sources import triton)")
+def inspect_command(target, against_triton):
     """Table of each variant's registers, spills, shared memory and vector width.
     TARGET is a lib<name>.so built by aotk or an aotk.toml manifest."""
     from aotk.buildsys.inspect import inspect_rows, render
     from aotk.buildsys.manifest import ManifestError
     try:
-        click.echo(render(inspect_rows(target)))
+        click.echo(render(*inspect_rows(target, against_triton)))
     except (ManifestError, aotk.CompilationError, ToolchainError, ValueError, OSError) as exc:
         raise UserError(str(exc)) from None
 

@@ -4,36 +4,70 @@ In: a built ``lib<name>.so`` (read through ``<name>_info()``) or a manifest (bui
 from the cache when nothing changed). Out: rows of kernel, variant, target, registers,
 spills, shared memory and vector width. The target is the arch of the cubin in the fatbin:
 ``sm_90a`` where a kernel built for sm_90 uses Hopper-only instructions (wgmma).
+With ``against_triton`` (a manifest only: Triton needs the sources), two more columns give
+the registers and spill bytes of Triton's build of the same kernel and configuration
+(``triton_side``), and notes say why a row has none.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
 COLUMNS = ("kernel", "variant", "target", "registers", "spills", "shared", "vector")
+TRITON_COLUMNS = ("triton registers", "triton spills")
 
 
-def inspect_rows(path) -> list:
+def inspect_rows(path, against_triton: bool = False) -> tuple:
+    """(rows, notes): a row per variant and target; notes say why a Triton column is empty."""
     path = Path(path)
-    if path.suffix == ".toml":
+    manifest_path = path if path.suffix == ".toml" else None
+    if against_triton and manifest_path is None:
+        raise ValueError("--triton needs the manifest (Triton compiles the kernel sources), "
+                         "not a built library")
+    if manifest_path is not None:
         from .builder import build
-        path = build(path).library
+        path = build(manifest_path).library
     from ..launch.library import load
     info = load(path).info
-    rows = []
+    builds = _builds_by_variant(manifest_path) if against_triton else {}
+    rows, notes = [], {}
     for kernel, description in info["kernels"].items():
         for entry in description["builds"]:
             for target, facts in sorted(entry["targets"].items()):
                 widths = facts.get("vector_widths") or [1]
-                rows.append((kernel, entry["variant"], facts.get("arch", target),
-                             str(facts.get("registers")),
-                             str(facts.get("spills")), str(entry["shared"]),
-                             "x".join(map(str, widths))))
-    return rows
+                row = (kernel, entry["variant"], facts.get("arch", target),
+                       str(facts.get("registers")), str(facts.get("spills")),
+                       str(entry["shared"]), "x".join(map(str, widths)))
+                if against_triton:
+                    row += _triton_columns(builds[(kernel, entry["variant"])], target, notes)
+                rows.append(row)
+    return rows, sorted(notes.items())
 
 
-def render(rows) -> str:
+def _builds_by_variant(manifest_path) -> dict:
+    from .manifest import load_manifest
+    from .plan import plan_builds
+    return {(plan.kernel.name, build.description): (plan, build)
+            for plan in plan_builds(load_manifest(manifest_path)) for build in plan.builds}
+
+
+def _triton_columns(plan_and_build, target: str, notes: dict) -> tuple:
+    from .triton_side import TritonSideError, triton_resources
+    plan, build = plan_and_build
+    try:
+        numbers = triton_resources(plan.kernel.source, plan.kernel.function, build.signature,
+                                   build.constants, build.variant.num_warps,
+                                   build.variant.num_stages, target)
+    except TritonSideError as exc:
+        notes[plan.kernel.name] = str(exc)
+        return ("-", "-")
+    return (str(numbers["registers"]), str(numbers["spills"]))
+
+
+def render(rows, notes=()) -> str:
+    columns = COLUMNS + (TRITON_COLUMNS if rows and len(rows[0]) > len(COLUMNS) else ())
     widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c)
-              for i, c in enumerate(COLUMNS)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(COLUMNS, widths))]
+              for i, c in enumerate(columns)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths))]
     lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)) for row in rows]
+    lines += [f"{kernel}: no Triton number: {why}" for kernel, why in notes]
     return "\n".join(lines)
