@@ -91,3 +91,29 @@ def test_triton_columns_need_the_manifest(manifest):
     assert result.exit_code == 1
     assert result.output.strip() == ("aotk: error: --triton needs the manifest (Triton "
                                      "compiles the kernel sources), not a built library")
+
+
+AUTOTUNED = """
+    import triton
+    import triton.language as tl
+
+
+    @triton.autotune(configs=[triton.Config({"BLOCK": 256})], key=["n"])
+    @triton.jit
+    def fill(out_ptr, n, value, DTYPE: tl.constexpr, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(out_ptr + offs, value.to(DTYPE), mask=offs < n)
+"""
+
+
+def test_an_autotuned_kernel_with_a_dtype_constexpr_is_compared(tmp_path):
+    import aotk.language as tl
+    from aotk.buildsys.triton_side import load_triton_function, triton_resources
+    from aotk.ir.signature import Signature
+    (tmp_path / "fill.py").write_text(textwrap.dedent(AUTOTUNED))
+    function = load_triton_function(tmp_path / "fill.py", "fill")
+    signature = Signature.parse("*fp16:16, i32, fp32", ["out_ptr", "n", "value"])
+    for target in ("sm_80", "sm_90"):
+        numbers = triton_resources(function, signature, {"DTYPE": tl.float16, "BLOCK": 256},
+                                   4, 3, target)
+        assert 4 <= numbers["registers"] <= 64 and numbers["spills"] == 0

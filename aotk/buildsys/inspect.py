@@ -51,12 +51,12 @@ def _builds_by_variant(manifest_path) -> dict:
 
 
 def _triton_columns(plan_and_build, target: str, notes: dict) -> tuple:
-    from .triton_side import TritonSideError, triton_resources
+    from .triton_side import TritonSideError, load_triton_function, triton_resources
     plan, build = plan_and_build
     try:
-        numbers = triton_resources(plan.kernel.source, plan.kernel.function, build.signature,
-                                   build.constants, build.variant.num_warps,
-                                   build.variant.num_stages, target)
+        function = load_triton_function(plan.kernel.source, plan.kernel.function)
+        numbers = triton_resources(function, build.signature, build.constants,
+                                   build.variant.num_warps, build.variant.num_stages, target)
     except TritonSideError as exc:
         notes[plan.kernel.name] = str(exc)
         return ("-", "-")

@@ -24,13 +24,13 @@ class TritonSideError(Exception):
 _modules: dict = {}
 
 
-def _triton_function(source: Path, function: str):
+def load_triton_function(source: Path, function: str):
+    """The ``@triton.jit`` function ``function`` of ``source``, imported with the real
+    triton."""
     key = (str(source), function)
     if key not in _modules:
-        try:
-            import triton   # noqa: F401 - only to say it is missing
-        except ImportError:
-            raise TritonSideError("triton is not installed") from None
+        if importlib.util.find_spec("triton") is None:
+            raise TritonSideError("triton is not installed")
         text = Path(source).read_text()
         if not re.search(r"^\s*(import triton|from triton)", text, re.MULTILINE):
             raise TritonSideError("the source is written for aotk, not Triton")
@@ -49,18 +49,32 @@ def _triton_function(source: Path, function: str):
     return _modules[key]
 
 
-def triton_resources(source, function: str, signature, constants: dict, num_warps: int,
-                     num_stages: int, target: str) -> dict:
-    """{"registers", "spills"} of Triton's build of the same specialization."""
-    if signature.descriptors:
+def _as_triton(value):
+    """A constexpr value as Triton takes it: aotk's dtypes become Triton's of that name."""
+    from ..ir.types import DType
+    if isinstance(value, DType):
+        import triton.language as tl
+        return getattr(tl, value.name)
+    return value
+
+
+def triton_resources(fn, signature, constants: dict, num_warps: int, num_stages: int,
+                     target: str) -> dict:
+    """{"registers", "spills"} of Triton's build of the Triton function ``fn`` for the same
+    specialization."""
+    from ..ir.signature import HostDescriptorLayout
+    if signature.descriptors or any(isinstance(v, HostDescriptorLayout)
+                                    for v in constants.values()):
         raise TritonSideError("host tensor descriptors are not compared")
-    fn = _triton_function(Path(source), function)
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
     from ..toolchain.ptxas import assemble
 
+    from triton.runtime.autotuner import Autotuner, Heuristics
+    while isinstance(fn, (Autotuner, Heuristics)):   # the kernel under the decorators
+        fn = fn.fn
     types, constexprs, attrs = {}, {}, {}
     parameters = {p.name: p for p in signature.parameters}
     for index, name in enumerate(fn.arg_names):
@@ -74,14 +88,16 @@ def triton_resources(source, function: str, signature, constants: dict, num_warp
             if parameter.hint == 16:
                 attrs[(index,)] = [["tt.divisibility", 16]]
         else:
-            types[name], constexprs[name] = "constexpr", constants.get(name)
+            types[name], constexprs[name] = "constexpr", _as_triton(constants.get(name))
     try:
         compiled = triton.compile(ASTSource(fn, types, constexprs, attrs),
                                   target=GPUTarget("cuda", int(target[3:]), 32),
                                   options={"num_warps": num_warps, "num_stages": num_stages})
         ptx = compiled.asm["ptx"]
     except Exception as exc:  # noqa: BLE001 - Triton's own failure, reported in the table
-        raise TritonSideError(f"Triton cannot compile it: {type(exc).__name__}") from None
+        first = (str(exc).strip().splitlines() or [""])[-1][:80]
+        raise TritonSideError(f"Triton cannot compile it: {type(exc).__name__}: {first}") \
+            from None
     arch = re.search(r"^\.target\s+(sm_\w+)", ptx, re.MULTILINE).group(1)
     _, info = assemble(ptx, arch)
     return {"registers": info.get("registers"), "spills": info.get("spills")}
