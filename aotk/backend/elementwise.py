@@ -17,7 +17,7 @@ from ..semantic.elementwise import (DIRECTED_ROUNDINGS, LIBDEVICE_BIT_CASTS,
                                     LIBDEVICE_CONVERSIONS, LIBDEVICE_ROUNDINGS,
                                     ROUNDED_ARITHMETIC, operand_signature)
 from . import float8
-from .llvm_types import declare_function, inline_asm, llvm_type
+from .llvm_types import I64, declare_function, inline_asm, llvm_type
 from .registry import value_lowering
 
 
@@ -297,13 +297,20 @@ def _narrow_toward_zero(b, x, source, target):
 
 
 def _addptr(ctx, op, args):
+    """``address + offset * size`` as a getelementptr on the address (round-tripped through
+    a pointer): LLVM's NVPTX pipeline separates constant offsets out of GEP indices
+    (``sext(base | 128)`` becomes ``sext(base)`` plus an immediate), so a thread's elements
+    share one 64-bit product instead of one each."""
     b = ctx.builder
     address, offset = args
     offset_type = op.operands[1].element
-    wide = offset if offset.type.width == 64 else (
-        b.sext(offset, address.type) if offset_type.is_int_signed() else b.zext(offset, address.type))
+    if offset.type.width < 32 or (offset.type.width == 32 and not offset_type.is_int_signed()):
+        # GEP indices are signed: widen narrow and unsigned 32-bit offsets first.
+        offset = b.sext(offset, I64) if offset_type.is_int_signed() else b.zext(offset, I64)
     size = op.result.element.element_ty.itemsize
-    return b.add(address, b.mul(wide, ir.Constant(address.type, size)) if size > 1 else wide)
+    pointer = b.inttoptr(address, ir.PointerType(addrspace=1))
+    moved = b.gep(pointer, [offset], inbounds=False, source_etype=ir.IntType(8 * size))
+    return b.ptrtoint(moved, address.type)
 
 
 def _fdiv(ctx, op, args):

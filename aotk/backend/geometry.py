@@ -59,11 +59,16 @@ def _mma_thread_base(layout: Mma, builder, lane, warp, axis: int):
 class ThreadGeometry:
     """This thread's coordinates and the per-layout index math built from them."""
 
-    def __init__(self, builder):
+    def __init__(self, builder, threads: int):
         self.builder = builder      # where the kernel body is being emitted
         # A builder before the entry block's terminator, set once the body block exists.
         self.prologue = None
         self.tid = special_register(builder, "tid.x", "tid")
+        # tid < threads: with that range LLVM sees that `base | tid | k * threads` adds
+        # disjoint bits, so sext(index) * size becomes one product plus immediate offsets
+        # per element (Triton's code does the same), instead of a 64-bit product each.
+        self.tid.set_metadata("range", builder.module.add_metadata(
+            [_i32(0), _i32(threads)]))
         self.lane = builder.and_(self.tid, _i32(31), name="lane")
         self.warp = builder.lshr(self.tid, _i32(5), name="warp")
         self._bases: dict = {}

@@ -64,7 +64,7 @@ def lower_to_llvm(function, plan: LayoutPlan, infos: dict, target: str = "sm_90"
     entry = kernel.append_basic_block("entry")
     builder = ir.IRBuilder(entry)
     buffers = plan_buffers(function)
-    threads = ThreadGeometry(builder)
+    threads = ThreadGeometry(builder, 32 * plan.num_warps)
     shared = SharedMemory(module, builder, plan, threads, buffers.loop_bytes)
     ctx = LoweringContext(function, plan, infos, target, module, kernel, builder, threads,
                           shared, buffers, lambda ops: _lower_ops(ctx, ops))
