@@ -380,3 +380,30 @@ def test_a_maxnreg_out_of_range_names_its_key(tmp_path, kernel_cap, variant_line
                                                                variant_line=variant_line))
     with pytest.raises(ManifestError, match=f"{key}: must be from 16 to 255"):
         aotk.build(project / "aotk.toml")
+
+
+def _many_kernels_manifest(kernels: int) -> str:
+    """``kernels`` entries of one source function, each with four variants of which only
+    two specializations differ (the `when` conditions are host-side only)."""
+    text = '[library]\nname = "many"\ntargets = ["sm_80"]\n'
+    for k in range(kernels):
+        text += (f'\n[[kernel]]\nname = "add{k}"\nsource = "examples/kernels/add.py"\n'
+                 'function = "add_kernel"\nsignature = "*fp32, *fp32, *fp32, i32"\n'
+                 'grid = ["cdiv(n, BLOCK)"]\nspecialize = "none"\n')
+        for v, block in enumerate((256, 256, 1024, 1024)):
+            text += (f'\n[[kernel.variant]]\nwhen = "n > {v}"\n'
+                     f'constants = {{ BLOCK = {block} }}\n')
+    return text
+
+
+def test_identical_specializations_are_compiled_and_embedded_once(tmp_path, monkeypatch):
+    monkeypatch.setenv("AOTK_CACHE_DIR", str(tmp_path / "cache"))
+    project = _project(tmp_path)
+    (project / "aotk.toml").write_text(_many_kernels_manifest(20))
+    result = aotk.build(project / "aotk.toml")
+    assert result.compiled == 2   # 80 variants, two specializations
+    work = project / "build" / ".aotk" / "many"
+    assert len(list(work.glob("*.fatbin"))) == 2
+    library = aotk.load(result.library)
+    assert library.add7.select(0, 0, 0, 3) == "add7[BLOCK=256]"
+    assert library.add19.select(0, 0, 0, 9) == "add19[BLOCK=256]"

@@ -229,6 +229,7 @@ def generate(manifest, plans, compiled: dict) -> dict:
     manifest_dir = manifest.path.parent
     declarations, variants, blobs, fatbin_declarations, kernels = [], [], [], [], []
     files = {}
+    symbols: dict = {}   # cache key -> the symbol of its embedded fatbin
     offset = 0
     for plan in plans:
         parameters = _parameter_list(plan)
@@ -242,13 +243,17 @@ def generate(manifest, plans, compiled: dict) -> dict:
             f"{api} int {name}_{plan.kernel.name}_select({parameters or 'void'});\n"
             f"{api} const char *{name}_{plan.kernel.name}_variant_name(int index);\n")
         for build in plan.builds:
-            symbol = f"{name}_fatbin_{offset + build.index}"
             result = compiled[(plan.kernel.name, build.index)]
-            files[f"{symbol}.fatbin"] = result.fatbin
-            fatbin_declarations.append(
-                f"extern const unsigned char {symbol}[] __attribute__((visibility(\"hidden\")));")
-            blobs.append(f"    .globl {symbol}\n    .hidden {symbol}\n    .balign 16\n"
-                         f"{symbol}:\n    .incbin \"{symbol}.fatbin\"")
+            # One embedded fatbin per specialization, however many variants share it.
+            shared_key = result.key or (plan.kernel.name, build.index)
+            symbol = symbols.get(shared_key)
+            if symbol is None:
+                symbol = symbols[shared_key] = f"{name}_fatbin_{len(symbols)}"
+                files[f"{symbol}.fatbin"] = result.fatbin
+                fatbin_declarations.append(
+                    f"extern const unsigned char {symbol}[] __attribute__((visibility(\"hidden\")));")
+                blobs.append(f"    .globl {symbol}\n    .hidden {symbol}\n    .balign 16\n"
+                             f"{symbol}:\n    .incbin \"{symbol}.fatbin\"")
             variants.append(
                 f"    /* {describe(plan, build)} */\n"
                 f"    {{{c_string(plan.kernel.name)}, {c_string(build.description)}, "

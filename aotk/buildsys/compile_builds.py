@@ -25,6 +25,7 @@ class CompiledBuild:
     fatbin: bytes
     metadata: dict     # name, shared, num_warps, targets: {arch: {registers, spills, ...}}
     cached: bool
+    key: str = ""      # the cache key: builds with one key are one specialization
 
 
 def _die_with_parent(parent: int):
@@ -70,9 +71,11 @@ def _compile_one(job) -> tuple:
 
 
 def compile_builds(plans, targets, jobs=None, verbose=False, progress=None) -> dict:
-    """{(kernel name, build index): CompiledBuild}."""
+    """{(kernel name, build index): CompiledBuild}. Builds that are the same specialization
+    (one cache key: the same kir, options and targets, whichever kernel entries or variants
+    they come from) are compiled once."""
     versions = cache.versions()
-    results, pending = {}, []
+    results, pending, sharing = {}, [], {}
     for plan in plans:
         for build in plan.builds:
             # The kir for the lowest target stands for all of them: the targets are in the key,
@@ -89,10 +92,14 @@ def compile_builds(plans, targets, jobs=None, verbose=False, progress=None) -> d
             if options.maxnreg is not None:
                 key_options["maxnreg"] = options.maxnreg
             key = cache.cache_key(kir_text, key_options, versions)
-            hit = cache.load(key, kind="fatbin")
             ident = (plan.kernel.name, build.index)
+            if key in sharing:   # an identical specialization seen already
+                sharing[key].append(ident)
+                continue
+            sharing[key] = [ident]
+            hit = cache.load(key, kind="fatbin")
             if hit is not None:
-                results[ident] = CompiledBuild(hit[0], hit[1], True)
+                results[ident] = CompiledBuild(hit[0], hit[1], True, key)
                 continue
             pending.append((ident, (str(plan.kernel.source), plan.kernel.function,
                                     plan.kernel.redirect_triton, build.signature,
@@ -110,8 +117,8 @@ def compile_builds(plans, targets, jobs=None, verbose=False, progress=None) -> d
                                            initargs=(os.getpid(),))
             outputs = executor.map(_compile_one, [job for _, job in pending])
         try:
-            for done, ((ident, _), (fatbin, metadata)) in enumerate(zip(pending, outputs), 1):
-                results[ident] = CompiledBuild(fatbin, metadata, False)
+            for done, ((ident, job), (fatbin, metadata)) in enumerate(zip(pending, outputs), 1):
+                results[ident] = CompiledBuild(fatbin, metadata, False, job[-1])
                 if progress:
                     progress(done, len(pending))
         except BaseException:
@@ -121,4 +128,8 @@ def compile_builds(plans, targets, jobs=None, verbose=False, progress=None) -> d
             raise
         if workers > 1:
             executor.shutdown()
+    for idents in sharing.values():
+        first = results[idents[0]]
+        for ident in idents[1:]:
+            results[ident] = CompiledBuild(first.fatbin, first.metadata, True, first.key)
     return results
