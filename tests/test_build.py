@@ -407,3 +407,32 @@ def test_identical_specializations_are_compiled_and_embedded_once(tmp_path, monk
     library = aotk.load(result.library)
     assert library.add7.select(0, 0, 0, 3) == "add7[BLOCK=256]"
     assert library.add19.select(0, 0, 0, 9) == "add19[BLOCK=256]"
+
+
+def test_outputs_have_the_modes_the_umask_gives_and_a_relocatable_pc(tmp_path, monkeypatch):
+    monkeypatch.setenv("AOTK_CACHE_DIR", str(tmp_path / "cache"))
+    project = _project(tmp_path)
+    (project / "aotk.toml").write_text(_many_kernels_manifest(1))
+    previous = os.umask(0o022)
+    try:
+        result = aotk.build(project / "aotk.toml")
+    finally:
+        os.umask(previous)
+    for path in (result.header, result.depfile, result.pkgconfig):
+        assert path.stat().st_mode & 0o777 == 0o644, path
+    assert result.library.stat().st_mode & 0o777 == 0o755
+    pc = result.pkgconfig.read_text()
+    assert "libdir=${pcfiledir}" in pc and "includedir=${pcfiledir}" in pc
+    assert str(tmp_path) not in pc
+
+
+def test_variants_that_read_alike_get_unique_names(tmp_path, monkeypatch):
+    """Two variants differing only in `when` (specialize = "none") used to share a name."""
+    monkeypatch.setenv("AOTK_CACHE_DIR", str(tmp_path / "cache"))
+    project = _project(tmp_path)
+    (project / "aotk.toml").write_text(_many_kernels_manifest(1))
+    library = aotk.load(aotk.build(project / "aotk.toml").library)
+    names = library.add0.description["variants"]
+    assert names == ["add0[BLOCK=256]", "add0[BLOCK=256] #1", "add0[BLOCK=1024]",
+                     "add0[BLOCK=1024] #3"]
+    assert len(set(names)) == len(names)

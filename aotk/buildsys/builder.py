@@ -64,6 +64,11 @@ def _write_atomic(path: Path, data):
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode() if isinstance(data, str) else data)
+        # mkstemp makes 0600 files; outputs get the mode any new file would (0644 under
+        # the usual umask), as the compiler's and ar's outputs do.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)
         os.replace(temporary, path)
     except BaseException:
         if os.path.exists(temporary):
@@ -177,7 +182,7 @@ def build(manifest_path="aotk.toml", out_dir=None, jobs=None, verbose=False, sta
             os.utime(path)
     _write_atomic(depfile, _depfile([library, header], dependencies))
     _write_atomic(pkgconfig, template("pkgconfig.pc.in").substitute(
-        libdir=str(out), includedir=str(out), name=name, manifest_name=manifest.path.name,
+        name=name, manifest_name=manifest.path.name,
         version=__version__))
     return BuildResult(library, header, depfile, pkgconfig, archive,
                        sum(1 for c in compiled.values() if not c.cached), not up_to_date)

@@ -118,5 +118,17 @@ def plan_builds(manifest) -> list:
                 plan.builds.append(Build(len(plan.builds), variant, False, signature,
                                          f"{label} generic" if variant.specialize == "auto"
                                          else label))
+        _unique_descriptions(plan.builds)
         plans.append(plan)
     return plans
+
+
+def _unique_descriptions(builds: list):
+    """Variant names must tell builds apart (``NAME_KERNEL_variant_name``, select() in
+    Python): where a build reads like an earlier one (variants differing only in `when` or
+    in their signature's hints), it gets its manifest variant index."""
+    seen = set()
+    for build in builds:
+        if build.description in seen:
+            build.description += f" #{build.variant.index}"
+        seen.add(build.description)
