@@ -6,24 +6,19 @@ element, as kir defines it: integer division and remainder round toward zero (C)
 the bit width or more give 0 (or the sign for an arithmetic right shift), float min/max
 return the non-NaN operand, math functions compute in float32 (float64 for fp64; the libm
 functions of ``math`` in float64), ``fma`` rounds once, ``addptr`` moves by whole elements. The executor casts every result to its
-exact dtype afterwards. libdevice's directed-rounding arithmetic, conversions, bit casts and
-integer helpers are exact (as the GPU computes them); its special functions are computed in
-float64 or more.
+exact dtype afterwards. libdevice's own functions are referenced from
+``interpreter.libdevice`` (exact where the GPU is exact, float64 or more elsewhere).
 """
 from __future__ import annotations
 
 import math
 import statistics
-from decimal import Decimal, localcontext
-from fractions import Fraction
-from math import factorial
 
 import numpy as np
 
-from ..semantic.elementwise import (DIRECTED_ROUNDINGS, LIBDEVICE_CONVERSIONS,
-                                    LIBDEVICE_ROUNDINGS)
 from . import float8
 from .executor import numpy_dtype, register_op_rules
+from .libdevice import LIBDEVICE_REFERENCES, native, pointwise, round_half_away, wide
 
 
 def _math_operand(x, element):
@@ -123,41 +118,11 @@ def _addptr(ctx, op, pointer, offset):
     return pointer + offset.astype(np.int64).astype(np.uint64) * size
 
 
-def _wide(function):
-    """A numpy function applied in float64 (the reference the GPU's libdevice result is
-    compared with); the executor rounds the result to the op's type afterwards."""
-    return lambda *operands: function(*(np.asarray(x, np.float64) for x in operands))
-
-
-def _pointwise(function, arity=1):
-    """A Python function on every element, in float64; NaN where it has no value (a domain
-    or pole error), an infinity where it overflows."""
-    def safe(*values):
-        try:
-            return function(*values)
-        except ValueError:
-            return math.nan
-        except OverflowError:
-            return math.inf
-    vectorized = np.frompyfunc(safe, arity, 1)
-    return _wide(lambda *x: np.asarray(vectorized(*x), np.float64))
-
-
 def _erfinv(y):
     """erf's inverse, through the normal distribution's (accurate to about 1e-16)."""
     if not -1 < y < 1:
         return math.copysign(math.inf, y) if abs(y) == 1 else math.nan
     return statistics.NormalDist().inv_cdf((y + 1) / 2) / math.sqrt(2)
-
-
-def _round_half_away(x):
-    whole = np.trunc(x)
-    return whole + np.where(np.abs(x - whole) >= 0.5, np.sign(x), 0)
-
-
-def _native(function):
-    """A numpy function applied in the operands' own type (nextafter steps by their ulp)."""
-    return lambda *operands: function(*operands)
 
 
 def _high_product(signed: bool):
@@ -186,586 +151,44 @@ def _reverse_bits(value, bits):
     return reversed_value - (1 << bits) if reversed_value >> (bits - 1) else reversed_value
 
 
-# ---------------------------------------------------------------------------------------
-# libdevice's arithmetic in a chosen rounding direction, and its conversions: exact, bit for
-# bit the GPU's result. Each element is computed as an exact rational (fractions.Fraction),
-# rounded to nearest, then stepped one ulp where the direction asks.
-# ---------------------------------------------------------------------------------------
-
-def _sign(value) -> int:
-    """-1, 0 or 1."""
-    return int(value > 0) - int(value < 0)
-
-
-def _negative(x: float) -> bool:
-    """Whether the sign bit of ``x`` is set (-0.0 included)."""
-    return math.copysign(1.0, x) < 0
-
-
-def _nearest(exact: Fraction, held):
-    """The rational ``exact`` rounded to nearest even in the numpy float type ``held``
-    (np.float32 or np.float64); an infinity where it overflows."""
-    try:
-        wide = float(exact)   # CPython divides integers correctly rounded, subnormals too
-    except OverflowError:
-        return held(math.inf if exact > 0 else -math.inf)
-    if held is np.float64 or Fraction(wide) == exact:
-        return held(wide)
-    # A second rounding, to float32, could meet a tie that the exact value is not on:
-    # rounding to float64 towards zero and setting the last bit (rounding to odd) keeps the
-    # value on the exact value's side of every float32 tie.
-    toward_zero = wide if abs(Fraction(wide)) < abs(exact) else math.nextafter(wide, 0.0)
-    return np.float32((np.float64(toward_zero).view(np.int64) | 1).view(np.float64))
-
-
-def _directed(nearest, error_sign: int, mode: str):
-    """The exact value rounded in ``mode`` (rn, rz, rd, ru), from ``nearest`` (its rounding
-    to nearest, or for the directed modes either float next to it) and the sign of
-    (exact - nearest). One step towards the exact value's side where the direction asks,
-    which also makes an overflow the largest finite value where it rounds towards zero."""
-    if mode == "ru" and error_sign > 0:
-        return np.nextafter(nearest, nearest.dtype.type(np.inf))
-    if mode == "rd" and error_sign < 0:
-        return np.nextafter(nearest, nearest.dtype.type(-np.inf))
-    if mode == "rz" and nearest != 0 and error_sign != 0 and (nearest > 0) == (error_sign < 0):
-        return np.nextafter(nearest, nearest.dtype.type(0))
-    return nearest
-
-
-def _rounded(exact: Fraction, held, mode: str):
-    """The nonzero rational ``exact`` rounded to ``held`` (np.float32 / np.float64) in
-    ``mode``."""
-    nearest = _nearest(exact, held)
-    if math.isinf(nearest):
-        error_sign = -_sign(nearest)   # the exact value is finite: nearer zero
-    else:
-        error_sign = _sign(exact - Fraction(float(nearest)))
-    return _directed(nearest, error_sign, mode)
-
-
-def _exact_zero_sum(addends_negative, mode: str) -> float:
-    """The zero IEEE 754 gives a sum that is exactly zero: -0 when rounding down unless
-    every addend is +0, else +0 unless every addend is -0."""
-    negative = any(addends_negative) if mode == "rd" else all(addends_negative)
-    return -0.0 if negative else 0.0
-
-
-# The rounded arithmetic, one element at a time: ``held`` (the result's numpy float type),
-# the rounding ``mode`` and the operands (Python floats) in; a ``held`` scalar out.
-
-def _add_rounded(held, mode, a, b):
-    """a + b (add_rz ...)."""
-    if not (math.isfinite(a) and math.isfinite(b)):
-        return held(a) + held(b)    # infinities and NaN: exact
-    exact = Fraction(a) + Fraction(b)
-    if exact == 0:
-        return held(_exact_zero_sum((_negative(a), _negative(b)), mode))
-    return _rounded(exact, held, mode)
-
-
-def _sub_rounded(held, mode, a, b):
-    """a - b (sub_rz ...)."""
-    return _add_rounded(held, mode, a, -b)
-
-
-def _mul_rounded(held, mode, a, b):
-    """a * b (mul_rz ...)."""
-    if not (math.isfinite(a) and math.isfinite(b)) or a == 0 or b == 0:
-        return held(a) * held(b)    # special or zero: exact, with IEEE's sign
-    return _rounded(Fraction(a) * Fraction(b), held, mode)
-
-
-def _div_rounded(held, mode, a, b):
-    """a / b (div_rz ...)."""
-    if not (math.isfinite(a) and math.isfinite(b)) or a == 0 or b == 0:
-        return held(a) / held(b)    # special, zero or a zero divisor: exact
-    return _rounded(Fraction(a) / Fraction(b), held, mode)
-
-
-def _rcp_rounded(held, mode, x):
-    """1 / x (rcp_rz ...)."""
-    return _div_rounded(held, mode, 1.0, x)
-
-
-def _sqrt_rounded(held, mode, x):
-    """sqrt(x) (sqrt_rz ...)."""
-    root = np.sqrt(held(x))     # rounded to nearest (IEEE); exact for zeros, inf and NaN
-    if not (math.isfinite(x) and x > 0):
-        return root
-    # sqrt(x) - root has the sign of x - root**2, which is rational
-    return _directed(root, _sign(Fraction(x) - Fraction(float(root)) ** 2), mode)
-
-
-def _fma_rounded(held, mode, a, b, c):
-    """a * b + c, rounded once (fma_rn, fma_rz ...)."""
-    if not (math.isfinite(a) and math.isfinite(b)):
-        return held(a * b + c)      # an infinite or NaN product: exact (NaN for inf * 0)
-    if not math.isfinite(c):
-        return held(c)
-    exact = Fraction(a) * Fraction(b) + Fraction(c)
-    if exact == 0:
-        product_negative = _negative(a) != _negative(b)
-        return held(_exact_zero_sum((product_negative, _negative(c)), mode))
-    return _rounded(exact, held, mode)
-
-
-def _per_element(function, mode: str, held=None):
-    """``function(held, mode, *elements)`` on every element (Python floats or ints in); the
-    result in ``held``, by default the first operand's float type."""
-    def apply(*operands):
-        result_type = held or operands[0].dtype.type
-        results = np.frompyfunc(lambda *values: function(result_type, mode, *values),
-                                len(operands), 1)(*operands)
-        return np.asarray(results, result_type)
-    return apply
-
-
-def _float_narrowed(held, mode, x):
-    """double2float: a float64 rounded to float32 in ``mode``."""
-    if not math.isfinite(x) or x == 0:
-        return held(x)
-    return _rounded(Fraction(x), held, mode)
-
-
-def _integer_to_float(held, mode, value):
-    """int2float_rz, ll2double_ru ...: an integer rounded to the float type ``held``."""
-    return held(0.0) if value == 0 else _rounded(Fraction(int(value)), held, mode)
-
-
-_TO_INTEGRAL = {"rn": np.rint, "rz": np.trunc, "rd": np.floor, "ru": np.ceil}
-
-
-def _saturated(whole, bits: int, signed: bool):
-    """Integral floats as the integer type of ``bits`` and signedness, as PTX's cvt to an
-    integer gives them: clamped to the type's range, NaN to 0 (held in int64 / uint64)."""
-    held = np.int64 if signed else np.uint64
-    low = -(1 << (bits - 1)) if signed else 0
-    high = (1 << (bits - 1)) - 1 if signed else (1 << bits) - 1
-    whole = np.where(np.isnan(whole), 0.0, whole)
-    inside = (whole >= low) & (whole < float(high + 1))   # high + 1: a power of two, exact
-    values = np.where(inside, whole, 0.0).astype(held)
-    return np.where(whole < low, held(low), np.where(inside, values, held(high)))
-
-
-def _float_to_integer(mode: str, bits: int, signed: bool):
-    """float2int_rn ...: rounded to an integral value in ``mode``, then saturated."""
-    integral = _TO_INTEGRAL[mode]
-    return lambda x: _saturated(integral(np.asarray(x, np.float64)), bits, signed)
-
-
-# What a libdevice conversion (double2uint_rz ...) produces, by the name's target: a float
-# type, or an integer's (bits, signed). The "uint" / "ull" results are declared signed (as
-# Triton declares them), but the value saturates as unsigned.
-_CONVERSION_TARGETS = {"float": np.float32, "double": np.float64, "int": (32, True),
-                       "uint": (32, False), "ll": (64, True), "ull": (64, False)}
-
-
-def _conversion(name: str, mode: str):
-    """The interpreter rule of libdevice's conversion ``name`` in rounding ``mode``."""
-    source, target = (_CONVERSION_TARGETS[part] for part in name.split("2"))
-    if isinstance(target, tuple):
-        return _float_to_integer(mode, *target)
-    if isinstance(source, tuple):
-        return _per_element(_integer_to_float, mode, target)
-    return _per_element(_float_narrowed, mode, target)
-
-
-def _bits_as(numpy_type):
-    """The same bits read as ``numpy_type`` (of the same width)."""
-    return lambda x: np.asarray(x).view(numpy_type)
-
-
-def _double_word(high: bool):
-    """double2hiint / double2loint: the high or low 32 bits of a float64."""
-    def word(x):
-        bits = np.asarray(x, np.float64).view(np.uint64)
-        return ((bits >> np.uint64(32)) if high else bits).astype(np.uint32).view(np.int32)
-    return word
-
-
-def _hilo_to_double(high, low):
-    """hiloint2double: the float64 whose high and low 32 bits are the two words."""
-    word = lambda x: np.asarray(x).view(np.uint32).astype(np.uint64)    # noqa: E731
-    return ((word(high) << np.uint64(32)) | word(low)).view(np.float64)
-
-
-# ---------------------------------------------------------------------------------------
-# libdevice's other exact functions: integer helpers, exponents, ldexp, saturate
-# ---------------------------------------------------------------------------------------
-
-def _low_word(values, like):
-    """Integers (int64) wrapped to 32 bits, read as ``like``'s type (int32 or uint32)."""
-    return np.asarray(values).astype(np.uint32).view(like.dtype)
-
-
-def _mul24(a, b):
-    """The low 32 bits of the product of the operands' low 24 bits (sign-extended for
-    int32, as libdevice's __nv_mul24 does)."""
-    def low24(x):
-        bits = np.asarray(x).astype(np.int64) & 0xFFFFFF
-        return bits - ((bits >> 23) << 24) if x.dtype.kind == "i" else bits
-    return _low_word((low24(a) * low24(b)) & 0xFFFFFFFF, a)
-
-
-def _halved_sum(round_up: bool):
-    """hadd / rhadd: (a + b) >> 1, or (a + b + 1) >> 1, without overflow."""
-    return lambda a, b: _low_word((a.astype(np.int64) + b.astype(np.int64) + round_up) >> 1, a)
-
-
-def _sad(a, b, c):
-    """|a - b| + c, wrapping at 32 bits (PTX sad)."""
-    difference = np.abs(a.astype(np.int64) - b.astype(np.int64))
-    return _low_word((difference + c.astype(np.int64)) & 0xFFFFFFFF, a)
-
-
-def _byte_perm(a, b, selector):
-    """PTX prmt as __nv_byte_perm calls it: byte i of the result is byte (selector's nibble
-    i, low 3 bits) of the eight bytes b:a (a the low four)."""
-    unsigned = lambda x: np.asarray(x).view(np.uint32).astype(np.uint64)    # noqa: E731
-    word, select = (unsigned(b) << np.uint64(32)) | unsigned(a), unsigned(selector)
-    result = np.zeros_like(word)
-    for byte in range(4):
-        source = (select >> np.uint64(4 * byte)) & np.uint64(7)
-        picked = (word >> (source * np.uint64(8))) & np.uint64(0xFF)
-        result |= picked << np.uint64(8 * byte)
-    return result.astype(np.uint32).view(np.int32)
-
-
-INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
-
-
-def _ilogb(x):
-    """The unbiased binary exponent as an integer (subnormals by their leading bit); 0 and
-    NaN give INT_MIN, infinities INT_MAX, as libdevice's."""
-    x = np.asarray(x, np.float64)
-    _, exponent = np.frexp(np.where(np.isfinite(x), x, 1.0))
-    return np.where(np.isnan(x) | (x == 0), INT32_MIN,
-                    np.where(np.isinf(x), INT32_MAX, exponent.astype(np.int64) - 1))
-
-
-def _logb(x):
-    """ilogb as a float: -inf for 0, +inf for infinities, NaN for NaN."""
-    exponent = _ilogb(x).astype(np.float64)
-    x = np.asarray(x, np.float64)
-    return np.where(x == 0, -np.inf, np.where(np.isinf(x), np.inf,
-                                              np.where(np.isnan(x), x, exponent)))
-
-
-def _saturate(x):
-    """saturatef: clamped to [0, 1] (-0 kept, as libdevice documents), NaN to +0."""
-    return np.where(np.isnan(x) | (x < 0), np.float32(0), np.minimum(x, np.float32(1)))
-
-
-# ---------------------------------------------------------------------------------------
-# libdevice's approximations, computed in float64 (or more) and rounded once to the result
-# type: Bessel functions, erfcx, erfcinv, normcdfinv, Euclidean norms, rcp64h. Within a few
-# float64 ulps of the exact value (Bessel functions: absolute near their zeros, and jn / yn
-# of high orders lose more through their recurrences), well inside libdevice's own bounds
-# (2 to 9 ulps in fp32); tests/test_libdevice.py measures them against mpmath.
-# ---------------------------------------------------------------------------------------
-
-_PI = Decimal("3.14159265358979323846264338327950288419716939937510")
-_EULER_GAMMA = Decimal("0.57721566490153286060651209008240243104215933593992")
-_BESSEL_SERIES_UP_TO = 20.0   # |x| above: Hankel's expansion, whose terms shrink below 1e-17
-
-
-def _bessel_series(order: int, x: float, second_kind: bool) -> float:
-    """J_order(x), or Y_order(x) for 0 < x (A&S 9.1.10 / 9.1.11), by the power series in
-    decimal arithmetic with digits to spare for the terms' cancellation (they grow to
-    about e**x)."""
-    with localcontext() as context:
-        context.prec = 40 + int(0.45 * x)
-        half = Decimal(x) / 2
-        step = -(half * half)
-        term = (half ** order if order else Decimal(1)) / factorial(order)   # (0**0 = 1)
-        harmonic, harmonic_shifted = Decimal(0), sum(Decimal(1) / j for j in range(1, order + 1))
-        first_kind = term
-        psi_sum = term * (harmonic + harmonic_shifted - 2 * _EULER_GAMMA)   # psi(1)+psi(n+1)
-        k = 0
-        while term != 0 and (k <= half or abs(term) > abs(first_kind) * Decimal("1e-36")):
-            k += 1
-            term = term * step / (k * (k + order))
-            harmonic += Decimal(1) / k
-            harmonic_shifted += Decimal(1) / (k + order)
-            first_kind += term
-            psi_sum += term * (harmonic + harmonic_shifted - 2 * _EULER_GAMMA)
-        if not second_kind:
-            return float(first_kind)
-        finite_sum = sum(factorial(order - k - 1) / Decimal(factorial(k)) * (half * half) ** k
-                         for k in range(order)) / half ** order
-        return float((2 * half.ln() * first_kind - finite_sum - psi_sum) / _PI)
-
-
-def _bessel_asymptotic(order: int, x: float) -> tuple:
-    """(J_order(x), Y_order(x)) for x > 20 by Hankel's expansion (A&S 9.2.5 - 9.2.10),
-    order 0 or 1."""
-    mu = 4 * order * order
-    p, q, term, k = 1.0, 0.0, 1.0, 0
-    while abs(term) > 1e-18:
-        k += 1
-        term *= (mu - (2 * k - 1) ** 2) / (8 * k * x)
-        if k % 2:
-            q += term if k % 4 == 1 else -term
-        else:
-            p += term if k % 4 == 0 else -term
-    # The phase x - (2 order + 1) pi / 4 through sin x and cos x, which libm reduces exactly.
-    sine, cosine = math.sin(x), math.cos(x)
-    root_half = math.sqrt(0.5)
-    if order == 0:
-        phase_cos, phase_sin = (cosine + sine) * root_half, (sine - cosine) * root_half
-    else:
-        phase_cos, phase_sin = (sine - cosine) * root_half, -(sine + cosine) * root_half
-    scale = math.sqrt(2 / (math.pi * x))
-    return (scale * (p * phase_cos - q * phase_sin), scale * (p * phase_sin + q * phase_cos))
-
-
-def _bessel_j_nonnegative(order: int, x: float) -> float:
-    """J_order(x) for x >= 0, order >= 0."""
-    if x == 0:
-        return 1.0 if order == 0 else 0.0
-    if order and order * (math.log(x) - math.log(2)) - math.lgamma(order + 1) < -746:
-        return 0.0      # |J_n(x)| <= (x/2)**n / n! (A&S 9.1.62) is below every float64
-    if x <= _BESSEL_SERIES_UP_TO:
-        return _bessel_series(order, x, second_kind=False)
-    if order <= 1:
-        return _bessel_asymptotic(order, x)[0]
-    if order < x:   # forward recurrence: stable while the order stays below x
-        previous, current = _bessel_asymptotic(0, x)[0], _bessel_asymptotic(1, x)[0]
-        for k in range(1, order):
-            previous, current = current, 2 * k / x * current - previous
-        return current
-    # Miller's backward recurrence from far above the order, normalized by
-    # J0 + 2 (J2 + J4 + ...) = 1
-    start = 2 * ((order + int(math.sqrt(160 * order))) // 2)
-    above, current, even_sum, result = 0.0, 1.0, 0.0, 0.0
-    for k in range(start, 0, -1):
-        above, current = current, 2 * k / x * current - above
-        if abs(current) > 1e250:
-            above, current, even_sum, result = (v * 1e-250 for v in (above, current, even_sum,
-                                                                      result))
-        if k == order + 1:
-            result = current    # J_order, before the normalization
-        if (k - 1) % 2 == 0 and k > 1:
-            even_sum += current
-    return result / (2 * even_sum + current)
-
-
-def _bessel_j(order, x):
-    """jn / j0 / j1: J_order(x); NaN for a negative order, +0 at infinity."""
-    order = int(order)
-    if order < 0 or math.isnan(x):
-        return math.nan
-    value = 0.0 if math.isinf(x) else _bessel_j_nonnegative(order, abs(x))
-    return -value if _negative(x) and order % 2 else value     # J_n(-x) = (-1)^n J_n(x)
-
-
-def _bessel_y(order, x):
-    """yn / y0 / y1: Y_order(x); NaN for a negative order or x, -inf at 0, +0 at +inf."""
-    order = int(order)
-    if order < 0 or math.isnan(x) or x < 0:
-        return math.nan
-    if x == 0:
-        return -math.inf
-    if math.isinf(x):
-        return 0.0
-    if x <= _BESSEL_SERIES_UP_TO:
-        previous, current = (_bessel_series(n, x, second_kind=True) for n in (0, 1))
-    else:
-        previous, current = _bessel_asymptotic(0, x)[1], _bessel_asymptotic(1, x)[1]
-    if order == 0:
-        return previous
-    for k in range(1, order):    # forward recurrence: stable for Y
-        if math.isinf(current):
-            break
-        previous, current = current, 2 * k / x * current - previous
-    return current
-
-
-def _bessel_i(order: int):
-    """cyl_bessel_i0 / i1: the modified Bessel function I_order (order 0 or 1) by its power
-    series, whose terms are all positive, in decimal arithmetic; it overflows float64 from
-    |x| = 714 on."""
-    def modified(x):
-        magnitude = abs(x)
-        if math.isnan(x) or magnitude > 720:
-            value = math.inf if magnitude > 720 else math.nan
-        else:
-            with localcontext() as context:
-                context.prec = 30
-                half = Decimal(magnitude) / 2
-                term = (half ** order if order else Decimal(1)) / factorial(order)
-                total, k = term, 0
-                while term > total * Decimal("1e-25"):
-                    k += 1
-                    term = term * half * half / (k * (k + order))
-                    total += term
-                value = float(total)     # inf beyond float64's range
-        return -value if order and _negative(x) else value   # I1 is odd, I0 even
-    return modified
-
-
-def _exact_square(x: float) -> tuple:
-    """(x*x rounded, its rounding error) exactly, by Dekker's product (|x| < 1e150)."""
-    split = 134217729.0 * x     # 2**27 + 1: Veltkamp's split into two 26-bit halves
-    high = split - (split - x)
-    low = x - high
-    square = x * x
-    return square, ((high * high - square) + 2 * high * low) + low * low
-
-
-def _erfcx(x):
-    """exp(x**2) * erfc(x): the product where erfc does not underflow (x < 10), with x**2
-    carried exactly into exp; the asymptotic series 1/(x sqrt(pi)) * sum (-1)^k
-    (2k-1)!! / (2x^2)^k from x = 10 on."""
-    if math.isnan(x):
-        return x
-    if x < -27:
-        return math.inf     # 2 exp(x**2) overflows
-    if x < 10:
-        square, error = _exact_square(x)
-        return math.exp(square) * (1 + error) * math.erfc(x)
-    if math.isinf(x):
-        return 0.0
-    inverse = 1 / (2 * x * x)
-    total, term, k = 1.0, 1.0, 0
-    while abs(term) > 1e-18:
-        k += 1
-        term *= -(2 * k - 1) * inverse
-        total += term
-    return total / x / math.sqrt(math.pi)     # (x * sqrt(pi) would overflow first)
-
-
-def _normcdfinv(p):
-    """The standard normal distribution's quantile (Wichura's AS241, about 1e-16)."""
-    if not 0 < p < 1:
-        return -math.inf if p == 0 else math.inf if p == 1 else math.nan
-    return statistics.NormalDist().inv_cdf(p)
-
-
-def _erfcinv(y):
-    """erfc's inverse on [0, 2]: -normcdfinv(y / 2) / sqrt(2), y / 2 taken as a quantile in
-    the tail where it is small (no cancellation)."""
-    if not 0 < y < 2:
-        return math.inf if y == 0 else -math.inf if y == 2 else math.nan
-    if y / 2 == 0:
-        # Below the smallest float64 quantile: Newton's method on log erfc(x) = log y, from
-        # the quantile of y itself (log erfc(x) = log erfcx(x) - x**2, whose slope is
-        # -2 / (sqrt(pi) erfcx(x))).
-        x = -_normcdfinv(y) / math.sqrt(2)
-        for _ in range(4):
-            x += (math.log(_erfcx(x)) - x * x - math.log(y)) * _erfcx(x) * math.sqrt(math.pi) / 2
-        return x
-    return -_normcdfinv(y / 2) / math.sqrt(2)
-
-
-def _euclidean_norm(reciprocal: bool):
-    """norm3d / norm4d / rhypot ... : sqrt of the sum of squares, or its reciprocal. Scaled
-    by the power of two of the largest magnitude (nothing overflows or underflows on the
-    way), summed and rooted in long double (a 64-bit significand on x86-64), rounded once to
-    float64; an infinite component gives +inf (+0) even beside NaN, as libdevice's."""
-    def norm(*components):
-        magnitudes = [np.abs(np.asarray(c, np.float64)) for c in components]
-        largest = np.maximum.reduce(magnitudes)
-        _, exponent = np.frexp(np.where(np.isfinite(largest), largest, 1.0))
-        total = sum(np.square(np.ldexp(m, -exponent).astype(np.longdouble)) for m in magnitudes)
-        if reciprocal:
-            value = np.ldexp((1 / np.sqrt(total)).astype(np.float64), -exponent)
-        else:
-            value = np.ldexp(np.sqrt(total).astype(np.float64), exponent)
-        infinite = np.logical_or.reduce([np.isinf(m) for m in magnitudes])
-        return np.where(infinite, 0.0 if reciprocal else np.inf, value)
-    return norm
-
-
-_HIGH_WORD = np.uint64(0xFFFFFFFF00000000)
-
-
-def _reciprocal_of_high_word(x):
-    """rcp64h (PTX rcp.approx.ftz.f64): 1/x from x's high 32 bits only, subnormals flushed
-    to zero, the result's low 32 bits cleared; relative error below 2**-19 (the GPU's own
-    approximation differs in those last bits)."""
-    tiny = np.finfo(np.float64).tiny
-    high = (np.asarray(x, np.float64).view(np.uint64) & _HIGH_WORD).view(np.float64)
-    high = np.where(np.abs(high) < tiny, np.copysign(0.0, high), high)
-    result = (np.asarray(1 / high).view(np.uint64) & _HIGH_WORD).view(np.float64)
-    return np.where(np.abs(result) < tiny, np.copysign(0.0, result), result)
-
-
-_ROUNDED_ARITHMETIC = {"add": _add_rounded, "sub": _sub_rounded, "mul": _mul_rounded,
-                       "div": _div_rounded, "rcp": _rcp_rounded, "sqrt": _sqrt_rounded,
-                       "fma": _fma_rounded}
-
-
 # The math functions of aotk.semantic's ALL_MATH_FUNCTIONS (kir op ``math``), by name: numpy
 # arrays of the operands' types in, an array out (the executor casts it to the result type).
 MATH = {
-    "erf": _pointwise(math.erf), "erfc": _pointwise(math.erfc), "erfinv": _pointwise(_erfinv),
-    "tanh": _wide(np.tanh), "exp10": _wide(lambda x: np.power(10.0, x)),
-    "log10": _wide(np.log10), "log1p": _wide(np.log1p), "expm1": _wide(np.expm1),
-    "sinh": _wide(np.sinh), "cosh": _wide(np.cosh), "tan": _wide(np.tan),
-    "asin": _wide(np.arcsin), "acos": _wide(np.arccos), "atan": _wide(np.arctan),
-    "asinh": _wide(np.arcsinh), "acosh": _wide(np.arccosh), "atanh": _wide(np.arctanh),
-    "cbrt": _wide(np.cbrt), "rcbrt": _wide(lambda x: 1 / np.cbrt(x)),
-    "lgamma": _pointwise(math.lgamma), "tgamma": _pointwise(math.gamma),
-    "round": _wide(_round_half_away), "trunc": _wide(np.trunc), "rint": _wide(np.rint),
-    "nearbyint": _wide(np.rint),
-    "sinpi": _wide(lambda x: np.sin(np.pi * (x - 2 * np.rint(x / 2)))),
-    "cospi": _wide(lambda x: np.cos(np.pi * (x - 2 * np.rint(x / 2)))),
-    "normcdf": _pointwise(lambda x: 0.5 * math.erfc(-x / math.sqrt(2))),
-    "sqrt_rn": _wide(np.sqrt), "rcp_rn": _wide(lambda x: 1 / x),
-    "pow": _wide(np.power), "atan2": _wide(np.arctan2), "hypot": _wide(np.hypot),
-    "copysign": _wide(np.copysign), "fmod": _wide(np.fmod),
-    "fdim": _wide(lambda x, y: np.where(np.isnan(x) | np.isnan(y), np.nan,
+    "erf": pointwise(math.erf), "erfc": pointwise(math.erfc), "erfinv": pointwise(_erfinv),
+    "tanh": wide(np.tanh), "exp10": wide(lambda x: np.power(10.0, x)),
+    "log10": wide(np.log10), "log1p": wide(np.log1p), "expm1": wide(np.expm1),
+    "sinh": wide(np.sinh), "cosh": wide(np.cosh), "tan": wide(np.tan),
+    "asin": wide(np.arcsin), "acos": wide(np.arccos), "atan": wide(np.arctan),
+    "asinh": wide(np.arcsinh), "acosh": wide(np.arccosh), "atanh": wide(np.arctanh),
+    "cbrt": wide(np.cbrt), "rcbrt": wide(lambda x: 1 / np.cbrt(x)),
+    "lgamma": pointwise(math.lgamma), "tgamma": pointwise(math.gamma),
+    "round": wide(round_half_away), "trunc": wide(np.trunc), "rint": wide(np.rint),
+    "nearbyint": wide(np.rint),
+    "sinpi": wide(lambda x: np.sin(np.pi * (x - 2 * np.rint(x / 2)))),
+    "cospi": wide(lambda x: np.cos(np.pi * (x - 2 * np.rint(x / 2)))),
+    "normcdf": pointwise(lambda x: 0.5 * math.erfc(-x / math.sqrt(2))),
+    "sqrt_rn": wide(np.sqrt), "rcp_rn": wide(lambda x: 1 / x),
+    "pow": wide(np.power), "atan2": wide(np.arctan2), "hypot": wide(np.hypot),
+    "copysign": wide(np.copysign), "fmod": wide(np.fmod),
+    "fdim": wide(lambda x, y: np.where(np.isnan(x) | np.isnan(y), np.nan,
                                         np.maximum(x - y, 0))),
-    "remainder": _pointwise(math.remainder, 2), "nextafter": _native(np.nextafter),
-    "div_rn": _wide(np.divide), "add_rn": _wide(np.add), "sub_rn": _wide(np.subtract),
-    "mul_rn": _wide(np.multiply),
-    "rsqrt_rn": _wide(lambda x: 1 / np.sqrt(x)), "fast_expf": _wide(np.exp),
-    "fast_logf": _wide(np.log), "fast_sinf": _wide(np.sin), "fast_cosf": _wide(np.cos),
-    "fast_tanf": _wide(np.tan), "fast_exp10f": _wide(lambda x: np.power(10.0, x)),
-    "fast_log2f": _wide(np.log2), "fast_log10f": _wide(np.log10),
-    "fast_powf": _wide(np.power), "fast_dividef": _wide(np.divide),
-    "isnan": _native(np.isnan), "isinf": _native(np.isinf), "signbit": _native(np.signbit),
-    "finitef": _native(np.isfinite), "isfinited": _native(np.isfinite),
+    "remainder": pointwise(math.remainder, 2), "nextafter": native(np.nextafter),
+    "div_rn": wide(np.divide), "add_rn": wide(np.add), "sub_rn": wide(np.subtract),
+    "mul_rn": wide(np.multiply),
+    "rsqrt_rn": wide(lambda x: 1 / np.sqrt(x)), "fast_expf": wide(np.exp),
+    "fast_logf": wide(np.log), "fast_sinf": wide(np.sin), "fast_cosf": wide(np.cos),
+    "fast_tanf": wide(np.tan), "fast_exp10f": wide(lambda x: np.power(10.0, x)),
+    "fast_log2f": wide(np.log2), "fast_log10f": wide(np.log10),
+    "fast_powf": wide(np.power), "fast_dividef": wide(np.divide),
+    "isnan": native(np.isnan), "isinf": native(np.isinf), "signbit": native(np.signbit),
+    "finitef": native(np.isfinite), "isfinited": native(np.isfinite),
     "umulhi": _high_product(signed=False),
     "mulhi": lambda a, b: _high_product(signed=a.dtype.kind == "i")(a, b),
     "clz": _bits(lambda v, bits: bits - v.bit_length()),
     "popc": _bits(lambda v, bits: bin(v).count("1")),
     "ffs": _bits(lambda v, bits: (v & -v).bit_length()),
     "brev": lambda x: _bits(_reverse_bits)(x).astype(x.dtype),
-    # aotk.semantic's LIBDEVICE_FUNCTIONS: the exact ones (bit for bit the GPU's) ...
-    **{f"{name}_{mode}": _per_element(function, mode)
-       for name, function in _ROUNDED_ARITHMETIC.items() for mode in DIRECTED_ROUNDINGS},
-    "fma_rn": _per_element(_fma_rounded, "rn"),
-    **{f"{name}_{mode}": _conversion(name, mode)
-       for name in LIBDEVICE_CONVERSIONS for mode in LIBDEVICE_ROUNDINGS},
-    "int2double_rn": _wide(lambda x: x), "uint2double_rn": _wide(lambda x: x),
-    "int_as_float": _bits_as(np.float32), "float_as_int": _bits_as(np.int32),
-    "uint_as_float": _bits_as(np.float32), "float_as_uint": _bits_as(np.int32),
-    "longlong_as_double": _bits_as(np.float64), "double_as_longlong": _bits_as(np.int64),
-    "double2loint": _double_word(high=False), "double2hiint": _double_word(high=True),
-    "hiloint2double": _hilo_to_double,
-    "llrint": _float_to_integer("rn", 64, signed=True),
-    "llround": lambda x: _saturated(_round_half_away(np.asarray(x, np.float64)), 64, True),
-    "ilogb": _ilogb, "logb": _logb,
-    # ldexp is one correctly rounded scaling (libdevice's clamp of n changes no result)
-    "ldexp": _native(np.ldexp), "scalbn": _native(np.ldexp),
-    "saturatef": _saturate,
-    "mul24": _mul24, "hadd": _halved_sum(round_up=False), "rhadd": _halved_sum(round_up=True),
-    "sad": _sad, "byte_perm": _byte_perm,
-    # ... and the approximations (within a few float64 ulps, see above)
-    "rcp64h": _reciprocal_of_high_word,
-    "j0": _pointwise(lambda x: _bessel_j(0, x)), "j1": _pointwise(lambda x: _bessel_j(1, x)),
-    "y0": _pointwise(lambda x: _bessel_y(0, x)), "y1": _pointwise(lambda x: _bessel_y(1, x)),
-    "jn": _pointwise(_bessel_j, 2), "yn": _pointwise(_bessel_y, 2),
-    "cyl_bessel_i0": _pointwise(_bessel_i(0)), "cyl_bessel_i1": _pointwise(_bessel_i(1)),
-    "erfcx": _pointwise(_erfcx), "erfcinv": _pointwise(_erfcinv),
-    "normcdfinv": _pointwise(_normcdfinv),
-    "rhypot": _wide(_euclidean_norm(reciprocal=True)),
-    "norm3d": _wide(_euclidean_norm(reciprocal=False)),
-    "rnorm3d": _wide(_euclidean_norm(reciprocal=True)),
-    "norm4d": _wide(_euclidean_norm(reciprocal=False)),
-    "rnorm4d": _wide(_euclidean_norm(reciprocal=True)),
+    **LIBDEVICE_REFERENCES,
 }
 
 
