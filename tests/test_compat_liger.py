@@ -41,18 +41,9 @@ def ops():
 def runs(ops):
     """{case name: (outputs, reference outputs, launches)}; an exception in place of the
     outputs where liger's host code or the interpreter failed."""
-    results = {}
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("AOTK_INTERPRET", "1")   # CPU tensors run on the interpreter
-        for case in liger.cases():
-            with aotk.record_launches() as launches:
-                try:
-                    outputs = case.run(ops, case.make_inputs("cpu", False))
-                except Exception as exc:   # noqa: BLE001 - reported by the case's own test
-                    outputs = exc
-            results[case.name] = (outputs, case.reference(case.make_inputs("cpu", False)),
-                                  list(launches))
-    return results
+    ran = liger.run_cases(ops)
+    return {case.name: (ran[case.name][0], case.reference(case.make_inputs("cpu", False)),
+                        ran[case.name][1]) for case in liger.cases()}
 
 
 def test_every_cuda_op_module_of_liger_loads_with_triton_as_aotk(ops):

@@ -118,3 +118,29 @@ def cases() -> list:
     for group in CASE_GROUPS:
         found += importlib.import_module(f"{__package__}.liger_cases_{group}").CASES
     return found
+
+
+def run_cases(ops) -> dict:
+    """{case name: (outputs, launches)}: each case's own host code run on CPU tensors (the
+    interpreter, AOTK_INTERPRET=1 for the duration) with its launches recorded; an exception
+    in place of the outputs where the host code or the interpreter failed."""
+    import os
+
+    import aotk
+    results = {}
+    previous = os.environ.get("AOTK_INTERPRET")
+    os.environ["AOTK_INTERPRET"] = "1"
+    try:
+        for case in cases():
+            with aotk.record_launches() as launches:
+                try:
+                    outputs = case.run(ops, case.make_inputs("cpu", False))
+                except Exception as exc:   # noqa: BLE001 - reported by the caller
+                    outputs = exc
+            results[case.name] = (outputs, list(launches))
+    finally:
+        if previous is None:
+            del os.environ["AOTK_INTERPRET"]
+        else:
+            os.environ["AOTK_INTERPRET"] = previous
+    return results
