@@ -201,22 +201,45 @@ def _integer_to_float(held, mode, value):
 _TO_INTEGRAL = {"rn": np.rint, "rz": np.trunc, "rd": np.floor, "ru": np.ceil}
 
 
-def _saturated(whole, bits: int, signed: bool):
+def _nan_as_integer(source, bits: int, signed: bool) -> int:
+    """What the GPU's cvt to an integer gives for NaN, measured on sm_90: 0 from fp32 to a
+    32-bit integer and to unsigned types, the type's minimum otherwise (F2I from fp64 or to
+    64 bits)."""
+    if not signed or (bits == 32 and np.dtype(source) == np.float32):
+        return 0
+    return -(1 << (bits - 1))
+
+
+def _saturated(whole, bits: int, signed: bool, nan_value: int = 0):
     """Integral floats as the integer type of ``bits`` and signedness, as PTX's cvt to an
-    integer gives them: clamped to the type's range, NaN to 0 (held in int64 / uint64)."""
+    integer gives them: clamped to the type's range, NaN to ``nan_value`` (held in int64 /
+    uint64)."""
     held = np.int64 if signed else np.uint64
     low = -(1 << (bits - 1)) if signed else 0
     high = (1 << (bits - 1)) - 1 if signed else (1 << bits) - 1
-    whole = np.where(np.isnan(whole), 0.0, whole)
+    nan = np.isnan(whole)
+    whole = np.where(nan, 0.0, whole)
     inside = (whole >= low) & (whole < float(high + 1))   # high + 1: a power of two, exact
     values = np.where(inside, whole, 0.0).astype(held)
-    return np.where(whole < low, held(low), np.where(inside, values, held(high)))
+    clamped = np.where(whole < low, held(low), np.where(inside, values, held(high)))
+    return np.where(nan, held(nan_value), clamped)
 
 
 def _float_to_integer(mode: str, bits: int, signed: bool):
-    """float2int_rn ...: rounded to an integral value in ``mode``, then saturated."""
+    """float2int_rn, llrint ...: rounded to an integral value in ``mode``, then saturated."""
     integral = _TO_INTEGRAL[mode]
-    return lambda x: _saturated(integral(np.asarray(x, np.float64)), bits, signed)
+
+    def convert(x):
+        x = np.asarray(x)
+        return _saturated(integral(x.astype(np.float64)), bits, signed,
+                          _nan_as_integer(x.dtype, bits, signed))
+    return convert
+
+
+def _llround(x):
+    """llround: half away from zero, saturated; NaN gives the minimum (libdevice tests
+    isnan first and returns LLONG_MIN, in fp32 and fp64 alike)."""
+    return _saturated(round_half_away(np.asarray(x, np.float64)), 64, True, -(1 << 63))
 
 
 # What a libdevice conversion (double2uint_rz ...) produces, by the name's target: a float
@@ -318,8 +341,9 @@ def _logb(x):
 
 
 def _saturate(x):
-    """saturatef: clamped to [0, 1] (-0 kept, as libdevice documents), NaN to +0."""
-    return np.where(np.isnan(x) | (x < 0), np.float32(0), np.minimum(x, np.float32(1)))
+    """saturatef: clamped to [0, 1], NaN and -0 to +0 (PTX's cvt.sat, as the GPU gives it;
+    libdevice's documentation keeps -0, the hardware does not)."""
+    return np.where(np.isnan(x) | (x <= 0), np.float32(0), np.minimum(x, np.float32(1)))
 
 
 # ---------------------------------------------------------------------------------------
@@ -423,6 +447,48 @@ def _bessel_j(order, x):
         return math.nan
     value = 0.0 if math.isinf(x) else _bessel_j_nonnegative(order, abs(x))
     return -value if _negative(x) and order % 2 else value     # J_n(-x) = (-1)^n J_n(x)
+
+
+def _libdevice_backward_jn(order: int, x, held):
+    """J_order(x) as libdevice computes it where it recurs backward (order >= 2 and |x| up
+    to about the order: __nv_jnf while |x| <= order + (order > 4), __nv_jn while |x| <=
+    order - 1): Miller's recurrence in the operand type ``held``, started at 2 (order +
+    sqrt(40 order)) / 2 (fp32) or sqrt(60 order) (fp64), rescaled by 1e-15 past 1e15.
+    Followed step by step because its ratio 2k / x overflows for x = 0 and tiny x, and the
+    GPU then returns NaN (inf / inf), where J_order is 0."""
+    fp32 = held is np.float32
+    x = held(x)
+    two_over_x = None if fp32 else held(2.0) / x
+    start = 2 * ((order + int(math.sqrt(held((40 if fp32 else 60) * order)))) >> 1)
+    above, current, normalizer, result = held(0), held(1), held(0), held(0)
+    for k in range(start, 0, -1):
+        ratio = held(2 * k) / x if fp32 else held(k) * two_over_x
+        below = ratio * current - above
+        if abs(np.float32(below)) > 1e15:
+            below, current, result, normalizer = (v * held(1e-15) for v in
+                                                  (below, current, result, normalizer))
+        above, current = current, below
+        if k - 1 == order:
+            result = current
+        if k % 2:
+            normalizer = normalizer + held(2) * current
+    return float(result / (normalizer - current))
+
+
+def _bessel_jn(orders, x):
+    """jn: J_order(x), NaN where libdevice's backward recurrence breaks down (x = 0, tiny
+    x); elsewhere the float64 value of _bessel_j."""
+    held = np.asarray(x).dtype.type
+
+    def one(order, value):
+        order = int(order)
+        bound = order + (order > 4) if held is np.float32 else order - 1
+        if order >= 2 and abs(value) <= bound:
+            with np.errstate(all="ignore"):
+                if math.isnan(_libdevice_backward_jn(order, value, held)):
+                    return math.nan
+        return _bessel_j(order, float(value))
+    return np.asarray(np.frompyfunc(one, 2, 1)(orders, x), np.float64)
 
 
 def _bessel_y(order, x):
@@ -578,7 +644,7 @@ LIBDEVICE_REFERENCES = {
     "double2loint": _double_word(high=False), "double2hiint": _double_word(high=True),
     "hiloint2double": _hilo_to_double,
     "llrint": _float_to_integer("rn", 64, signed=True),
-    "llround": lambda x: _saturated(round_half_away(np.asarray(x, np.float64)), 64, True),
+    "llround": _llround,
     "ilogb": _ilogb, "logb": _logb,
     # ldexp is one correctly rounded scaling (libdevice's clamp of n changes no result)
     "ldexp": native(np.ldexp), "scalbn": native(np.ldexp),
@@ -589,7 +655,7 @@ LIBDEVICE_REFERENCES = {
     "rcp64h": _reciprocal_of_high_word,
     "j0": pointwise(lambda x: _bessel_j(0, x)), "j1": pointwise(lambda x: _bessel_j(1, x)),
     "y0": pointwise(lambda x: _bessel_y(0, x)), "y1": pointwise(lambda x: _bessel_y(1, x)),
-    "jn": pointwise(_bessel_j, 2), "yn": pointwise(_bessel_y, 2),
+    "jn": _bessel_jn, "yn": pointwise(_bessel_y, 2),
     "cyl_bessel_i0": pointwise(_bessel_i(0)), "cyl_bessel_i1": pointwise(_bessel_i(1)),
     "erfcx": pointwise(_erfcx), "erfcinv": pointwise(_erfcinv),
     "normcdfinv": pointwise(_normcdfinv),
