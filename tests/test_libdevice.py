@@ -319,8 +319,8 @@ def reference_conversion(name, x):
     if target in _INTEGER_RANGES:
         bits, signed = _INTEGER_RANGES[target]
         low, high = (-2 ** (bits - 1), 2 ** (bits - 1) - 1) if signed else (0, 2 ** bits - 1)
-        if math.isnan(x):   # measured on sm_90: 0 only from fp32 to 32 bits and to unsigned
-            return 0 if not signed or (bits == 32 and source == "float") else low
+        if math.isnan(x):   # measured on sm_90: 0 only from fp32 to 32 bits, else 1 << 31 / 63
+            return 0 if bits == 32 and source == "float" else 2 ** (bits - 1)
         if math.isinf(x):
             return high if x > 0 else low
         exact = Fraction(x)
@@ -560,12 +560,14 @@ def reference_special(name, *values):
 def reference_bessel_order(dtype):
     """jn / yn in ``dtype``: libdevice's jn is NaN for orders >= 2 at 0 and at |x| up to the
     smallest normal, where its backward recurrence's 2k / x overflows (inf / inf at the
-    end); J_n is 0 there."""
+    end); J_n is 0 there. __nv_yn (fp64) returns -(2 / pi) / x below 1e-308: +inf at -0."""
     tiny = float(np.finfo(dtype).tiny)
 
     def reference(name, order, x):
         if name == "jn" and order >= 2 and abs(x) <= tiny:
             return math.nan
+        if name == "yn" and dtype == np.float64 and order >= 2 and 0 <= x < 1e-308:
+            return -2 / math.pi / x if x else math.copysign(math.inf, -x)   # __nv_yn's shortcut
         return reference_special(name, order, x)
     return reference
 

@@ -203,11 +203,11 @@ _TO_INTEGRAL = {"rn": np.rint, "rz": np.trunc, "rd": np.floor, "ru": np.ceil}
 
 def _nan_as_integer(source, bits: int, signed: bool) -> int:
     """What the GPU's cvt to an integer gives for NaN, measured on sm_90: 0 from fp32 to a
-    32-bit integer and to unsigned types, the type's minimum otherwise (F2I from fp64 or to
-    64 bits)."""
-    if not signed or (bits == 32 and np.dtype(source) == np.float32):
+    32-bit integer, signed or not; otherwise (from fp64, or to 64 bits) the bits of the
+    signed minimum, 1 << (bits - 1), whether the target is signed or unsigned."""
+    if bits == 32 and np.dtype(source) == np.float32:
         return 0
-    return -(1 << (bits - 1))
+    return -(1 << (bits - 1)) if signed else 1 << (bits - 1)
 
 
 def _saturated(whole, bits: int, signed: bool, nan_value: int = 0):
@@ -513,6 +513,21 @@ def _bessel_y(order, x):
     return current
 
 
+def _bessel_yn(orders, x):
+    """yn: Y_order(x), but where __nv_yn (fp64) takes its shortcut for orders >= 2 and
+    0 <= x < 1e-308 (-0 included): -(2 / pi) / x, so +inf at -0 (fp32's ynf has no such
+    case at -0: -inf)."""
+    held = np.asarray(x).dtype.type
+
+    def one(order, value):
+        order, value = int(order), float(value)
+        if held is np.float64 and order >= 2 and value >= 0 and value < 1e-308:
+            with np.errstate(all="ignore"):
+                return float(np.float64(-2 / math.pi) / np.float64(value))
+        return _bessel_y(order, value)
+    return np.asarray(np.frompyfunc(one, 2, 1)(orders, x), np.float64)
+
+
 def _bessel_i(order: int):
     """cyl_bessel_i0 / i1: the modified Bessel function I_order (order 0 or 1) by its power
     series, whose terms are all positive, in decimal arithmetic; it overflows float64 from
@@ -655,7 +670,7 @@ LIBDEVICE_REFERENCES = {
     "rcp64h": _reciprocal_of_high_word,
     "j0": pointwise(lambda x: _bessel_j(0, x)), "j1": pointwise(lambda x: _bessel_j(1, x)),
     "y0": pointwise(lambda x: _bessel_y(0, x)), "y1": pointwise(lambda x: _bessel_y(1, x)),
-    "jn": _bessel_jn, "yn": pointwise(_bessel_y, 2),
+    "jn": _bessel_jn, "yn": _bessel_yn,
     "cyl_bessel_i0": pointwise(_bessel_i(0)), "cyl_bessel_i1": pointwise(_bessel_i(1)),
     "erfcx": pointwise(_erfcx), "erfcinv": pointwise(_erfcinv),
     "normcdfinv": pointwise(_normcdfinv),
