@@ -1,14 +1,57 @@
 """aotk: ahead-of-time GPU kernels from a Triton-style Python block language."""
-from . import language, testing
-from .autotune import Config, autotune, heuristics
-from .errors import AotkError, CompilationError
-from .helpers import cdiv, next_power_of_2
-from .ir.signature import Signature, SignatureError
-from .jit import JITFunction, jit
-from .language.core import constexpr_function
-from .launch.recording import Launch, record_launches
-from .options import CompileOptions
-from .triton_imports import redirect_triton
+import importlib
+import sys
+import types
+
+# The public names, imported when first used (PEP 562): `import aotk` alone costs nothing, so
+# that `python -m aotk build` can answer a no-op build before the compiler (numpy, llvmlite)
+# is loaded. `import aotk.language as tl` and `from aotk import jit` work as ever.
+_PUBLIC = {
+    "language": (".language", None), "testing": (".testing", None),
+    "Config": (".autotune", "Config"), "autotune": (".autotune", "autotune"),
+    "heuristics": (".autotune", "heuristics"),
+    "AotkError": (".errors", "AotkError"), "CompilationError": (".errors", "CompilationError"),
+    "cdiv": (".helpers", "cdiv"), "next_power_of_2": (".helpers", "next_power_of_2"),
+    "Signature": (".ir.signature", "Signature"),
+    "SignatureError": (".ir.signature", "SignatureError"),
+    "JITFunction": (".jit", "JITFunction"), "jit": (".jit", "jit"),
+    "constexpr_function": (".language.core", "constexpr_function"),
+    "Launch": (".launch.recording", "Launch"),
+    "record_launches": (".launch.recording", "record_launches"),
+    "CompileOptions": (".options", "CompileOptions"),
+    "redirect_triton": (".triton_imports", "redirect_triton"),
+}
+
+
+class _Package(types.ModuleType):
+    """aotk's module type: ``aotk.jit`` and ``aotk.autotune`` stay the decorators after their
+    same-named submodules load (the import system sets a package's attribute to a submodule
+    when it first loads it; the eager imports this file used to make rebound the names)."""
+
+    def __setattr__(self, name, value):
+        if name in _SHADOWING_SUBMODULES and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+_SHADOWING_SUBMODULES = {"jit", "autotune"}
+sys.modules[__name__].__class__ = _Package
+
+
+def __getattr__(name):
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'aotk' has no attribute {name!r}")
+    module_name, attribute = _PUBLIC[name]
+    module = importlib.import_module(module_name, __name__)
+    value = module if attribute is None else getattr(module, attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_PUBLIC))
+
+
 from .version import __version__
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).parent.parent / "aotk"
 
 
@@ -145,3 +147,39 @@ def test_an_op_is_run_and_lowered_by_files_of_the_same_family():
                   lowerings[opcode].__module__.rsplit(".", 1)[1] != family}
     assert mismatched == {}
     assert set(family_of.values()) <= set(FAMILIES)
+
+
+def _fresh_interpreter(code: str):
+    import subprocess
+    import sys
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            cwd=PACKAGE.parent)
+    assert result.returncode == 0, result.stderr
+
+
+def test_import_aotk_alone_loads_no_compiler():
+    """`import aotk` is cheap (the no-op build's path); its names load on first use."""
+    _fresh_interpreter(
+        "import sys, aotk\n"
+        "heavy = [m for m in ('numpy', 'llvmlite', 'aotk.jit', 'aotk.semantic') "
+        "if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+        "assert callable(aotk.jit) and callable(aotk.compile) and aotk.language.arange\n"
+        "assert 'jit' in dir(aotk)\n")
+
+
+
+
+
+@pytest.mark.parametrize("entry", ["aotk.jit", "aotk.autotune", "aotk.semantic",
+                                   "aotk.frontend.codegen", "aotk.buildsys.builder",
+                                   "aotk.interpreter", "aotk.compiler", "aotk.language"])
+def test_every_entry_module_imports_first_and_aotk_jit_stays_the_decorator(entry):
+    """A program may import any module first (the import order of aotk/__init__ no longer
+    hides a cycle); the submodules aotk.jit and aotk.autotune never replace the decorators
+    of the same names."""
+    _fresh_interpreter(f"import sys, {entry}\nimport aotk.jit, aotk.autotune\nimport aotk\n"
+                       "from aotk.jit import JITFunction\n"
+                       "assert callable(aotk.jit) and not isinstance(aotk.jit, type(sys))\n"
+                       "assert callable(aotk.autotune) "
+                       "and not isinstance(aotk.autotune, type(sys))\n")

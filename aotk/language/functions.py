@@ -4,6 +4,10 @@ from __future__ import annotations
 import builtins
 
 from .. import semantic
+# The table itself from its module: `semantic` may be half-imported here (aotk.semantic
+# imports aotk.language, which imports this file, when a program imports aotk.semantic or
+# aotk.jit before aotk.language).
+from ..semantic.elementwise import ALL_MATH_FUNCTIONS
 from .core import block_pointer, builtin, constexpr, tensor, tensor_member
 
 
@@ -193,7 +197,7 @@ def _math_function(name: str, arity: int):
 # One builtin per row of aotk.semantic's ALL_MATH_FUNCTIONS: tl.math and tl.extra.libdevice
 # take theirs from here, and tl the ones Triton has at its top level.
 MATH_BUILTINS = {name: _math_function(name, row.arity)
-                 for name, row in semantic.ALL_MATH_FUNCTIONS.items()}
+                 for name, row in ALL_MATH_FUNCTIONS.items()}
 div_rn, erf, sqrt_rn, umulhi = (MATH_BUILTINS[name] for name in ("div_rn", "erf", "sqrt_rn",
                                                                  "umulhi"))
 
