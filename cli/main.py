@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import signal
 import sys
+import time
 from pathlib import Path
 
 import click
 
-import aotk
-from aotk.buildsys import sources
-from aotk.toolchain import ToolchainError
+from . import buildrecord
+
+# aotk itself (the compiler, numpy, llvmlite: 0.1 s) is imported by each command that needs
+# it, so that a no-op `aotk build` answers from its build record without it.
 
 
 class UserError(click.ClickException):
@@ -42,6 +44,8 @@ def parse_define(text: str):
 def load_kernel(spec: str):
     """``path/to/file.py:function`` -> the @aotk.jit function it names (a file that imports
     triton gets aotk in its place, as in a manifest)."""
+    import aotk
+    from aotk.buildsys import sources
     path_text, sep, function = spec.rpartition(":")
     if not sep or not function:
         raise UserError(f"expected FILE.py:FUNCTION, got {spec!r}")
@@ -57,8 +61,16 @@ def load_kernel(spec: str):
     return kernel
 
 
+def _show_version(context, parameter, value):
+    if value and not context.resilient_parsing:
+        from aotk.version import __version__
+        click.echo(f"aotk, version {__version__}")
+        context.exit()
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(aotk.__version__, prog_name="aotk")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True,
+              callback=_show_version, help="Show the version and exit.")
 def main():
     """aotk: ahead-of-time GPU kernels from Triton-style Python."""
 
@@ -73,6 +85,8 @@ def main():
 @click.option("-o", "--out-dir", default="build", show_default=True, type=click.Path())
 def compile_command(kernel_spec, signature, defines, num_warps, num_stages, target, out_dir):
     """Compile one kernel and write every stage (kir, gir, llir, ptx, cubin, json)."""
+    import aotk
+    from aotk.toolchain import ToolchainError
     constants = dict(parse_define(d) for d in defines)
     kernel = load_kernel(kernel_spec)
     try:
@@ -96,9 +110,20 @@ def compile_command(kernel_spec, signature, defines, num_warps, num_stages, targ
               help="build for this target instead of library.targets (repeatable)")
 def build_command(manifest, out_dir, jobs, verbose, static, targets):
     """Build MANIFEST (default ./aotk.toml) into lib<name>.so, <name>.h and <name>.d."""
+    started_ns = time.time_ns()
+    printed = buildrecord.up_to_date(manifest, out_dir, static, targets)
+    if printed is not None:
+        if verbose:
+            click.echo("aotk: nothing changed since the last build (its record: "
+                       f"{buildrecord.record_path(manifest, buildrecord.output_folder(manifest, out_dir))})")
+        for path in printed:
+            click.echo(path)
+        return
+    import aotk
     from aotk.buildsys.builder import build
     from aotk.buildsys.manifest import ManifestError
     from aotk.cache import CacheError
+    from aotk.toolchain import ToolchainError
     progress = _progress_bar if sys.stderr.isatty() and not verbose else None
     received = []
 
@@ -118,10 +143,12 @@ def build_command(manifest, out_dir, jobs, verbose, static, targets):
         sys.exit(128 + (received[0] if received else signal.SIGINT))
     if progress:
         click.echo("", err=True)
-    for path in (result.library, result.header, result.depfile, result.pkgconfig,
-                 result.static_library):
-        if path is not None:
-            click.echo(str(path))
+    outputs = [path for path in (result.library, result.header, result.depfile,
+                                 result.pkgconfig, result.static_library) if path is not None]
+    buildrecord.write(manifest, result.library.parent, static, targets, started_ns,
+                      result.inputs, outputs)
+    for path in outputs:
+        click.echo(str(path))
 
 
 def _progress_bar(done: int, total: int):
@@ -139,8 +166,10 @@ def _progress_bar(done: int, total: int):
 def inspect_command(target, against_triton):
     """Table of each variant's registers, spills, shared memory and vector width.
     TARGET is a lib<name>.so built by aotk or an aotk.toml manifest."""
+    import aotk
     from aotk.buildsys.inspect import inspect_rows, render
     from aotk.buildsys.manifest import ManifestError
+    from aotk.toolchain import ToolchainError
     try:
         click.echo(render(*inspect_rows(target, against_triton)))
     except (ManifestError, aotk.CompilationError, ToolchainError, ValueError, OSError) as exc:

@@ -20,12 +20,15 @@ import signal
 import subprocess
 import tempfile
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import cache
 from ..version import __version__
 from ..toolchain.errors import ToolchainError
+from ..toolchain.libdevice import find_libdevice
+from ..toolchain.locate import find_tool
+from ..toolchain.ptxas import find_ptxas
 from ..data import resource_dir
 from .cgen import generate, template
 from .compile_builds import compile_builds
@@ -44,6 +47,8 @@ class BuildResult:
     static_library: Path | None
     compiled: int        # builds compiled in this run (0: everything came from the cache)
     linked: bool         # False when the outputs were already up to date
+    inputs: list = field(default_factory=list)   # every file the outputs depend on, beyond
+    # the Python modules loaded: manifest, kernel sources, toolchain (for a build record)
 
 
 def _compiler() -> list:
@@ -185,4 +190,13 @@ def build(manifest_path="aotk.toml", out_dir=None, jobs=None, verbose=False, sta
         name=name, manifest_name=manifest.path.name,
         version=__version__))
     return BuildResult(library, header, depfile, pkgconfig, archive,
-                       sum(1 for c in compiled.values() if not c.cached), not up_to_date)
+                       sum(1 for c in compiled.values() if not c.cached), not up_to_date,
+                       dependencies + _toolchain_files())
+
+
+def _toolchain_files() -> list:
+    """The tools and libraries a build's outputs depend on: ptxas, fatbinary, libdevice, the
+    C compiler."""
+    files = [find_ptxas().path, find_tool("fatbinary").path, find_libdevice()]
+    compiler = shutil.which(_compiler()[0])
+    return [Path(f) for f in files + ([compiler] if compiler else [])]
