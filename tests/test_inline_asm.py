@@ -1,5 +1,6 @@
-"""``tl.inline_asm_elementwise`` and the hardware registers of ``tl.extra.cuda``
-(``globaltimer``, ``smid``): the PTX they compile to for sm_80 / sm_90 (ptxas accepts it),
+"""``tl.inline_asm_elementwise``, the hardware registers of ``tl.extra.cuda``
+(``globaltimer``, ``smid``) and its grid dependency controls (``gdc_wait``,
+``gdc_launch_dependents``): the PTX they compile to for sm_80 / sm_90 (ptxas accepts it),
 the constraint checks, the interpreter's answers, and the GPU results (test_core's cases)."""
 import numpy as np
 import pytest
@@ -164,6 +165,35 @@ def test_smid_reads_the_register_once():
     assert (out == 0).all()   # the interpreter's one multiprocessor
     compiled = aotk.compile(_smid, "*i32", {}, target="sm_80")
     assert compiled.ptx.count("%smid") == 1
+
+
+@aotk.jit
+def _dependent_copy(x_ptr, y_ptr, BLOCK: tl.constexpr):
+    tl.extra.cuda.gdc_wait()          # the producer's writes are visible after this
+    offsets = tl.arange(0, BLOCK)
+    values = tl.tuple((tl.load(x_ptr + offsets), 2))
+    tl.static_assert(isinstance(values, tl.tuple) and isinstance(slice(0, 1), tl.slice))
+    tl.extra.cuda.gdc_launch_dependents()
+    tl.store(y_ptr + offsets, values[0] * values[1])
+
+
+def test_grid_dependency_controls_stay_in_order_and_do_nothing_on_the_interpreter():
+    x = np.arange(64, dtype=np.float32)
+    y = np.zeros_like(x)
+    _dependent_copy[(1,)](x, y, BLOCK=64)
+    np.testing.assert_array_equal(y, 2 * x)
+    ptx = aotk.compile(_dependent_copy, "*fp32, *fp32", {"BLOCK": 64}, target="sm_90").ptx
+    wait, launch = ptx.index("griddepcontrol.wait;"), ptx.index("griddepcontrol.launch_dependents;")
+    assert wait < ptx.index("ld.global") and ptx.index("ld.global") < launch < ptx.index("st.global")
+
+
+@pytest.mark.gpu
+def test_grid_dependency_controls_on_the_gpu():
+    torch = pytest.importorskip("torch")
+    x = torch.randn(256, device="cuda")
+    y = torch.zeros_like(x)
+    _dependent_copy[(1,)](x, y, BLOCK=256)
+    assert torch.equal(y, 2 * x)
 
 
 @pytest.mark.gpu

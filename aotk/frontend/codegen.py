@@ -41,7 +41,7 @@ _UNARY_OPERATORS = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: 
 # Python builtins a kernel may call on compile-time values.
 _STATIC_BUILTINS = {builtins.min, builtins.max, builtins.abs, builtins.int, builtins.float,
                     builtins.bool, builtins.len, builtins.isinstance, builtins.range,
-                    builtins.print, builtins.tuple, builtins.list, builtins.getattr,
+                    builtins.print, builtins.tuple, builtins.slice, builtins.list, builtins.getattr,
                     builtins.hasattr, constexpr, constexpr_type,
                     PointerType, DType}   # tl.pointer_type(tl.float16), tl.dtype("fp16")
 # Builtins that look at a tensor object, never at its values: fine on tensors.

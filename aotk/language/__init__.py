@@ -42,6 +42,9 @@ from .functions import bitonic_merge, inline_asm_elementwise, map_elementwise  #
 from .functions import (pair_uniform_to_normal, philox, philox_impl, rand,  # noqa: E402
                         rand4x, randint, randint4x, randn, randn4x, uint_to_uniform_float)
 from ..semantic.promotion import MAX_BLOCK_NUMEL as TRITON_MAX_TENSOR_NUMEL  # noqa: E402
+# Triton's tuple and slice classes: in a kernel, tuples are Python tuples (carried leaf by
+# leaf through loops and branches) and a subscript's slices are Python slices.
+from builtins import slice, tuple  # noqa: E402
 from . import extra, math, standard, target_info  # noqa: E402  (tl.math, tl.extra.libdevice, ...)
 
 __all__ += ["assume", "gather", "histogram", "reduce_or", "softmax", "swizzle2d", "topk",
@@ -50,7 +53,7 @@ __all__ += ["cat", "dot_scaled", "flip", "interleave", "sort", "pair_uniform_to_
             "philox_impl", "rand", "rand4x", "randint", "randint4x", "randn", "randn4x",
             "uint_to_uniform_float"]
 __all__ += ["add", "div_rn", "erf", "fdiv", "mul", "sqrt_rn", "sub", "umulhi", "extra", "math",
-            "standard", "target_info", "TRITON_MAX_TENSOR_NUMEL"]
+            "standard", "target_info", "TRITON_MAX_TENSOR_NUMEL", "slice", "tuple"]
 
 from .missing import module_getattr  # noqa: E402
 

@@ -1,8 +1,10 @@
-"""``tl.extra.cuda``: libdevice under the name Triton also gives it, and the hardware
-registers Triton reads here (``globaltimer``, ``smid``) and the launch's ``num_warps`` /
-``num_threads`` as compile-time values. Triton's other CUDA names are not
-provided yet, each one clear error."""
+"""``tl.extra.cuda``: libdevice under the name Triton also gives it, the hardware
+registers Triton reads here (``globaltimer``, ``smid``), the launch's ``num_warps`` /
+``num_threads`` as compile-time values, and the grid dependency controls of Hopper's
+programmatic dependent launch (``gdc_wait``, ``gdc_launch_dependents``). Triton's other
+CUDA names (its custom fp8 conversions) are not provided yet, each one clear error."""
 from .... import semantic
+from ....ir.types import int32
 from ...core import builtin, constexpr
 from ...missing import module_getattr
 from . import libdevice
@@ -32,6 +34,29 @@ def num_threads():
     return constexpr(32 * semantic.launch_num_warps())
 
 
+def _grid_dependency_control(instruction: str):
+    # As Triton emits it: an impure one-register asm statement, so that it is neither
+    # removed nor moved; the register is a dummy. PTX has griddepcontrol from sm_90 on.
+    semantic.inline_asm_elementwise(f"griddepcontrol.{instruction}; // dummy $0", "=r", [],
+                                    int32, False, 1)
+
+
+@builtin
+def gdc_wait():
+    """Waits until the grids this launch depends on have finished (or signalled with
+    gdc_launch_dependents) and their memory is visible; a no-op for a launch without a
+    programmatic dependency. sm_90 and later."""
+    _grid_dependency_control("wait")
+
+
+@builtin
+def gdc_launch_dependents():
+    """Lets the launches that depend on this grid start before it finishes. sm_90 and
+    later."""
+    _grid_dependency_control("launch_dependents")
+
+
 __getattr__ = module_getattr("aotk.language.extra.cuda", "tl.extra.cuda")
 
-__all__ = ["libdevice", "globaltimer", "smid", "num_warps", "num_threads"]
+__all__ = ["libdevice", "globaltimer", "smid", "num_warps", "num_threads", "gdc_wait",
+           "gdc_launch_dependents"]
