@@ -5,13 +5,24 @@ heuristics. Out: a launchable wrapper, ``kernel[grid](...)``, that stacks with t
 in any order as in Triton, and whose ``.fn`` chain leads to the JITFunction (what
 ``aotk build`` compiles, with the constants a manifest variant gives).
 
-What a launch does today: heuristics are evaluated at every call, on the call's arguments,
-and passed as constexprs; an autotuned kernel runs its first configuration that the
-``prune_configs_by`` hook keeps, everywhere (the CPU interpreter, as Triton's interpreter
-does, and the GPU). Measuring the configurations on the GPU and keeping the winner is not
-built yet (issue "Autotune"); nothing here pretends otherwise.
+What a launch does, as in Triton: heuristics are evaluated at every call, on the call's
+arguments, and passed as constexprs. An autotuned launch on the GPU computes its tuning key
+(the values of the ``key`` arguments and the dtypes of all arguments); the first launch
+with a new key measures every configuration the ``prune_configs_by`` hooks keep (with
+``do_bench``, honouring ``reset_to_zero`` / ``restore_value`` and the hooks, so that the
+measuring leaves the arguments as it found them), keeps the fastest in memory and on disk
+(``aotk.launch.autotuning``: keyed by GPU, kernel source and key, so a new process measures
+nothing again) and launches it. A configuration that does not compile or launch is timed
+as infinite. On the CPU interpreter nothing is measured: the first configuration the
+hooks keep runs, as ``aotk build`` without a tuning file would choose.
+``AOTK_PRINT_AUTOTUNING=1`` prints each tuning (Triton's TRITON_PRINT_AUTOTUNING).
 """
 from __future__ import annotations
+
+import math
+import os
+import sys
+import time
 
 
 class Config:
@@ -26,9 +37,18 @@ class Config:
         self.maxnreg = maxnreg
         self.pre_hook = pre_hook
 
+    def launch_options(self) -> dict:
+        """The launch options (num_warps, num_stages; maxnreg and num_ctas where set)."""
+        options = {"num_warps": self.num_warps, "num_stages": self.num_stages}
+        if self.maxnreg is not None:
+            options["maxnreg"] = self.maxnreg
+        if self.num_ctas != 1:
+            options["num_ctas"] = self.num_ctas
+        return options
+
     def all_kwargs(self) -> dict:
         """The constexprs and the launch options this configuration passes to a launch."""
-        return {**self.kwargs, "num_warps": self.num_warps, "num_stages": self.num_stages}
+        return {**self.kwargs, **self.launch_options()}
 
     def __repr__(self) -> str:
         values = ", ".join(f"{k}: {v}" for k, v in self.kwargs.items())
@@ -79,38 +99,185 @@ class Heuristics(_Wrapper):
         return self._launch(grid, args, kwargs)
 
 
+class AutotuneError(RuntimeError):
+    """No configuration of an autotuned kernel can run (each one's error is named)."""
+
+
 class Autotuner(_Wrapper):
     def __init__(self, fn, configs, key, prune_configs_by=None, reset_to_zero=None,
                  restore_value=None, pre_hook=None, post_hook=None, warmup=None, rep=None,
                  do_bench=None, cache_results=False):
         super().__init__(fn)
         self.configs = list(configs) or [Config({})]
-        self.key = list(key)
-        self.prune_configs_by = prune_configs_by or {}
-        self.reset_to_zero = reset_to_zero
-        self.restore_value = restore_value
-        self.pre_hook = pre_hook
-        self.post_hook = post_hook
-        self.best_config = None
+        self.keys = list(key)
+        self.key = self.keys
+        prune_configs_by = prune_configs_by or {}
+        self.prune_configs_by = prune_configs_by
+        self.early_config_prune = prune_configs_by.get("early_config_prune")
+        self.perf_model = prune_configs_by.get("perf_model")
+        self.configs_top_k = prune_configs_by.get("top_k", 1.0)
+        self.reset_to_zero = list(reset_to_zero or [])
+        self.restore_value = list(restore_value or [])
+        self._restore_copies = {}
+        # As in Triton: hooks given here replace the ones reset_to_zero / restore_value make.
+        self.pre_hook = pre_hook or (self._reset_and_save if self.reset_to_zero
+                                     or self.restore_value else None)
+        self.post_hook = post_hook or (self._restore if self.restore_value else None)
+        self.warmup, self.rep = warmup, rep
+        self.user_do_bench = do_bench
+        self.cache_results = cache_results   # Triton's switch; aotk always keeps results
+        self.cache = {}               # tuning key -> the winning Config
+        self.configs_timings = None   # Config -> [median, p20, p80] ms, of the last tuning
+        self.bench_time = None        # seconds the last tuning took
+        self.best_config = None       # the configuration last launched
+        self.nargs = None
+
+    # -- Triton's hooks for reset_to_zero / restore_value ---------------------------------
+    def _reset_and_save(self, nargs, reset_only=False):
+        for name in self.reset_to_zero:
+            nargs[name].zero_()
+        if not reset_only:
+            self._restore_copies = {name: nargs[name].clone() for name in self.restore_value}
+
+    def _restore(self, nargs, exception):
+        for name, saved in self._restore_copies.items():
+            nargs[name].copy_(saved)
+        self._restore_copies = {}
+
+    # -- choosing -------------------------------------------------------------------------
+    def tuning_key(self, named_args: dict) -> tuple:
+        """The values of the ``key`` arguments, then the dtype of every argument that has one
+        (as Triton's key)."""
+        key = [named_args[name] for name in self.keys if name in named_args]
+        key += [str(value.dtype) for value in named_args.values() if hasattr(value, "dtype")]
+        return tuple(key)
+
+    def prune_configs(self, named_args: dict, kwargs: dict | None = None) -> list:
+        """The configurations ``early_config_prune`` keeps, then the ``top_k`` best by
+        ``perf_model``."""
+        kwargs = kwargs or {}
+        configs = self.configs
+        if self.early_config_prune is not None:
+            configs = list(self.early_config_prune(self.configs, named_args, **kwargs))
+            if not configs:
+                raise AutotuneError(f"{self.__name__}: early_config_prune kept no configuration "
+                                    "(it must return at least one)")
+        if self.perf_model is not None:
+            top_k = self.configs_top_k
+            if isinstance(top_k, float) and top_k <= 1.0:
+                top_k = int(len(self.configs) * top_k)
+            elif not isinstance(top_k, int):
+                raise TypeError(f"{self.__name__}: prune_configs_by['top_k'] must be an int or "
+                                f"a fraction <= 1.0, got {top_k!r}")
+            if len(configs) > top_k:
+                estimate = {c: self.perf_model(**named_args, **kwargs, **c.all_kwargs())
+                            for c in configs}
+                configs = sorted(configs, key=estimate.get)[:top_k]
+        return configs
 
     def chosen_config(self, named_args: dict) -> Config:
-        """The configuration a launch uses: the first one the pruning hooks keep."""
-        configs = self.configs
-        early = self.prune_configs_by.get("early_config_prune")
-        if early is not None:
-            configs = list(early(configs, named_args)) or configs
-        return configs[0]
+        """The configuration a launch that measures nothing uses (the interpreter, one
+        configuration): the first one the pruning hooks keep."""
+        return self.prune_configs(named_args)[0]
 
     def run(self, grid, args, kwargs):
-        config = self.chosen_config(self._named(args, kwargs))
+        named = self._named(args, kwargs)
+        self.nargs = named
+        if len(self.configs) > 1 and self._on_gpu(named):
+            key = self.tuning_key(named)
+            if key not in self.cache:
+                self.cache[key] = self._tune(key, grid, args, kwargs, named)
+            config = self.cache[key]
+        else:
+            config = self.chosen_config(named) if len(self.configs) > 1 else self.configs[0]
+        self._check_conflicts(config, kwargs)
+        if config.pre_hook is not None:
+            config.pre_hook(self._named(args, {**kwargs, **config.all_kwargs()}))
+        self.best_config = config
+        try:
+            return self._launch(grid, args, {**kwargs, **config.all_kwargs()})
+        finally:
+            self.nargs = None
+
+    def _check_conflicts(self, config, kwargs):
         for name in config.kwargs:
             if name in kwargs:
                 raise TypeError(f"{self.__name__}: {name!r} is both given at the launch and "
                                 "set by the autotuning configs")
-        if config.pre_hook is not None:
-            config.pre_hook(self._named(args, {**kwargs, **config.kwargs}))
-        self.best_config = config   # Triton's attribute: the configuration last launched
-        return self._launch(grid, args, {**kwargs, **config.all_kwargs()})
+
+    @staticmethod
+    def _on_gpu(named_args) -> bool:
+        from .launch.arguments import is_array, runs_on_interpreter
+        arrays = [value for value in named_args.values() if is_array(value)]
+        return bool(arrays) and not runs_on_interpreter(arrays)
+
+    # -- measuring ------------------------------------------------------------------------
+    def _tune(self, key, grid, args, kwargs, named) -> Config:
+        from .launch import autotuning
+        from .launch.device import current_device
+        configs = self.prune_configs(named, kwargs)
+        if len(configs) == 1:
+            return configs[0]
+        device, kernel = current_device(), self.jit_function
+        started = time.perf_counter()
+        kept = autotuning.load(kernel, configs, key, device)
+        if kept is not None:
+            best, timings = kept
+            self.configs_timings = {configs[i]: t for i, t in timings.items()}
+        else:
+            timings, errors = {}, {}
+            for i, config in enumerate(configs):
+                timings[i], errors[i] = self._bench(grid, args, kwargs, config)
+            best = min(timings, key=lambda i: timings[i])
+            if math.isinf(timings[best][0]):
+                raise AutotuneError(f"{self.__name__}: no configuration could run; " + "; ".join(
+                    f"{configs[i]}: {error}" for i, error in errors.items()))
+            self.configs_timings = {configs[i]: t for i, t in timings.items()}
+            autotuning.store(kernel, configs, key, device, best, timings)
+            if self.pre_hook is not None:   # as Triton: reset what the measuring changed
+                self.pre_hook({**named, **kwargs, **configs[best].all_kwargs()}, reset_only=True)
+        self.bench_time = time.perf_counter() - started
+        if os.environ.get("AOTK_PRINT_AUTOTUNING") == "1":
+            print(f"aotk autotuning of {self.__name__}, key {key}: "
+                  f"{'kept from disk' if kept is not None else 'measured'} in "
+                  f"{self.bench_time:.2f} s; best config {configs[best]}", file=sys.stderr)
+        return configs[best]
+
+    def _bench(self, grid, args, kwargs, config) -> tuple:
+        """([median, 20th, 80th percentile] ms, None) of the kernel launched with ``config``
+        (the hooks around each launch); infinite times and the error where it does not
+        compile or launch."""
+        from .errors import AotkError, CompilationError
+        from .toolchain.errors import ToolchainError
+        self._check_conflicts(config, kwargs)
+        current = {**kwargs, **config.all_kwargs()}
+        full = {**self._named(args, kwargs), **current}
+
+        def launch():
+            if config.pre_hook is not None:
+                config.pre_hook(full)
+            if self.pre_hook is not None:
+                self.pre_hook(full)
+            try:
+                self._launch(grid, args, dict(current))
+            except Exception as exc:
+                if self.post_hook is not None:
+                    self.post_hook(full, exc)
+                raise
+            if self.post_hook is not None:
+                self.post_hook(full, None)
+        try:
+            times = self._do_bench(launch)
+        except (CompilationError, ToolchainError, AotkError) as exc:
+            return [math.inf] * 3, str(exc).splitlines()[0]
+        return (list(times) if isinstance(times, (list, tuple)) else [float(times)] * 3), None
+
+    def _do_bench(self, fn):
+        if self.user_do_bench is not None:
+            return self.user_do_bench(fn, quantiles=(0.5, 0.2, 0.8))
+        from .testing import do_bench
+        return do_bench(fn, warmup=self.warmup or 25, rep=self.rep or 100,
+                        quantiles=(0.5, 0.2, 0.8))
 
 
 def autotune(configs, key, prune_configs_by=None, reset_to_zero=None, restore_value=None,

@@ -8,6 +8,7 @@ calls from other kernels. Code generation recognises callable kernels by this cl
 from __future__ import annotations
 
 import ast
+import hashlib
 import inspect
 import linecache
 import textwrap
@@ -57,6 +58,17 @@ class KernelSource:
         self.source_info, self._source = _read_source(fn)
         self._tree = None
         self.parse()   # syntax errors surface at decoration, pointing at the file
+
+    @property
+    def source_digest(self) -> str:
+        """sha256 of the file the kernel is written in (its helpers in that file included),
+        or of its own source where the file cannot be read."""
+        try:
+            with open(self.source_info.filename, "rb") as f:
+                content = f.read()
+        except OSError:
+            content = self._source.encode()
+        return hashlib.sha256(content).hexdigest()
 
     def parse(self) -> ast.Module:
         if self._tree is None:

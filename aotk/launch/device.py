@@ -70,6 +70,17 @@ def _target() -> str:
     return _targets[key]
 
 
+def current_device() -> str:
+    """The current context's GPU, as ``"NVIDIA H100 80GB HBM3 (sm_90)"`` (what an autotuning
+    result is measured on)."""
+    _current_context_key()
+    driver = _driver()
+    device = _check(driver.cuCtxGetDevice(), "cuCtxGetDevice")
+    name = _check(driver.cuDeviceGetName(256, device), "cuDeviceGetName")
+    name = name.split(b"\0", 1)[0].decode() if isinstance(name, bytes) else str(name)
+    return f"{name} ({_target()})"
+
+
 def _compiled(kernel, signature, constants, options):
     function = kernel.kir(signature, constants=constants, num_warps=options.num_warps,
                           target=options.target)

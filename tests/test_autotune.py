@@ -1,0 +1,213 @@
+"""@aotk.autotune's JIT tuning: each configuration measured once per tuning key, the fastest
+launched and kept in memory and on disk, reset_to_zero / restore_value and the hooks honoured
+as in Triton, failing configurations skipped. On the CPU the launches run on the interpreter
+(torch CPU tensors, AOTK_INTERPRET=1) with the GPU path forced and a stand-in timer; the GPU
+test measures for real."""
+import json
+
+import pytest
+
+import aotk
+import aotk.language as tl
+from aotk.autotune import Autotuner, AutotuneError
+
+torch = pytest.importorskip("torch")
+
+CONFIGS = [aotk.Config({"BLOCK": 16}, num_warps=1), aotk.Config({"BLOCK": 32}, num_warps=2),
+           aotk.Config({"BLOCK": 64}, num_warps=4)]
+
+
+@aotk.jit
+def _accumulate(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """out += x (an atomic add: each launch adds once more)."""
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.atomic_add(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask), mask=mask)
+
+
+@aotk.jit
+def _increment(x_ptr, n, BLOCK: tl.constexpr):
+    """x += 1 in place."""
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(x_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + 1, mask=mask)
+
+
+def _grid(meta):
+    return (aotk.cdiv(meta["n"], meta["BLOCK"]),)
+
+
+class FakeTimer:
+    """do_bench's stand-in: runs the launch as do_bench would (a few times), and says the
+    configuration of BLOCK == fastest took 1 ms, the others 2 ms."""
+
+    def __init__(self, fastest):
+        self.fastest, self.measured = fastest, []
+
+    def __call__(self, launch, quantiles):
+        for _ in range(3):
+            launch()
+        block = self.current["BLOCK"]
+        self.measured.append(block)
+        return [1.0 if block == self.fastest else 2.0] * len(quantiles)
+
+
+@pytest.fixture
+def as_on_a_gpu(monkeypatch, tmp_path):
+    """Launches run on the interpreter while the autotuner takes its GPU path."""
+    monkeypatch.setenv("AOTK_INTERPRET", "1")
+    monkeypatch.setenv("AOTK_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(Autotuner, "_on_gpu", staticmethod(lambda named: True))
+    monkeypatch.setattr("aotk.launch.device.current_device", lambda: "Stand-in GPU (sm_90)")
+    return tmp_path
+
+
+def _tuned(kernel, timer, **options):
+    tuner = aotk.autotune(CONFIGS, key=["n"], do_bench=timer, **options)(kernel)
+    original = tuner._bench
+
+    def bench(grid, args, kwargs, config):
+        timer.current = config.kwargs
+        return original(grid, args, kwargs, config)
+    tuner._bench = bench
+    return tuner
+
+
+def test_each_config_is_measured_once_per_key_and_the_fastest_launched(as_on_a_gpu):
+    timer = FakeTimer(fastest=32)
+    tuner = _tuned(_increment, timer, restore_value=["x_ptr"])
+    x = torch.zeros(100)
+    tuner[_grid](x, 100)
+    assert timer.measured == [16, 32, 64] and tuner.best_config.kwargs == {"BLOCK": 32}
+    assert torch.equal(x, torch.ones(100))     # measured launches were undone: one increment
+    tuner[_grid](x, 100)                       # the same key: nothing measured again
+    assert timer.measured == [16, 32, 64] and torch.equal(x, torch.full((100,), 2.0))
+    tuner[_grid](torch.zeros(50), 50)          # a new key
+    assert timer.measured == [16, 32, 64] * 2
+    tuner[_grid](torch.zeros(50, dtype=torch.float64), 50)   # the dtype is part of the key
+    assert len(timer.measured) == 9
+    assert set(tuner.cache) == {(100, "torch.float32"), (50, "torch.float32"),
+                                (50, "torch.float64")}
+    assert tuner.configs_timings[CONFIGS[1]] == [1.0, 1.0, 1.0]
+
+
+def test_reset_to_zero_gives_one_launchs_result(as_on_a_gpu):
+    timer = FakeTimer(fastest=64)
+    tuner = _tuned(_accumulate, timer, reset_to_zero=["out_ptr"])
+    x, out = torch.arange(100, dtype=torch.float32), torch.zeros(100)
+    tuner[_grid](x, out, 100)
+    assert torch.equal(out, x)       # 9 measured launches added to out, then it was reset
+
+
+def test_without_reset_the_measuring_shows_in_the_result(as_on_a_gpu):
+    """The control for the test above: the hooks are what keeps results right."""
+    tuner = _tuned(_accumulate, FakeTimer(fastest=64))
+    x, out = torch.arange(100, dtype=torch.float32), torch.zeros(100)
+    tuner[_grid](x, out, 100)
+    assert torch.equal(out, 10 * x)
+
+
+def test_a_new_process_takes_the_winner_from_disk(as_on_a_gpu):
+    first = FakeTimer(fastest=16)
+    _tuned(_increment, first, restore_value=["x_ptr"])[_grid](torch.zeros(100), 100)
+    records = list((as_on_a_gpu / "cache" / "autotune").glob("_increment-*.json"))
+    assert len(records) == 1 and json.loads(records[0].read_text())["best"] == 0
+    again = FakeTimer(fastest=64)        # a fresh tuner (another process): nothing measured
+    tuner = _tuned(_increment, again, restore_value=["x_ptr"])
+    tuner[_grid](torch.zeros(100), 100)
+    assert again.measured == [] and tuner.best_config.kwargs == {"BLOCK": 16}
+    records[0].write_text("{damaged")    # a damaged record is measured again
+    third = FakeTimer(fastest=64)
+    tuner = _tuned(_increment, third, restore_value=["x_ptr"])
+    tuner[_grid](torch.zeros(100), 100)
+    assert third.measured == [16, 32, 64] and tuner.best_config.kwargs == {"BLOCK": 64}
+
+
+def test_a_config_that_does_not_compile_is_skipped(as_on_a_gpu):
+    configs = [aotk.Config({"BLOCK": 48}), aotk.Config({"BLOCK": 32})]   # 48: not a power of 2
+    timer = FakeTimer(fastest=48)
+    tuner = aotk.autotune(configs, key=["n"], do_bench=timer)(_increment)
+    original = tuner._bench
+
+    def bench(grid, args, kwargs, config):
+        timer.current = config.kwargs
+        return original(grid, args, kwargs, config)
+    tuner._bench = bench
+    x = torch.zeros(64)
+    tuner[_grid](x, 64)
+    assert tuner.best_config.kwargs == {"BLOCK": 32}
+    assert tuner.configs_timings[configs[0]][0] == float("inf")
+
+    broken = aotk.autotune([aotk.Config({"BLOCK": 48}), aotk.Config({"BLOCK": 24})], key=["n"],
+                           do_bench=timer)(_increment)
+    with pytest.raises(AutotuneError, match="no configuration could run.*BLOCK: 48.*powers of two"):
+        broken[_grid](x, 64)
+
+
+def test_pruning_hooks_choose_what_is_measured(as_on_a_gpu):
+    timer = FakeTimer(fastest=64)
+    seen = []
+
+    def early(configs, named_args, **kwargs):
+        seen.append(named_args["n"])
+        return [c for c in configs if c.kwargs["BLOCK"] <= named_args["n"]]
+
+    def model(BLOCK, n, **rest):
+        return abs(BLOCK - 20)
+
+    tuner = _tuned(_increment, timer, restore_value=["x_ptr"],
+                   prune_configs_by={"early_config_prune": early, "perf_model": model,
+                                     "top_k": 2})
+    tuner[_grid](torch.zeros(40), 40)
+    assert seen == [40] and timer.measured == [16, 32]     # 64 pruned; top 2 by the model
+    with pytest.raises(AutotuneError, match="early_config_prune kept no configuration"):
+        aotk.autotune(CONFIGS, key=["n"], prune_configs_by={
+            "early_config_prune": lambda configs, named, **kw: []})(_increment)[_grid](
+                torch.zeros(8), 8)
+
+
+def test_user_hooks_replace_the_reset_hooks_and_see_reset_only(as_on_a_gpu):
+    calls = []
+    timer = FakeTimer(fastest=32)
+
+    def pre(nargs, reset_only=False):
+        calls.append(("pre", nargs["BLOCK"], reset_only))
+
+    def post(nargs, exception):
+        calls.append(("post", nargs["BLOCK"], exception))
+
+    tuner = _tuned(_increment, timer, pre_hook=pre, post_hook=post)
+    tuner[_grid](torch.zeros(64), 64)
+    assert calls[:2] == [("pre", 16, False), ("post", 16, None)]
+    assert calls[-1] == ("pre", 32, True)     # after measuring: reset only, for the winner
+    assert len(calls) == 3 * 3 * 2 + 1
+
+
+def test_the_interpreter_runs_the_first_kept_config_and_measures_nothing(monkeypatch):
+    monkeypatch.setenv("AOTK_INTERPRET", "1")
+    timer = FakeTimer(fastest=64)
+    tuner = aotk.autotune(CONFIGS, key=["n"], do_bench=timer)(_increment)
+    x = torch.zeros(64)
+    tuner[_grid](x, 64)
+    assert timer.measured == [] and tuner.best_config.kwargs == {"BLOCK": 16}
+    assert torch.equal(x, torch.ones(64))
+
+
+@pytest.mark.gpu
+def test_autotuning_on_the_gpu(tmp_path, monkeypatch):
+    monkeypatch.setenv("AOTK_CACHE_DIR", str(tmp_path))
+    tuner = aotk.autotune(CONFIGS, key=["n"], reset_to_zero=["out_ptr"], warmup=5,
+                          rep=10)(_accumulate)
+    x = torch.randn(100_000, device="cuda")
+    out = torch.zeros_like(x)
+    tuner[_grid](x, out, x.numel())
+    torch.cuda.synchronize()
+    assert torch.equal(out, x)               # the measured launches were reset away
+    assert len(tuner.configs_timings) == 3
+    assert all(t[0] > 0 for t in tuner.configs_timings.values())
+    assert tuner.best_config == min(tuner.configs_timings, key=tuner.configs_timings.get)
+    assert len(list((tmp_path / "autotune").glob("_accumulate-*.json"))) == 1
+    again = aotk.autotune(CONFIGS, key=["n"], reset_to_zero=["out_ptr"])(_accumulate)
+    out.zero_()
+    again[_grid](x, out, x.numel())
+    assert again.best_config.kwargs == tuner.best_config.kwargs and torch.equal(out, x)
