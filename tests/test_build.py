@@ -436,3 +436,15 @@ def test_variants_that_read_alike_get_unique_names(tmp_path, monkeypatch):
     assert names == ["add0[BLOCK=256]", "add0[BLOCK=256] #1", "add0[BLOCK=1024]",
                      "add0[BLOCK=1024] #3"]
     assert len(set(names)) == len(names)
+
+
+def test_a_kernel_source_outside_the_manifests_folder_builds(tmp_path):
+    """`source = "../kernels/add.py"`: the generated C names it as the manifest does."""
+    project = _project(tmp_path)
+    (project / "sub").mkdir()
+    text = (project / "aotk.toml").read_text().replace('source = "examples/',
+                                                      'source = "../examples/')
+    (project / "sub" / "aotk.toml").write_text(text)
+    result = aotk.build(project / "sub" / "aotk.toml")
+    library_c = next((result.library.parent / ".aotk").glob("*/*_library.c")).read_text()
+    assert "(../examples/kernels/add.py:add_kernel)" in library_c

@@ -7,6 +7,8 @@ absolute paths, the manifest's order everywhere.
 """
 from __future__ import annotations
 
+import os
+
 import json
 from pathlib import Path
 from string import Template
@@ -118,20 +120,80 @@ def describe(plan, build) -> str:
     text = f"{build.index}: {build.description}: "
     text += ("assumes " + ", ".join(hints)) if hints else "no alignment or divisibility assumed"
     text += f"; num_warps={build.variant.num_warps}"
+    if build.variant.tuned_choice is not None:
+        text += f"; tuned choice {build.variant.tuned_choice}"
     if build.variant.when:
         text += f"; when {build.variant.when}"
     return text
 
 
+def _tuned_source(plan, library_name: str, targets: list) -> str:
+    """The function choosing among an autotuned kernel's tuned variants: the choice of the
+    tuned point nearest to the call, on the arch the call runs on. Nearness is the sum over
+    the key of |log2(value / point)|, computed as the product of max(value, point) /
+    min(value, point), so that no libm is needed."""
+    tuned = plan.tuned
+    key = tuned.key
+    function = f"{library_name}_{plan.kernel.name}_tuned"
+    parameters = ", ".join(f"int64_t {name}" for name in key)
+    lines = [f"/* aotk tune's choices for {plan.kernel.name} ({tuned.tuning_file}): the config "
+             f"measured fastest at the",
+             f" * tuned point nearest to the call ({', '.join(key)}; nearness: the product of "
+             "max(value, point) /",
+             " * min(value, point)); -1, the fallback, on an arch that was not tuned or for a "
+             "value below 1. */",
+             f"static int {function}({parameters})", "{"]
+    single = len(targets) == 1
+    for arch, points in tuned.points.items():
+        rows = ", ".join("{" + ", ".join(str(v) for v in values) + "}" for values, _ in points)
+        choices = ", ".join(str(choice) for _, choice in points)
+        lines += [f"    /* {arch}: " + "; ".join(
+            ", ".join(f"{k}={v}" for k, v in zip(key, values))
+            + f" -> config {tuned.configs[choice][0]}"
+            for values, choice in points) + " */",
+                  f"    static const double {arch}_points[{len(points)}][{len(key)}] = "
+                  f"{{{rows}}};",
+                  f"    static const int {arch}_choices[{len(points)}] = {{{choices}}};"]
+    lines += ["    const double *points;", "    const int *choices;", "    int count;"]
+    if single:   # the library has one target: its tuning applies, no device is asked
+        (arch, points), = tuned.points.items()
+        lines += [f"    points = &{arch}_points[0][0];", f"    choices = {arch}_choices;",
+                  f"    count = {len(points)};"]
+    else:
+        lines += ["    switch (aotk_device_arch()) {"]
+        for arch, points in tuned.points.items():
+            lines += [f"    case {arch[3:]}:", f"        points = &{arch}_points[0][0];",
+                      f"        choices = {arch}_choices;", f"        count = {len(points)};",
+                      "        break;"]
+        lines += ["    default:", "        return -1;", "    }"]
+    lines += [f"    if ({' || '.join(f'{name} < 1' for name in key)})", "        return -1;",
+              f"    const double values[{len(key)}] = {{"
+              + ", ".join(f"(double){name}" for name in key) + "};",
+              "    int best = -1;", "    double nearest = 0.0;",
+              "    for (int i = 0; i < count; i++) {", "        double distance = 1.0;",
+              f"        for (int d = 0; d < {len(key)}; d++) {{",
+              f"            double value = values[d], point = points[i * {len(key)} + d];",
+              "            distance *= value > point ? value / point : point / value;",
+              "        }", "        if (best < 0 || distance < nearest) {",
+              "            best = choices[i];", "            nearest = distance;", "        }",
+              "    }", "    return best;", "}", ""]
+    return "\n".join(lines) + "\n"
+
+
 def _kernel_source(plan, first: int, library_name: str, manifest_dir: Path,
-                   compiled: dict) -> str:
+                   compiled: dict, targets: list) -> str:
     conditions, grids = [], []
+    if plan.tuned is not None:
+        conditions.append(f"    int tuned = {library_name}_{plan.kernel.name}_tuned("
+                          + ", ".join(plan.tuned.key) + ");")
     map_count = 0
     floats = {p.name for p in plan.parameters if p.type.is_floating()}
     for build in plan.builds:
         maps = compiled[(plan.kernel.name, build.index)].metadata.get("tensor_maps") or []
         map_count = max(map_count, len(maps))
         clauses = _hint_clauses(build) + _tensor_map_clauses(plan, maps)
+        if build.variant.tuned_choice is not None:
+            clauses.append(f"tuned == {build.variant.tuned_choice}")
         when_divides = False
         if build.variant.when:
             when, when_divides = to_total_c(build.variant.when, floats, build.constants)
@@ -182,7 +244,8 @@ def _kernel_source(plan, first: int, library_name: str, manifest_dir: Path,
     parameters = _parameter_list(plan)
     return template("kernel.c.in").substitute(
         name=library_name, kernel=plan.kernel.name, function=plan.kernel.function,
-        source=plan.kernel.source.resolve().relative_to(manifest_dir).as_posix(),
+        # relative to the manifest, as it names it (a source may sit outside its folder)
+        source=Path(os.path.relpath(plan.kernel.source.resolve(), manifest_dir)).as_posix(),
         count=len(plan.builds),
         names="\n".join(f"    {c_string(b.description)}," for b in plan.builds),
         parameters=parameters or "void", arguments=arguments,
@@ -190,6 +253,7 @@ def _kernel_source(plan, first: int, library_name: str, manifest_dir: Path,
         comma_parameters_first=(parameters + ", ") if parameters else "",
         comma_arguments_first=(arguments + ", ") if arguments else "",
         conditions="\n".join(conditions),
+        tuned=_tuned_source(plan, library_name, targets) if plan.tuned is not None else "",
         addresses=", ".join([f"&{p.name}" for p in plan.parameters] +
                             [f"&tensor_maps[{i}]" for i in range(map_count)]) or "NULL",
         tensor_maps=(f"\n    aotk_tensor_map tensor_maps[{map_count}];   /* TMA builds: per launch */"
@@ -260,7 +324,8 @@ def generate(manifest, plans, compiled: dict) -> dict:
                 f"{c_string(result.metadata['name'])}, {symbol}, "
                 f"{32 * build.variant.num_warps}u, {int(result.metadata['shared'])}u, "
                 f"{{{{0, 0}}}}, 0}},")
-        kernels.append(_kernel_source(plan, offset, name, manifest_dir, compiled))
+        kernels.append(_kernel_source(plan, offset, name, manifest_dir, compiled,
+                                      manifest.targets))
         offset += len(plan.builds)
     common = {"name": name, "NAME": name.upper(), "version": __version__,
               "manifest": manifest.path.name}
