@@ -227,7 +227,7 @@ class Autotuner(_Wrapper):
         else:
             timings, errors = {}, {}
             for i, config in enumerate(configs):
-                timings[i], errors[i] = self._bench(grid, args, kwargs, config)
+                timings[i], errors[i] = self.bench_config(grid, args, kwargs, config)
             best = min(timings, key=lambda i: timings[i])
             if math.isinf(timings[best][0]):
                 raise AutotuneError(f"{self.__name__}: no configuration could run; " + "; ".join(
@@ -243,7 +243,7 @@ class Autotuner(_Wrapper):
                   f"{self.bench_time:.2f} s; best config {configs[best]}", file=sys.stderr)
         return configs[best]
 
-    def _bench(self, grid, args, kwargs, config) -> tuple:
+    def bench_config(self, grid, args, kwargs, config) -> tuple:
         """([median, 20th, 80th percentile] ms, None) of the kernel launched with ``config``
         (the hooks around each launch); infinite times and the error where it does not
         compile or launch."""

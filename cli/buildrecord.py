@@ -115,8 +115,9 @@ def _module_files() -> set:
 
 def write(manifest, out: Path, static: bool, targets, started_ns: int, inputs, outputs):
     """Records a successful build. ``inputs``: the files it read beyond the loaded modules
-    (manifest, kernel sources, toolchain); ``outputs``: the paths it printed. No record
-    (and none left from before) when an input changed after ``started_ns``."""
+    (manifest, kernel sources, tuning file, toolchain; one that does not exist is recorded
+    as absent); ``outputs``: the paths it printed. No record (and none left from before)
+    when an input changed after ``started_ns``."""
     path = record_path(manifest, out)
     try:
         path.unlink()
@@ -127,9 +128,10 @@ def write(manifest, out: Path, static: bool, targets, started_ns: int, inputs, o
         stamp = _stat(module_file)
         if stamp is not None:           # frozen and zipped modules have no file of their own
             stamps[module_file] = stamp
-    # A file's time is the filesystem clock's, which may trail time.time_ns() by a tick.
+    # A file's time is the filesystem clock's, which may trail time.time_ns() by a tick. An
+    # input that does not exist (a tuning file not written yet) is recorded as absent.
     limit = started_ns - _CLOCK_SLACK_NS
-    if any(stamp is None or stamp[0] >= limit for stamp in stamps.values()):
+    if any(stamp is not None and stamp[0] >= limit for stamp in stamps.values()):
         return None
     record = {"format": FORMAT,
               "request": _request(Path(manifest).resolve(), out, static, targets),

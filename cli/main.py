@@ -2,6 +2,7 @@
 
   aotk compile FILE.py:FUNCTION --signature ... -D NAME=VALUE -o DIR   every stage to DIR
   aotk build [MANIFEST] [-o DIR] [-j N] [-v] [--static]               lib<name>.so + header
+  aotk tune [MANIFEST] [--kernel NAME]                                 measure @autotune configs
   aotk cache verify | clean                                            check / empty the cache
   aotk doctor                                                          which tools are used
 User errors print one line on stderr and exit 1; no traceback.
@@ -151,11 +152,38 @@ def build_command(manifest, out_dir, jobs, verbose, static, targets):
         click.echo(str(path))
 
 
-def _progress_bar(done: int, total: int):
+def _progress_bar(done: int, total: int, what: str = "variants"):
     width = 30
     filled = width * done // total
-    click.echo(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} variants",
+    click.echo(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {what}",
                err=True, nl=False)
+
+
+@main.command("tune")
+@click.argument("manifest", default="aotk.toml", type=click.Path())
+@click.option("--kernel", "kernels", multiple=True, metavar="NAME",
+              help="tune only this kernel (repeatable)")
+def tune_command(manifest, kernels):
+    """Measure the @autotune configs of MANIFEST's kernels that have a [kernel.tune] table on
+    this GPU, and write the winners to <manifest>.tuning.json for `aotk build` (needs a GPU)."""
+    import aotk
+    from aotk.buildsys.manifest import ManifestError
+    from aotk.buildsys.tune import render, tune
+    from aotk.buildsys.tuning import tuning_path
+    from aotk.toolchain import ToolchainError
+
+    def progress(done, total, text):
+        if sys.stderr.isatty():
+            _progress_bar(int(done), total, f"points ({text})")
+    started = time.perf_counter()
+    try:
+        rows = tune(manifest, list(kernels) or None, progress=progress)
+    except (ManifestError, aotk.CompilationError, ToolchainError) as exc:
+        raise UserError(str(exc)) from None
+    if sys.stderr.isatty():
+        click.echo("", err=True)
+    click.echo(render(rows, time.perf_counter() - started))
+    click.echo(f"wrote {tuning_path(manifest)}")
 
 
 @main.command("inspect")

@@ -32,6 +32,8 @@ static struct {
     CUresult (*get_error_name)(CUresult, const char **);
     CUresult (*get_error_string)(CUresult, const char **);
     CUresult (*ctx_get_id)(CUcontext, unsigned long long *);   /* CUDA 12.0+, else NULL */
+    CUresult (*ctx_get_device)(CUdevice *);                      /* NULL if missing */
+    CUresult (*device_get_attribute)(int *, int, CUdevice);      /* NULL if missing */
     CUresult (*tensor_map_encode_tiled)(void *, int, unsigned, void *, const uint64_t *,
                                         const uint64_t *, const unsigned *, const unsigned *,
                                         int, int, int, int);   /* CUDA 12.0+, else NULL */
@@ -90,6 +92,8 @@ static void load_driver(void)
     }
     driver.ctx_get_id = (CUresult (*)(CUcontext, unsigned long long *))dlsym(library, "cuCtxGetId");
     *(void **)&driver.tensor_map_encode_tiled = dlsym(library, "cuTensorMapEncodeTiled");
+    *(void **)&driver.ctx_get_device = dlsym(library, "cuCtxGetDevice");
+    *(void **)&driver.device_get_attribute = dlsym(library, "cuDeviceGetAttribute");
     CUresult result = driver.init(0);
     if (result != 0) {
         driver.status = result;
@@ -218,6 +222,28 @@ int aotk_launch(aotk_variant *variant, void *stream, const int64_t grid[3], void
     if (result != 0)
         return driver_error(result, variant, "cuLaunchKernel");
     return 0;
+}
+
+int aotk_device_arch(void)
+{
+    /* The compute capability (90 for sm_90) of the current context's device, else of
+     * device 0 (where a launch would create its context); 0 without a driver or device.
+     * A tuned dispatch uses it to take the choices measured on that arch. */
+    enum { COMPUTE_CAPABILITY_MAJOR = 75, COMPUTE_CAPABILITY_MINOR = 76 };
+    pthread_once(&driver_once, load_driver);
+    if (driver.status != 0 || !driver.ctx_get_device || !driver.device_get_attribute)
+        return 0;
+    CUcontext context = NULL;
+    CUdevice device;
+    if (driver.ctx_get_current(&context) != 0)
+        return 0;
+    if (context ? driver.ctx_get_device(&device) != 0 : driver.device_get(&device, 0) != 0)
+        return 0;
+    int major = 0, minor = 0;
+    if (driver.device_get_attribute(&major, COMPUTE_CAPABILITY_MAJOR, device) != 0 ||
+        driver.device_get_attribute(&minor, COMPUTE_CAPABILITY_MINOR, device) != 0)
+        return 0;
+    return 10 * major + minor;
 }
 
 /* CUtensorMapSwizzle / CUtensorMapL2promotion / CUtensorMapFloatOOBfill values. */

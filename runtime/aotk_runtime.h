@@ -45,6 +45,7 @@ typedef struct aotk_tensor_map {
 __attribute__((visibility("hidden"))) int aotk_fail(int status, const char *format, ...)
     __attribute__((format(printf, 2, 3)));
 __attribute__((visibility("hidden"))) const char *aotk_last_error(void);
+__attribute__((visibility("hidden"))) int aotk_device_arch(void);
 __attribute__((visibility("hidden"))) int aotk_launch(aotk_variant *variant, void *stream,
                                                       const int64_t grid[3], void **params);
 /* Encodes the tensor map of a row-major [rows, columns] matrix at base (row stride in

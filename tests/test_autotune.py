@@ -64,12 +64,12 @@ def as_on_a_gpu(monkeypatch, tmp_path):
 
 def _tuned(kernel, timer, **options):
     tuner = aotk.autotune(CONFIGS, key=["n"], do_bench=timer, **options)(kernel)
-    original = tuner._bench
+    original = tuner.bench_config
 
     def bench(grid, args, kwargs, config):
         timer.current = config.kwargs
         return original(grid, args, kwargs, config)
-    tuner._bench = bench
+    tuner.bench_config = bench
     return tuner
 
 
@@ -127,12 +127,12 @@ def test_a_config_that_does_not_compile_is_skipped(as_on_a_gpu):
     configs = [aotk.Config({"BLOCK": 48}), aotk.Config({"BLOCK": 32})]   # 48: not a power of 2
     timer = FakeTimer(fastest=48)
     tuner = aotk.autotune(configs, key=["n"], do_bench=timer)(_increment)
-    original = tuner._bench
+    original = tuner.bench_config
 
     def bench(grid, args, kwargs, config):
         timer.current = config.kwargs
         return original(grid, args, kwargs, config)
-    tuner._bench = bench
+    tuner.bench_config = bench
     x = torch.zeros(64)
     tuner[_grid](x, 64)
     assert tuner.best_config.kwargs == {"BLOCK": 32}

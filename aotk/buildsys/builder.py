@@ -48,7 +48,8 @@ class BuildResult:
     compiled: int        # builds compiled in this run (0: everything came from the cache)
     linked: bool         # False when the outputs were already up to date
     inputs: list = field(default_factory=list)   # every file the outputs depend on, beyond
-    # the Python modules loaded: manifest, kernel sources, toolchain (for a build record)
+    # the Python modules loaded: manifest, kernel sources, tuning file (which may not exist),
+    # toolchain (for a build record)
 
 
 def _compiler() -> list:
@@ -191,7 +192,8 @@ def build(manifest_path="aotk.toml", out_dir=None, jobs=None, verbose=False, sta
         version=__version__))
     return BuildResult(library, header, depfile, pkgconfig, archive,
                        sum(1 for c in compiled.values() if not c.cached), not up_to_date,
-                       dependencies + _toolchain_files())
+                       dependencies + sorted({w for plan in plans for w in plan.watched})
+                       + _toolchain_files())
 
 
 def _toolchain_files() -> list:

@@ -159,6 +159,24 @@ def _constant_value(node: Node, constants: dict):
         return None
 
 
+def evaluate(text: str, values: dict):
+    """The value of ``text`` with every name given in ``values``, by C's integer rules (as
+    the generated C computes it); ExpressionError for a name not given or a zero divisor."""
+    tree = _Parser(str(text)).parse()
+
+    def names(node):
+        return {node.text} if node.kind == "name" else set().union(
+            *(names(o) for o in node.operands))
+    unknown = names(tree) - set(values)
+    if unknown:
+        raise ExpressionError(f"{text!r} names {', '.join(sorted(unknown))}, which has no value "
+                              "here")
+    value = _constant_value(tree, values)
+    if value is None:
+        raise ExpressionError(f"{text!r} divides by zero for {values}")
+    return value
+
+
 def to_total_c(text: str, float_names: set, constants: dict, flag: str = "bad") -> tuple:
     """(C text, whether it divides): ``text`` with integer divisions made total. Names in
     ``float_names`` are floating-point; ``constants`` are the variant's constexprs (a

@@ -35,7 +35,8 @@ RESERVED_C_NAMES = {
 # The C functions and data each kernel adds to the library (name_kernel<suffix>), and the
 # library's own (name_<suffix>).
 KERNEL_SYMBOLS = {"": "launcher", "_select": "selector", "_variant_name": "variant_name()",
-                  "_names": "variant names", "_pick": "dispatch function"}
+                  "_names": "variant names", "_pick": "dispatch function",
+                  "_tuned": "tuned dispatch"}
 LIBRARY_SYMBOLS = {"_last_error": "last_error()", "_info": "info()",
                    "_variants": "variant table"}
 
@@ -61,6 +62,21 @@ class Variant:
     signature: str               # as written; plan.py parses it against the function
     specialize: str = "auto"     # the kernel's unless the variant says otherwise
     maxnreg: int | None = None   # registers per thread at most (PTX .maxnreg); the kernel's
+    # A variant made from an autotuned kernel's configs (plan.py): the config's index, and
+    # the index of the tuned choice it stands for (None: the fallback, taken when no tuned
+    # choice applies).
+    config: int | None = None
+    tuned_choice: int | None = None
+
+
+@dataclass
+class Tune:
+    """``[kernel.tune]``: where ``aotk tune`` measures an autotuned kernel."""
+    points: list                 # [{key name: value}]: the shapes to tune at
+    arguments: dict              # pointer parameter -> element count; scalar -> value (C
+    #                              expressions over the key names)
+    work: str | None = None      # work per call (C expression over the key names)
+    work_unit: str = "flop"      # "flop" (TFLOP/s) or "byte" (GB/s)
 
 
 @dataclass
@@ -77,6 +93,9 @@ class Kernel:
     # The source file's `import triton` loads aotk ([library] redirect_triton, default true).
     redirect_triton: bool = True
     maxnreg: int | None = None
+    explicit_variants: bool = True   # False: no [[kernel.variant]] (an autotuned kernel's
+    #                                  configs, or the tuning file, make them)
+    tune: Tune | None = None
 
 
 @dataclass
@@ -91,7 +110,8 @@ class Manifest:
 _LIBRARY_KEYS = {"name", "targets", "out_dir", "redirect_triton"}
 _KERNEL_KEYS = {"name", "source", "function", "signature", "grid", "num_warps", "num_stages",
                 "maxnreg",
-                "specialize", "variant", "constants", "when"}
+                "specialize", "variant", "constants", "when", "tune"}
+_TUNE_KEYS = {"points", "arguments", "work", "work_unit"}
 _VARIANT_KEYS = {"when", "constants", "num_warps", "num_stages", "signature", "specialize",
                  "maxnreg"}
 # "auto": the aligned/divisible build, then the generic one; "none": the generic build only;
@@ -243,6 +263,9 @@ def load_manifest(path) -> Manifest:
                         _num_stages(path, f"{where}.num_stages", table.get("num_stages", 3)),
                         specialize, redirect_triton=redirect_triton,
                         maxnreg=_maxnreg(path, f"{where}.maxnreg", table.get("maxnreg")))
+        kernel.explicit_variants = "variant" in table
+        if "tune" in table:
+            kernel.tune = _tune(path, f"{where}.tune", table["tune"])
         variants = table.get("variant") or [{}]
         if "constants" in table or "when" in table:
             # A kernel without [[kernel.variant]] may give its constants directly.
@@ -273,6 +296,37 @@ def load_manifest(path) -> Manifest:
         kernels.append(kernel)
     _check_symbols(path, name, kernels)
     return Manifest(path.resolve(), name, list(targets), out_dir, kernels)
+
+
+def _tune(path, where: str, table) -> Tune:
+    """``[kernel.tune]``'s types (the names in it are checked against the kernel in plan)."""
+    _check_keys(path, where, table, _TUNE_KEYS)
+    points = table.get("points")
+    if not isinstance(points, list) or not points or not all(
+            isinstance(point, dict) and point for point in points):
+        _fail(path, f"{where}.points", "expected a list of inline tables of the autotune key's "
+              "values, such as [{ M = 512, N = 512, K = 512 }]")
+    for i, point in enumerate(points):
+        for name, value in point.items():
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                _fail(path, f"{where}.points[{i}].{name}", f"expected a positive integer, got "
+                      f"{value!r}")
+    arguments = table.get("arguments", {})
+    if not isinstance(arguments, dict):
+        _fail(path, f"{where}.arguments", "expected an inline table { parameter = "
+              "\"C expression over the key\" }")
+    for name, value in arguments.items():
+        if not isinstance(value, (str, int)) or isinstance(value, bool):
+            _fail(path, f"{where}.arguments.{name}", f"expected a C expression string or an "
+                  f"integer, got {value!r}")
+    work = table.get("work")
+    if work is not None and not isinstance(work, str):
+        _fail(path, f"{where}.work", f"expected a C expression string, got {work!r}")
+    unit = table.get("work_unit", "flop")
+    if unit not in ("flop", "byte"):
+        _fail(path, f"{where}.work_unit", f'expected "flop" or "byte", got {unit!r}')
+    return Tune([dict(p) for p in points], {k: str(v) for k, v in arguments.items()}, work,
+                unit)
 
 
 def _check_not_repeated(path, where: str, variants: list):

@@ -13,10 +13,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import sys
+
 from ..ir.signature import Signature, SignatureError
 from .expressions import ExpressionError, to_total_c
-from .manifest import RESERVED_C_NAMES, ManifestError, check_expression
-from .sources import SourceError, load_kernel
+from .manifest import RESERVED_C_NAMES, ManifestError, Variant, check_expression
+from .sources import SourceError, load_kernel_and_tuner
+from .tuning import TuningFileError, kernel_tuning, tuning_path
 
 
 @dataclass
@@ -35,6 +38,17 @@ class Build:
 
 
 @dataclass
+class TunedDispatch:
+    """How the library picks among an autotuned kernel's tuned variants: per arch ("sm_90"),
+    the tuned points (values of ``key``, scalar parameters) and the tuned choice each one
+    measured fastest; a call takes the choice of the nearest point (see cgen)."""
+    key: list
+    points: dict               # arch -> [(values tuple, choice index)]
+    configs: list              # choice index -> (config index, config)
+    tuning_file: str
+
+
+@dataclass
 class KernelPlan:
     kernel: object             # manifest.Kernel
     function: object           # JITFunction
@@ -42,6 +56,10 @@ class KernelPlan:
     descriptors: tuple = ()    # (name, HostDescriptorLayout) of tensordesc<...> parameters
     builds: list = field(default_factory=list)
     dependencies: list = field(default_factory=list)
+    tuned: TunedDispatch | None = None
+    # Files whose appearance or change would change the build although they may not exist
+    # (an autotuned kernel's tuning file): for the build record, not the depfile.
+    watched: list = field(default_factory=list)
 
 
 def _fail(manifest, key, message):
@@ -69,8 +87,8 @@ def plan_builds(manifest) -> list:
     for kernel in manifest.kernels:
         where = f"kernel.{kernel.name}"
         try:
-            function, dependencies = load_kernel(kernel.source, kernel.function,
-                                                 kernel.redirect_triton)
+            function, tuner, dependencies = load_kernel_and_tuner(
+                kernel.source, kernel.function, kernel.redirect_triton)
         except SourceError as exc:
             _fail(manifest, f"{where}.function", str(exc))
         kernel_signature = _signature(manifest, f"{where}.signature", kernel.signature, function)
@@ -83,7 +101,19 @@ def plan_builds(manifest) -> list:
         scalars = {p.name for p in parameters if not p.type.is_ptr()}
         plan = KernelPlan(kernel, function, parameters, kernel_signature.descriptors,
                           dependencies=dependencies)
-        for variant in kernel.variants:
+        variants = kernel.variants
+        if tuner is not None and not kernel.explicit_variants:
+            variants, plan.tuned = _autotuned_variants(manifest, kernel, function, tuner,
+                                                       scalars)
+            tuning_file = tuning_path(manifest.path).resolve()
+            plan.watched.append(tuning_file)
+            if tuning_file.is_file():
+                plan.dependencies.append(tuning_file)
+        elif kernel.tune is not None:
+            _fail(manifest, f"{where}.tune", f"{kernel.function} is not an @autotune kernel "
+                  "whose variants come from its configs (it has no @autotune, or the "
+                  "manifest lists [[kernel.variant]] tables)")
+        for variant in variants:
             vwhere = f"{where}.variant[{variant.index}]"
             missing = [c for c in function.constexpr_names
                        if c not in variant.constants and c not in function.defaults]
@@ -111,6 +141,10 @@ def plan_builds(manifest) -> list:
                       "make the C API): give that variant a kernel entry of its own")
             constants_text = ", ".join(f"{k}={v}" for k, v in variant.constants.items())
             label = f"{kernel.name}[{constants_text}]" if constants_text else kernel.name
+            if variant.config is not None:   # from @autotune: which config, and its role
+                label += f" config {variant.config}" + (
+                    "" if plan.tuned is None else " tuned" if variant.tuned_choice is not None
+                    else " fallback")
             if variant.specialize in ("auto", "aligned"):
                 plan.builds.append(Build(len(plan.builds), variant, True,
                                          signature.specialized(), f"{label} aligned"))
@@ -121,6 +155,69 @@ def plan_builds(manifest) -> list:
         _unique_descriptions(plan.builds)
         plans.append(plan)
     return plans
+
+
+def _autotuned_variants(manifest, kernel, function, tuner, scalars: set) -> tuple:
+    """An @autotune kernel listed without [[kernel.variant]]: one variant per config the
+    tuning file chose for one of the library's targets (nearest tuned point wins at run
+    time), then the fallback, its first config; without a tuning file, the first config
+    alone (with one warning)."""
+    where = f"kernel.{kernel.name}"
+    base = kernel.variants[0]
+    configs = tuner.configs
+    for i, config in enumerate(configs):
+        given = set(base.constants) | set(config.kwargs)
+        missing = [c for c in function.constexpr_names
+                   if c not in given and c not in function.defaults]
+        if missing:
+            _fail(manifest, f"{where}.function", f"config {i} of {kernel.function}'s "
+                  f"@autotune ({config}) gives no value for constexpr parameter(s) "
+                  f"{', '.join(sorted(missing))} (nor does the manifest's constants)")
+    for name in tuner.keys:
+        if name not in scalars:
+            _fail(manifest, f"{where}.function", f"the @autotune key names {name!r}, which is "
+                  "not a scalar parameter of the signature (the library dispatches on those)")
+    if kernel.tune is not None:
+        for i, point in enumerate(kernel.tune.points):
+            if sorted(point) != sorted(tuner.keys):
+                _fail(manifest, f"{where}.tune.points[{i}]", f"gives {sorted(point)}, the "
+                      f"@autotune key is {tuner.keys}")
+
+    def variant(index, config_index, choice):
+        config = configs[config_index]
+        return Variant(index, {**base.constants, **config.kwargs}, None, config.num_warps,
+                       config.num_stages, base.signature, base.specialize,
+                       config.maxnreg if config.maxnreg is not None else base.maxnreg,
+                       config_index, choice)
+
+    path = tuning_path(manifest.path)
+    unusable = False
+    try:
+        tuned = kernel_tuning(path, kernel.name, function.source_digest, configs,
+                              list(tuner.keys))
+    except TuningFileError as exc:
+        print(f"aotk: warning: {exc}; building {kernel.name}'s first config for every "
+              "shape (run `aotk tune` on a GPU)", file=sys.stderr)
+        tuned, unusable = None, True
+    archs = [arch for arch in manifest.targets if tuned is not None and tuned.points(arch)]
+    if not archs:
+        if tuned is None and not unusable and len(configs) > 1:
+            print(f"aotk: warning: {where}: no tuning for it in {path.name}: building its first "
+                  f"config of {len(configs)} for every shape (run `aotk tune` on a GPU)",
+                  file=sys.stderr)
+        return [variant(0, 0, None)], None
+    chosen, points = [], {}
+    for arch in archs:
+        points[arch] = []
+        for point in tuned.points(arch):
+            if point.config not in chosen:
+                chosen.append(point.config)
+            points[arch].append((tuple(point.key[name] for name in tuner.keys),
+                                 chosen.index(point.config)))
+    variants = [variant(k, c, k) for k, c in enumerate(chosen)]
+    variants.append(variant(len(chosen), 0, None))
+    return variants, TunedDispatch(list(tuner.keys), points,
+                                   [(c, configs[c]) for c in chosen], path.name)
 
 
 def _unique_descriptions(builds: list):

@@ -61,10 +61,22 @@ def load_module(path: Path, triton_as_aotk: bool = True):
 
 
 def load_kernel(path: Path, function: str, triton_as_aotk: bool = True):
+    kernel, _, dependencies = load_kernel_and_tuner(path, function, triton_as_aotk)
+    return kernel, dependencies
+
+
+def load_kernel_and_tuner(path: Path, function: str, triton_as_aotk: bool = True):
+    """(the JITFunction, the outermost ``@autotune`` wrapper over it or None, dependencies)."""
     module, dependencies = load_module(path, triton_as_aotk)
     kernel = getattr(module, function, None)
+    tuner = None
+    wrapper = kernel
+    while isinstance(wrapper, (Autotuner, Heuristics)):
+        if isinstance(wrapper, Autotuner) and tuner is None:
+            tuner = wrapper
+        wrapper = wrapper.fn
     if isinstance(kernel, (Autotuner, Heuristics)):
         kernel = kernel.jit_function
     if not isinstance(kernel, JITFunction):
         raise SourceError(f"{path}: {function!r} is not an @aotk.jit function")
-    return kernel, dependencies
+    return kernel, tuner, dependencies

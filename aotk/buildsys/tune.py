@@ -1,0 +1,182 @@
+"""``aotk tune``: an autotuned kernel's configs measured on this machine's GPU at the points the
+manifest declares, the winners written to the tuning file that ``aotk build`` reads.
+
+In: a manifest whose kernels name an ``@autotune`` function and have a ``[kernel.tune]``
+table (points: the key's values; arguments: each pointer parameter's element count and each
+other scalar's value, C expressions over the key; work: the FLOP or bytes of one call). Out:
+per point, every config the pruning hooks keep timed with ``do_bench`` (the median of
+about ``rep`` ms of calls after ``warmup`` ms, as the decorator gives them; ``reset_to_zero``
+/ ``restore_value`` / hooks honoured, as in a JIT launch), the fastest recorded per GPU arch in ``<manifest stem>.tuning.json``;
+rows for the table the command prints. Inputs are random (normal floats, small integers);
+a config that does not compile or launch on this GPU is recorded as not run.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..ir.signature import Signature, SignatureError
+from .expressions import ExpressionError, evaluate
+from .manifest import ManifestError, load_manifest
+from .sources import SourceError, load_kernel_and_tuner
+from .tuning import TunedPoint, tuning_path, write_kernel
+
+
+@dataclass
+class TuneRow:
+    kernel: str
+    point: dict
+    config: int          # the winner's index
+    description: str     # the winner, as Config's repr
+    ms: float
+    work_per_s: float | None
+    unit: str            # "TFLOP/s" or "GB/s"
+    measured: int        # configs that ran
+    failed: int          # configs that did not compile or launch
+
+
+def _fail(manifest, key, message):
+    raise ManifestError(f"{manifest.path}: {key}: {message}")
+
+
+def _torch_dtype(torch, element):
+    table = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32,
+             "fp64": torch.float64, "i8": torch.int8, "u8": torch.uint8, "i16": torch.int16,
+             "i32": torch.int32, "i64": torch.int64, "i1": torch.bool}
+    return table.get(element.short)
+
+
+def _random(torch, dtype, count: int):
+    if dtype.is_floating_point:
+        return torch.randn(count, device="cuda").to(dtype)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, (count,), device="cuda").bool()
+    return torch.randint(-8, 8, (count,), device="cuda").to(dtype)
+
+
+def _arguments(manifest, kernel, signature, point, torch) -> dict:
+    """The launch's runtime arguments at ``point``: random tensors and the scalars."""
+    where = f"kernel.{kernel.name}.tune.arguments"
+    values = {}
+    for parameter in signature.parameters:
+        name = parameter.name
+        if name in point:
+            values[name] = point[name]
+            continue
+        if name not in kernel.tune.arguments:
+            _fail(manifest, f"{where}.{name}", "missing: give the element count of a pointer "
+                  "parameter, or the value of a scalar, as a C expression over the key")
+        try:
+            value = evaluate(kernel.tune.arguments[name], point)
+        except ExpressionError as exc:
+            _fail(manifest, f"{where}.{name}", str(exc))
+        if parameter.type.is_ptr():
+            dtype = _torch_dtype(torch, parameter.type.element_ty)
+            if dtype is None:
+                _fail(manifest, f"{where}.{name}", f"aotk tune cannot make a tensor of "
+                      f"{parameter.type}")
+            values[name] = _random(torch, dtype, int(value))
+        else:
+            values[name] = value
+    return values
+
+
+def tune(manifest_path, kernels=None, progress=None) -> list:
+    """Measures and writes the tuning file; returns a TuneRow per (kernel, point).
+    ``progress(done, total, text)`` is told after each measured config."""
+    try:
+        import torch
+    except ImportError:
+        raise ManifestError("aotk tune measures on a GPU through torch, which is not "
+                            "installed (pip install torch)") from None
+    if not torch.cuda.is_available():
+        raise ManifestError("aotk tune needs a CUDA GPU: none is visible here")
+    from ..launch.device import current_device
+    manifest = load_manifest(manifest_path)
+    chosen = [k for k in manifest.kernels if k.tune is not None and
+              (not kernels or k.name in kernels)]
+    if kernels:
+        unknown = set(kernels) - {k.name for k in manifest.kernels if k.tune is not None}
+        if unknown:
+            raise ManifestError(f"{manifest.path}: no kernel with a [kernel.tune] table named "
+                                f"{', '.join(sorted(unknown))}")
+    if not chosen:
+        raise ManifestError(f"{manifest.path}: no kernel has a [kernel.tune] table")
+    major, minor = torch.cuda.get_device_capability()
+    arch, device = f"sm_{major}{minor}", current_device()
+    path = tuning_path(manifest.path)
+    rows = []
+    jobs = [(kernel, point) for kernel in chosen for point in kernel.tune.points]
+    done = 0
+    for kernel in chosen:
+        where = f"kernel.{kernel.name}"
+        try:
+            function, tuner, _ = load_kernel_and_tuner(kernel.source, kernel.function,
+                                                       kernel.redirect_triton)
+        except SourceError as exc:
+            _fail(manifest, f"{where}.function", str(exc))
+        if tuner is None:
+            _fail(manifest, f"{where}.tune", f"{kernel.function} is not an @autotune kernel")
+        try:
+            signature = Signature.parse(kernel.signature, function.runtime_names, function.name)
+        except SignatureError as exc:
+            _fail(manifest, f"{where}.signature", str(exc))
+        constants = dict(kernel.variants[0].constants)
+        points = []
+        for point in kernel.tune.points:
+            if sorted(point) != sorted(tuner.keys):
+                _fail(manifest, f"{where}.tune.points", f"{point} does not give the @autotune "
+                      f"key {tuner.keys}")
+            arguments = _arguments(manifest, kernel, signature, point, torch)
+
+            def grid(meta):
+                try:
+                    return tuple(evaluate(g, {**meta}) for g in kernel.grid)
+                except ExpressionError as exc:
+                    _fail(manifest, f"{where}.grid", str(exc))
+            kept = tuner.prune_configs({**arguments, **constants})
+            times = []
+            for config in tuner.configs:
+                if config in kept:
+                    measured, _ = tuner.bench_config(grid, (), {**arguments, **constants}, config)
+                    times.append(None if math.isinf(measured[0]) else measured[0])
+                else:
+                    times.append(None)
+                done += 1 / len(tuner.configs)
+                if progress:
+                    progress(done, len(jobs), f"{kernel.name} {point}")
+            ran = [i for i, t in enumerate(times) if t is not None]
+            if not ran:
+                _fail(manifest, f"{where}.tune", f"no config of {kernel.function} ran at "
+                      f"{point} on {device}")
+            best = min(ran, key=lambda i: times[i])
+            work = None
+            if kernel.tune.work:
+                try:
+                    work = evaluate(kernel.tune.work, point) / (times[best] * 1e-3)
+                except ExpressionError as exc:
+                    _fail(manifest, f"{where}.tune.work", str(exc))
+            points.append(TunedPoint(dict(point), best, times, work))
+            unit = "TFLOP/s" if kernel.tune.work_unit == "flop" else "GB/s"
+            rows.append(TuneRow(kernel.name, dict(point), best, repr(tuner.configs[best]),
+                                times[best], work, unit, len(ran),
+                                len(kept) - len(ran)))
+        write_kernel(path, kernel.name, function.source_digest, tuner.configs,
+                     list(tuner.keys), arch, device, points)
+    torch.cuda.synchronize()
+    return rows
+
+
+def render(rows: list, seconds: float) -> str:
+    """The table ``aotk tune`` prints."""
+    lines = ["| kernel | point | best config | ms | rate | configs run / failed |",
+             "|---|---|---|---|---|---|"]
+    for row in rows:
+        point = ", ".join(f"{k}={v}" for k, v in row.point.items())
+        rate = "" if row.work_per_s is None else (
+            f"{row.work_per_s / 1e12:.1f} {row.unit}" if row.unit == "TFLOP/s"
+            else f"{row.work_per_s / 1e9:.0f} {row.unit}")
+        lines.append(f"| {row.kernel} | {point} | {row.config}: {row.description} | "
+                     f"{row.ms:.4f} | {rate} | {row.measured} / {row.failed} |")
+    lines.append(f"\ntuned {len(rows)} point(s) in {seconds:.1f} s")
+    return "\n".join(lines)
