@@ -243,10 +243,11 @@ class Autotuner(_Wrapper):
                   f"{self.bench_time:.2f} s; best config {configs[best]}", file=sys.stderr)
         return configs[best]
 
-    def bench_config(self, grid, args, kwargs, config) -> tuple:
+    def bench_config(self, grid, args, kwargs, config, run=None) -> tuple:
         """([median, 20th, 80th percentile] ms, None) of the kernel launched with ``config``
         (the hooks around each launch); infinite times and the error where it does not
-        compile or launch."""
+        compile or launch. ``run``, if given, launches in place of the JIT launch (aotk tune
+        runs the library's own build of the config)."""
         from .errors import AotkError, CompilationError
         from .toolchain.errors import ToolchainError
         self._check_conflicts(config, kwargs)
@@ -259,7 +260,10 @@ class Autotuner(_Wrapper):
             if self.pre_hook is not None:
                 self.pre_hook(full)
             try:
-                self._launch(grid, args, dict(current))
+                if run is None:
+                    self._launch(grid, args, dict(current))
+                else:
+                    run()
             except Exception as exc:
                 if self.post_hook is not None:
                     self.post_hook(full, exc)

@@ -221,3 +221,25 @@ def test_aotk_tune_then_build_runs_the_winner(tmp_path):
     winner = points[-1]["config"]
     chosen = _selector(result.library)
     assert f"config {winner} tuned" in chosen(4_000_000)
+
+
+def test_aotk_tune_measures_each_config_as_the_library_builds_it(tmp_path):
+    """What `aotk tune` times is a one-kernel library of the config, built with the
+    manifest's signature and specialization (here: aligned, then generic); a config that
+    does not build is reported, not timed."""
+    from aotk.buildsys.manifest import load_manifest
+    from aotk.buildsys.tune import config_launcher
+    project = _project(tmp_path)
+    manifest = load_manifest(project / "aotk.toml")
+    kernel = manifest.kernels[0]
+    _, tuner, _ = load_kernel_and_tuner(kernel.source, kernel.function)
+    errors = {}
+    launcher = config_launcher(tmp_path / "work", manifest, kernel, tuner.configs[2], 2,
+                               "sm_90", errors)
+    assert errors == {}
+    names = launcher.description["variants"]
+    assert names == ["add[SCALE=2, BLOCK=256] aligned", "add[SCALE=2, BLOCK=256] generic"]
+    broken = aotk.Config({"BLOCK": 48})
+    assert config_launcher(tmp_path / "work", manifest, kernel, broken, 4, "sm_90",
+                           errors) is False
+    assert "powers of two" in errors[4]

@@ -6,16 +6,25 @@ table (points: the key's values; arguments: each pointer parameter's element cou
 other scalar's value, C expressions over the key; work: the FLOP or bytes of one call). Out:
 per point, every config the pruning hooks keep timed with ``do_bench`` (the median of
 about ``rep`` ms of calls after ``warmup`` ms, as the decorator gives them; ``reset_to_zero``
-/ ``restore_value`` / hooks honoured, as in a JIT launch), the fastest recorded per GPU arch in ``<manifest stem>.tuning.json``;
+/ ``restore_value`` / hooks honoured, as in a JIT launch). Each config runs from a
+one-kernel library built as ``aotk build`` builds it (the manifest's signature and
+specialization: the aligned build where the arguments allow, else the generic one), so the
+times are those of the code the tuned library will run, the fastest recorded per GPU arch in ``<manifest stem>.tuning.json``;
 rows for the table the command prints. Inputs are random (normal floats, small integers);
 a config that does not compile or launch on this GPU is recorded as not run.
 """
 from __future__ import annotations
 
+import json
 import math
+import shutil
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 
+from ..errors import CompilationError
 from ..ir.signature import Signature, SignatureError
+from ..toolchain.errors import ToolchainError
 from .expressions import ExpressionError, evaluate
 from .manifest import ManifestError, load_manifest
 from .sources import SourceError, load_kernel_and_tuner
@@ -81,6 +90,45 @@ def _arguments(manifest, kernel, signature, point, torch) -> dict:
     return values
 
 
+def _toml_value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return json.dumps(str(value))    # a TOML basic string reads JSON's escapes
+
+
+def config_launcher(work: Path, manifest, kernel, config, index: int, arch: str, errors):
+    """The launcher of a one-kernel library holding ``config`` built as the manifest builds
+    it (the kernel's signature and specialization, for this GPU's arch): what ``aotk
+    build`` will put in the library, so that what is measured is what will run. False (and
+    the error kept) when the config does not build."""
+    from ..launch.library import load
+    from .builder import build
+    folder = work / f"{kernel.name}_config{index}"
+    folder.mkdir(parents=True, exist_ok=True)
+    constants = {**kernel.variants[0].constants, **config.kwargs}
+    lines = ["[library]", 'name = "tune"', f'targets = ["{arch}"]',
+             f"redirect_triton = {_toml_value(kernel.redirect_triton)}", "", "[[kernel]]",
+             f'name = "{kernel.name}"', f"source = {_toml_value(str(kernel.source.resolve()))}",
+             f'function = "{kernel.function}"', f"signature = {_toml_value(kernel.signature)}",
+             "grid = [" + ", ".join(_toml_value(g) for g in kernel.grid) + "]", "",
+             "[[kernel.variant]]",
+             "constants = { " + ", ".join(f"{name} = {_toml_value(value)}"
+                                          for name, value in constants.items()) + " }",
+             f"num_warps = {config.num_warps}", f"num_stages = {config.num_stages}",
+             f'specialize = "{kernel.variants[0].specialize}"']
+    if config.maxnreg is not None:
+        lines.append(f"maxnreg = {config.maxnreg}")
+    (folder / "aotk.toml").write_text("\n".join(lines) + "\n")
+    try:
+        result = build(folder / "aotk.toml", out_dir=folder / "build")
+    except (ManifestError, CompilationError, ToolchainError) as exc:
+        errors[index] = str(exc).splitlines()[0]
+        return False
+    return getattr(load(result.library), kernel.name)
+
+
 def tune(manifest_path, kernels=None, progress=None) -> list:
     """Measures and writes the tuning file; returns a TuneRow per (kernel, point).
     ``progress(done, total, text)`` is told after each measured config."""
@@ -105,6 +153,7 @@ def tune(manifest_path, kernels=None, progress=None) -> list:
     major, minor = torch.cuda.get_device_capability()
     arch, device = f"sm_{major}{minor}", current_device()
     path = tuning_path(manifest.path)
+    work = Path(tempfile.mkdtemp(prefix="aotk-tune-"))
     rows = []
     jobs = [(kernel, point) for kernel in chosen for point in kernel.tune.points]
     done = 0
@@ -123,22 +172,26 @@ def tune(manifest_path, kernels=None, progress=None) -> list:
             _fail(manifest, f"{where}.signature", str(exc))
         constants = dict(kernel.variants[0].constants)
         points = []
+        libraries, errors = {}, {}   # config index -> its library's launcher (False: none)
         for point in kernel.tune.points:
             if sorted(point) != sorted(tuner.keys):
                 _fail(manifest, f"{where}.tune.points", f"{point} does not give the @autotune "
                       f"key {tuner.keys}")
             arguments = _arguments(manifest, kernel, signature, point, torch)
-
-            def grid(meta):
-                try:
-                    return tuple(evaluate(g, {**meta}) for g in kernel.grid)
-                except ExpressionError as exc:
-                    _fail(manifest, f"{where}.grid", str(exc))
+            values = [arguments[p.name] for p in signature.parameters]
             kept = tuner.prune_configs({**arguments, **constants})
             times = []
-            for config in tuner.configs:
-                if config in kept:
-                    measured, _ = tuner.bench_config(grid, (), {**arguments, **constants}, config)
+            for index, config in enumerate(tuner.configs):
+                launcher = libraries.get(index)
+                if config in kept and launcher is None:
+                    launcher = libraries[index] = config_launcher(
+                        work, manifest, kernel, config, index, arch, errors)
+                if config in kept and launcher is not False:
+                    measured, error = tuner.bench_config(
+                        None, (), {**arguments, **constants}, config,
+                        run=lambda launcher=launcher: launcher(*values))
+                    if error:
+                        errors.setdefault(index, error)
                     times.append(None if math.isinf(measured[0]) else measured[0])
                 else:
                     times.append(None)
@@ -148,7 +201,8 @@ def tune(manifest_path, kernels=None, progress=None) -> list:
             ran = [i for i, t in enumerate(times) if t is not None]
             if not ran:
                 _fail(manifest, f"{where}.tune", f"no config of {kernel.function} ran at "
-                      f"{point} on {device}")
+                      f"{point} on {device}: " + "; ".join(
+                          f"config {i}: {e}" for i, e in sorted(errors.items())))
             best = min(ran, key=lambda i: times[i])
             work = None
             if kernel.tune.work:
@@ -164,6 +218,7 @@ def tune(manifest_path, kernels=None, progress=None) -> list:
         write_kernel(path, kernel.name, function.source_digest, tuner.configs,
                      list(tuner.keys), arch, device, points)
     torch.cuda.synchronize()
+    shutil.rmtree(work, ignore_errors=True)
     return rows
 
 
