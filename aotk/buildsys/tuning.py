@@ -117,8 +117,8 @@ def write_kernel(path: Path, name: str, source_digest: str, configs: list, key: 
             entry.get("configs") != described or entry.get("key") != key:
         entry = {"source_digest": source_digest, "key": key, "configs": described, "archs": {}}
     entry["archs"][arch] = {"device": device, "points": [
-        {"key": p.key, "config": p.config, "ms": p.ms, "work_per_s": p.work_per_s}
-        for p in points]}
+        {"key": p.key, "config": p.config, "ms": [_significant(t) for t in p.ms],
+         "work_per_s": _significant(p.work_per_s)} for p in points]}
     data["kernels"][name] = entry
     fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
@@ -129,6 +129,11 @@ def write_kernel(path: Path, name: str, source_digest: str, configs: list, key: 
         if os.path.exists(temporary):
             os.unlink(temporary)
         raise
+
+
+def _significant(value, digits: int = 5):
+    """A measured figure kept to the digits a timing has (None stays None)."""
+    return None if value is None else float(f"{value:.{digits}g}")
 
 
 def _render(value, indent: str = "") -> str:
