@@ -76,8 +76,9 @@ def record_path(manifest, out: Path) -> Path:
 
 
 def up_to_date(manifest, out_dir, static: bool, targets):
-    """The output paths the last build printed, if nothing it read or wrote has changed
-    since; None otherwise (or when there is no usable record)."""
+    """The last build's record (``printed``: the output paths it printed; ``report``: its
+    build report), if nothing it read or wrote has changed since; None otherwise (or when
+    there is no usable record)."""
     out = output_folder(manifest, out_dir)
     if out is None:
         return None
@@ -94,7 +95,9 @@ def up_to_date(manifest, out_dir, static: bool, targets):
     files = {**record.get("inputs", {}), **record.get("outputs", {})}
     if not files or any(_stat(path) != stamp for path, stamp in files.items()):
         return None
-    return record.get("printed")
+    if not isinstance(record.get("printed"), list):
+        return None
+    return record
 
 
 def _module_files() -> set:
@@ -113,7 +116,8 @@ def _module_files() -> set:
     return files
 
 
-def write(manifest, out: Path, static: bool, targets, started_ns: int, inputs, outputs):
+def write(manifest, out: Path, static: bool, targets, started_ns: int, inputs, outputs,
+          report=None):
     """Records a successful build. ``inputs``: the files it read beyond the loaded modules
     (manifest, kernel sources, tuning file, toolchain; one that does not exist is recorded
     as absent); ``outputs``: the paths it printed. No record (and none left from before)
@@ -138,7 +142,7 @@ def write(manifest, out: Path, static: bool, targets, started_ns: int, inputs, o
               "interpreter": _interpreter(), "environment": _environment(),
               "inputs": dict(sorted(stamps.items())),
               "outputs": {str(p): _stat(str(p)) for p in outputs},
-              "printed": [str(p) for p in outputs]}
+              "printed": [str(p) for p in outputs], "report": report}
     temporary = path.with_name(f".{path.name}.{os.getpid()}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -9,6 +9,7 @@ User errors print one line on stderr and exit 1; no traceback.
 """
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import time
@@ -109,15 +110,20 @@ def compile_command(kernel_spec, signature, defines, num_warps, num_stages, targ
 @click.option("--static", is_flag=True, help="also write lib<name>.a")
 @click.option("--target", "targets", multiple=True, metavar="SM_XY",
               help="build for this target instead of library.targets (repeatable)")
-def build_command(manifest, out_dir, jobs, verbose, static, targets):
+@click.option("--json", "report_path", type=click.Path(dir_okay=False), metavar="FILE",
+              help="write a build report (every variant, cached or compiled) to FILE")
+def build_command(manifest, out_dir, jobs, verbose, static, targets, report_path):
     """Build MANIFEST (default ./aotk.toml) into lib<name>.so, <name>.h and <name>.d."""
     started_ns = time.time_ns()
-    printed = buildrecord.up_to_date(manifest, out_dir, static, targets)
-    if printed is not None:
+    record = buildrecord.up_to_date(manifest, out_dir, static, targets)
+    if record is not None:
         if verbose:
             click.echo("aotk: nothing changed since the last build (its record: "
                        f"{buildrecord.record_path(manifest, buildrecord.output_folder(manifest, out_dir))})")
-        for path in printed:
+        if report_path:
+            _write_report(report_path, {**(record.get("report") or {}), "up_to_date": True,
+                                        "seconds": (time.time_ns() - started_ns) / 1e9})
+        for path in record["printed"]:
             click.echo(path)
         return
     import aotk
@@ -125,7 +131,7 @@ def build_command(manifest, out_dir, jobs, verbose, static, targets):
     from aotk.buildsys.manifest import ManifestError
     from aotk.cache import CacheError
     from aotk.toolchain import ToolchainError
-    progress = _progress_bar if sys.stderr.isatty() and not verbose else None
+    progress = _BuildProgress(terminal=sys.stderr.isatty(), verbose=verbose)
     received = []
 
     def stop(signum, frame):
@@ -140,23 +146,70 @@ def build_command(manifest, out_dir, jobs, verbose, static, targets):
     except (ManifestError, aotk.CompilationError, ToolchainError, CacheError) as exc:
         raise UserError(str(exc)) from None
     except KeyboardInterrupt:
+        progress.close()
         click.echo("\naotk: error: build interrupted; the outputs are as they were", err=True)
         sys.exit(128 + (received[0] if received else signal.SIGINT))
-    if progress:
-        click.echo("", err=True)
+    finally:
+        progress.close()
     outputs = [path for path in (result.library, result.header, result.depfile,
                                  result.pkgconfig, result.static_library) if path is not None]
+    seconds = (time.time_ns() - started_ns) / 1e9
+    report = {"library": str(result.library), "outputs": [str(p) for p in outputs],
+              "variants": result.variants, "compiled": result.compiled,
+              "cached": sum(1 for v in result.variants if v["cached"]),
+              "relinked": result.linked}
+    click.echo(f"aotk: {result.library.name}: {len(result.variants)} variants, "
+               f"{result.compiled} compiled, {report['cached']} from the cache"
+               f"{'' if result.linked else ', outputs already up to date'} ({seconds:.1f} s)",
+               err=True)
+    if report_path:
+        _write_report(report_path, {**report, "up_to_date": False, "seconds": seconds})
     buildrecord.write(manifest, result.library.parent, static, targets, started_ns,
-                      result.inputs, outputs)
+                      result.inputs, outputs, report)
     for path in outputs:
         click.echo(str(path))
 
 
-def _progress_bar(done: int, total: int, what: str = "variants"):
-    width = 30
-    filled = width * done // total
-    click.echo(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {what}",
-               err=True, nl=False)
+class _BuildProgress:
+    """What a build shows while it compiles: on a terminal, click's progress bar; elsewhere
+    (make, CI logs) one line per compiled build; with -v, nothing more (every build and tool
+    call is printed already)."""
+
+    def __init__(self, terminal: bool, verbose: bool):
+        self.terminal, self.verbose = terminal, verbose
+        self.bar, self.shown = None, 0
+
+    def __call__(self, done: int, total: int, what: str):
+        if self.verbose:
+            return
+        if not self.terminal:
+            click.echo(f"aotk: compiled {what} ({done}/{total})", err=True)
+            return
+        if self.bar is None:
+            self.bar = click.progressbar(length=total, label="compiling", file=sys.stderr,
+                                         show_pos=True)
+            self.bar.__enter__()
+        self.bar.update(done - self.shown, what)
+        self.shown = done
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+            self.bar = None
+
+
+def _write_report(path: str, report: dict):
+    """The --json build report, written whole or not at all."""
+    import json
+    target = Path(path)
+    temporary = target.with_name(f".{target.name}.{os.getpid()}")
+    try:
+        temporary.write_text(json.dumps(report, indent=1, default=str) + "\n")
+        os.replace(temporary, target)
+    except OSError as exc:
+        if temporary.exists():
+            temporary.unlink()
+        raise UserError(f"--json {path}: cannot be written: {exc.strerror}") from None
 
 
 @main.command("tune")
@@ -174,7 +227,7 @@ def tune_command(manifest, kernels):
 
     def progress(done, total, text):
         if sys.stderr.isatty():
-            _progress_bar(int(done), total, f"points ({text})")
+            click.echo(f"\raotk tune: {done:.1f}/{total} points ({text})", err=True, nl=False)
     started = time.perf_counter()
     try:
         rows = tune(manifest, list(kernels) or None, progress=progress)

@@ -47,6 +47,8 @@ class BuildResult:
     static_library: Path | None
     compiled: int        # builds compiled in this run (0: everything came from the cache)
     linked: bool         # False when the outputs were already up to date
+    variants: list = field(default_factory=list)   # per build, in dispatch order: kernel,
+    # index, name, whether it came from the cache, its cache key and per-target registers
     inputs: list = field(default_factory=list)   # every file the outputs depend on, beyond
     # the Python modules loaded: manifest, kernel sources, tuning file (which may not exist),
     # toolchain (for a build record)
@@ -190,8 +192,16 @@ def build(manifest_path="aotk.toml", out_dir=None, jobs=None, verbose=False, sta
     _write_atomic(pkgconfig, template("pkgconfig.pc.in").substitute(
         name=name, manifest_name=manifest.path.name,
         version=__version__))
+    variants = [{"kernel": plan.kernel.name, "index": build.index,
+                 "name": build.description,
+                 "cached": compiled[(plan.kernel.name, build.index)].cached,
+                 "key": compiled[(plan.kernel.name, build.index)].key,
+                 "targets": compiled[(plan.kernel.name, build.index)].metadata.get("targets",
+                                                                                   {})}
+                for plan in plans for build in plan.builds]
     return BuildResult(library, header, depfile, pkgconfig, archive,
                        sum(1 for c in compiled.values() if not c.cached), not up_to_date,
+                       variants,
                        dependencies + sorted({w for plan in plans for w in plan.watched})
                        + _toolchain_files())
 

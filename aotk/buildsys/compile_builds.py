@@ -4,7 +4,9 @@ In: the ``KernelPlan``s and the manifest's targets. Out: per build a ``CompiledB
 (fatbin bytes, entry name, shared memory, per-target registers/spills/vector widths).
 The cache key is the kir listing of the build (it fixes everything code generation sees:
 source, inlined callees, types, hints, constants) with options, targets and the aotk, LLVM
-and ptxas versions; entries are written atomically. ``verbose`` prints each tool call.
+and ptxas versions; entries are written atomically. ``verbose`` prints each build and
+every tool call, the workers' included; ``progress(done, total, what)`` hears of each
+compiled build.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 
 from .. import cache
 from ..options import CompileOptions
+from ..toolchain.locate import show_commands
 
 
 @dataclass
@@ -28,10 +31,12 @@ class CompiledBuild:
     key: str = ""      # the cache key: builds with one key are one specialization
 
 
-def _die_with_parent(parent: int):
-    """Runs first in each worker: the worker is killed when the build process dies, however
-    it dies (SIGKILL included), so a killed build leaves no worker behind (Linux's
-    PR_SET_PDEATHSIG; elsewhere the pool's own shutdown is all there is)."""
+def _start_worker(parent: int, verbose: bool):
+    """Runs first in each worker: ``aotk build -v`` shows the tools it runs, and the worker
+    is killed when the build process dies, however it dies (SIGKILL included), so a killed
+    build leaves no worker behind (Linux's PR_SET_PDEATHSIG; elsewhere the pool's own
+    shutdown is all there is)."""
+    show_commands(verbose)
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
@@ -107,25 +112,29 @@ def compile_builds(plans, targets, jobs=None, verbose=False, progress=None) -> d
     if verbose:
         for ident, job in pending:
             print(f"aotk: compiling {ident[0]} build {ident[1]}: signature '{job[3]}' "
-                  f"constants {json.dumps(job[4], sort_keys=True, default=repr)} targets {','.join(job[6])}")
+                  f"constants {json.dumps(job[4], sort_keys=True, default=repr)} targets "
+                  f"{','.join(job[6])}", flush=True)
     workers = max(1, min(jobs or os.cpu_count() or 1, len(pending)))
     if pending:
         if workers == 1:
+            show_commands(verbose)
             outputs = map(_compile_one, [job for _, job in pending])
         else:
-            executor = ProcessPoolExecutor(max_workers=workers, initializer=_die_with_parent,
-                                           initargs=(os.getpid(),))
+            executor = ProcessPoolExecutor(max_workers=workers, initializer=_start_worker,
+                                           initargs=(os.getpid(), verbose))
             outputs = executor.map(_compile_one, [job for _, job in pending])
         try:
             for done, ((ident, job), (fatbin, metadata)) in enumerate(zip(pending, outputs), 1):
                 results[ident] = CompiledBuild(fatbin, metadata, False, job[-1])
                 if progress:
-                    progress(done, len(pending))
+                    progress(done, len(pending), f"{ident[0]} build {ident[1]}")
         except BaseException:
             # A failed compile or an interrupt: no job starts after this one.
             if workers > 1:
                 executor.shutdown(wait=False, cancel_futures=True)
             raise
+        finally:
+            show_commands(False)
         if workers > 1:
             executor.shutdown()
     for idents in sharing.values():

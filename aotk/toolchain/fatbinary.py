@@ -12,7 +12,7 @@ import subprocess
 import tempfile
 
 from .errors import ToolchainError
-from .locate import find_tool
+from .locate import announce, find_tool
 
 
 def _sm(arch: str) -> str:
@@ -31,6 +31,7 @@ def pack(cubins: dict, ptx_arch: str, ptx: str) -> bytes:
         with open(os.path.join(work, "kernel.ptx"), "w") as f:
             f.write(ptx)
         command.append(f"--image3=kind=ptx,sm={_sm(ptx_arch)},file=kernel.ptx")
+        announce(command, cwd=work)
         result = subprocess.run(command, cwd=work, capture_output=True, text=True, timeout=600)
         if result.returncode != 0:
             raise ToolchainError(f"fatbinary ({tool.path}) failed: "

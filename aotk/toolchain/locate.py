@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
+import shlex
 import shutil
 from dataclasses import dataclass
 
@@ -35,6 +36,25 @@ def wheel_directories() -> list[str]:
             if os.path.isdir(candidate):
                 found.append(candidate)
     return found
+
+
+_show_commands = False
+
+
+def show_commands(on: bool):
+    """Whether each tool this process runs (ptxas, fatbinary) is printed first, as
+    ``aotk build -v`` asks: the build turns it on in its compile workers too."""
+    global _show_commands
+    _show_commands = bool(on)
+
+
+def announce(command: list, cwd: str | None = None):
+    """Prints ``command`` (on stdout, flushed: workers share the build's stdout) when
+    ``show_commands`` is on."""
+    if _show_commands:
+        where = f" (in {cwd})" if cwd else ""
+        print("aotk: " + " ".join(shlex.quote(str(part)) for part in command) + where,
+              flush=True)
 
 
 @functools.lru_cache(maxsize=None)

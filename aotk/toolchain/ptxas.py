@@ -13,7 +13,7 @@ import tempfile
 from dataclasses import dataclass
 
 from .errors import ToolchainError
-from .locate import find_tool
+from .locate import announce, find_tool
 
 
 @dataclass(frozen=True)
@@ -87,6 +87,7 @@ def assemble(ptx: str, arch: str = "sm_90", opt_level: int = 3) -> tuple[bytes, 
         with open(source, "w") as f:
             f.write(ptx)
         command = [tool.path, f"-arch={arch}", "-v", f"-O{opt_level}", source, "-o", output]
+        announce(command)
         result = subprocess.run(command, capture_output=True, text=True, timeout=600)
         if result.returncode != 0:
             message = (result.stderr or result.stdout).strip().replace(source, "<ptx>")

@@ -1,0 +1,102 @@
+"""What `aotk build` says while and after it works: one line per compiled build when stderr
+is not a terminal (make, CI), a closing summary, every tool call with -v (the compile
+workers' included), and --json's build report."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+MANIFEST = """\
+[library]
+name = "small"
+targets = ["sm_80"]
+
+[[kernel]]
+name = "add"
+source = "add.py"
+function = "add_kernel"
+signature = "*fp32, *fp32, *fp32, i32"
+grid = ["cdiv(n, BLOCK)"]
+
+[[kernel.variant]]
+constants = { BLOCK = 256 }
+
+[[kernel.variant]]
+constants = { BLOCK = 1024 }
+"""
+
+KERNEL = """\
+import aotk
+import aotk.language as tl
+
+
+@aotk.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask),
+             mask=mask)
+"""
+
+
+@pytest.fixture
+def project(tmp_path):
+    (tmp_path / "aotk.toml").write_text(MANIFEST)
+    (tmp_path / "add.py").write_text(KERNEL)
+    past = 1_000_000_000
+    for path in tmp_path.iterdir():
+        os.utime(path, (past, past))
+    return tmp_path
+
+
+def aotk(project, *args, cache):
+    return subprocess.run([sys.executable, "-c", "from aotk_cli.main import main; main()",
+                           "build", *args], cwd=project, capture_output=True, text=True,
+                          env={**os.environ, "AOTK_CACHE_DIR": str(cache)})
+
+
+def test_a_build_outside_a_terminal_logs_each_compile_and_a_summary(project, tmp_path):
+    result = aotk(project, "-j", "2", cache=tmp_path / "cache")
+    assert result.returncode == 0, result.stderr
+    lines = result.stderr.splitlines()
+    compiled = [line for line in lines if line.startswith("aotk: compiled add build ")]
+    assert len(compiled) == 4 and compiled[-1].endswith("(4/4)")   # 2 variants x 2 builds
+    assert lines[-1].startswith("aotk: libsmall.so: 4 variants, 4 compiled, 0 from the cache")
+    again = aotk(project, "-o", "elsewhere", cache=tmp_path / "cache")
+    assert "aotk: compiled" not in again.stderr
+    assert "4 variants, 0 compiled, 4 from the cache" in again.stderr.splitlines()[-1]
+
+
+def test_verbose_shows_every_tool_the_workers_run(project, tmp_path):
+    result = aotk(project, "-v", "-j", "2", cache=tmp_path / "cache")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert out.count("bin/ptxas -arch=sm_80") == 4 and out.count("bin/fatbinary -64") == 4
+    assert "aotk: cc " in out and "aotk: compiled" not in result.stderr
+
+
+def test_json_writes_the_build_report_also_for_a_no_op_build(project, tmp_path):
+    report_path = tmp_path / "report.json"
+    assert aotk(project, "--json", str(report_path), cache=tmp_path / "cache").returncode == 0
+    report = json.loads(report_path.read_text())
+    assert report["up_to_date"] is False and report["compiled"] == 4 and report["cached"] == 0
+    assert report["library"].endswith("build/libsmall.so") and len(report["outputs"]) == 4
+    assert [(v["kernel"], v["index"], v["name"], v["cached"]) for v in report["variants"]] == [
+        ("add", 0, "add[BLOCK=256] aligned", False), ("add", 1, "add[BLOCK=256] generic", False),
+        ("add", 2, "add[BLOCK=1024] aligned", False), ("add", 3, "add[BLOCK=1024] generic",
+                                                          False)]
+    assert all(v["targets"]["sm_80"]["spills"] == 0 and len(v["key"]) == 64
+               for v in report["variants"])
+    assert aotk(project, "--json", str(report_path), cache=tmp_path / "cache").returncode == 0
+    again = json.loads(report_path.read_text())
+    assert again["up_to_date"] is True and again["variants"] == report["variants"]
+
+
+def test_a_report_that_cannot_be_written_is_one_error(project, tmp_path):
+    result = aotk(project, "--json", str(tmp_path / "missing" / "report.json"),
+                  cache=tmp_path / "cache")
+    assert result.returncode == 1
+    errors = [line for line in result.stderr.splitlines() if line.startswith("aotk: error:")]
+    assert len(errors) == 1 and "--json" in errors[0] and "Traceback" not in result.stderr
