@@ -13,5 +13,5 @@ def cdiv(x: int, y: int) -> int:
 
 @constexpr_function
 def next_power_of_2(n: int) -> int:
-    """The smallest power of two >= n (1 for n <= 1)."""
-    return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
+    """The smallest power of two >= n; 0 for n <= 0, as Triton's bit trick gives."""
+    return 0 if n <= 0 else 1 << (int(n) - 1).bit_length()
