@@ -13,6 +13,7 @@ import importlib.util
 import os
 import shlex
 import shutil
+import sys
 from dataclasses import dataclass
 
 from .errors import ToolchainError
@@ -53,8 +54,11 @@ def announce(command: list, cwd: str | None = None):
     ``show_commands`` is on."""
     if _show_commands:
         where = f" (in {cwd})" if cwd else ""
-        print("aotk: " + " ".join(shlex.quote(str(part)) for part in command) + where,
-              flush=True)
+        # One write of the whole line: print() writes the text and the newline apart, and
+        # the lines of two workers then interleave.
+        sys.stdout.write("aotk: " + " ".join(shlex.quote(str(part)) for part in command)
+                         + where + "\n")
+        sys.stdout.flush()
 
 
 @functools.lru_cache(maxsize=None)
