@@ -252,7 +252,7 @@ def inspect_command(target, against_triton):
     from aotk.buildsys.manifest import ManifestError
     from aotk.toolchain import ToolchainError
     try:
-        click.echo(render(*inspect_rows(target, against_triton)))
+        click.echo(render(*inspect_rows(target, against_triton), against_triton))
     except (ManifestError, aotk.CompilationError, ToolchainError, ValueError, OSError) as exc:
         raise UserError(str(exc)) from None
 

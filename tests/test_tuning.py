@@ -243,3 +243,16 @@ def test_aotk_tune_measures_each_config_as_the_library_builds_it(tmp_path):
     assert config_launcher(tmp_path / "work", manifest, kernel, broken, 4, "sm_90",
                            errors) is False
     assert "powers of two" in errors[4]
+
+
+def test_inspect_shows_where_each_tuned_config_was_fastest(tmp_path):
+    from aotk.buildsys.inspect import inspect_rows, render
+    project = _project(tmp_path)
+    _write_tuning(project)
+    result = aotk.build(project / "aotk.toml")
+    rows, notes = inspect_rows(result.library)
+    tuned = {row[1]: row[-1] for row in rows}
+    assert tuned["add[SCALE=2, BLOCK=64] config 0 tuned generic"] == "n=1000: 1 ms"
+    assert tuned["add[SCALE=2, BLOCK=1024] config 3 tuned aligned"] == "n=10000000: 1 ms"
+    assert tuned["add[SCALE=2, BLOCK=64] config 0 fallback generic"] == "-"
+    assert render(rows, notes).splitlines()[0].endswith("tuned fastest at")

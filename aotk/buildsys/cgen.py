@@ -281,7 +281,11 @@ def info_json(manifest, plans, compiled: dict) -> str:
             "builds": [{"variant": b.description, "signature": str(b.signature),
                         "num_warps": b.variant.num_warps,
                         "shared": compiled[(plan.kernel.name, b.index)].metadata["shared"],
-                        "targets": compiled[(plan.kernel.name, b.index)].metadata["targets"]}
+                        "targets": compiled[(plan.kernel.name, b.index)].metadata["targets"],
+                        # an autotuned kernel's variant: where aotk tune measured it fastest
+                        **({"tuned": plan.tuned.measured(b.variant.tuned_choice)}
+                           if plan.tuned is not None and b.variant.tuned_choice is not None
+                           else {})}
                        for b in plan.builds],
         }
     return json.dumps({"library": manifest.name, "aotk": __version__, "kernels": kernels},

@@ -11,17 +11,24 @@ stays ``/`` (it does not trap); ``%`` of a float is a build error, as in C.
 
 Grammar (C's precedence): ternary ``?:``, ``||``, ``&&``, ``|``, ``^``, ``&``, ``== !=``,
 ``< <= > >=``, ``<< >>``, ``+ -``, ``* / %``, unary ``- + ! ~``, and primaries: integer
-literals, names, ``cdiv(a, b)``, parentheses.
+literals, names, ``cdiv(a, b)``, ``min(a, b)``, ``max(a, b)``, ``next_power_of_2(n)``
+(Triton's: 0 for n <= 0), parentheses.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
+from ..helpers import next_power_of_2
+
 _TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z0-9_]*)|"
                     r"(<=|>=|==|!=|&&|\|\||<<|>>|[-+*/%()<>!&|^~?:,]))")
 _BINARY_LEVELS = [("||",), ("&&",), ("|",), ("^",), ("&",), ("==", "!="),
                   ("<", "<=", ">", ">="), ("<<", ">>"), ("+", "-"), ("*", "/", "%")]
+
+
+# Functions of the language besides cdiv, by their number of arguments.
+FUNCTIONS = {"min": 2, "max": 2, "next_power_of_2": 1}
 
 
 class ExpressionError(ValueError):
@@ -111,6 +118,17 @@ class _Parser:
             denominator = self.ternary()
             self.take(")")
             return Node("cdiv", "cdiv", (numerator, denominator))
+        if token in FUNCTIONS:
+            self.take("(")
+            operands = [self.ternary()]
+            while self.peek() == ",":
+                self.take(",")
+                operands.append(self.ternary())
+            self.take(")")
+            if len(operands) != FUNCTIONS[token]:
+                raise ExpressionError(f"{self.text!r}: {token} takes {FUNCTIONS[token]} "
+                                      f"argument(s), got {len(operands)}")
+            return Node("function", token, tuple(operands))
         if re.fullmatch(r"[A-Za-z_]\w*", token):
             return Node("name", token)
         raise ExpressionError(f"{self.text!r}: unexpected {token!r}")
@@ -137,6 +155,10 @@ def _constant_value(node: Node, constants: dict):
         return {"-": -v, "+": v, "!": int(not v), "~": ~int(v)}[node.text]
     if node.kind == "ternary":
         return values[1] if values[0] else values[2]
+    if node.kind == "function":
+        if node.text == "next_power_of_2":
+            return next_power_of_2(values[0])
+        return min(values) if node.text == "min" else max(values)
     a, b = values
     if node.kind == "cdiv" or node.text in ("/", "%"):
         if b == 0:
@@ -198,6 +220,15 @@ def to_total_c(text: str, float_names: set, constants: dict, flag: str = "bad") 
             parts = [emit(o) for o in node.operands]
             return (f"(({parts[0][0]}) ? ({parts[1][0]}) : ({parts[2][0]}))",
                     parts[1][1] or parts[2][1])
+        if node.kind == "function":
+            parts = [emit(o) for o in node.operands]
+            if node.text == "next_power_of_2":
+                if parts[0][1]:
+                    raise ExpressionError(f"{text!r}: next_power_of_2 needs an integer")
+                return f"aotk_next_power_of_2({parts[0][0]})", False
+            (a, a_float), (b, b_float) = parts
+            return (f"(({a}) {'<' if node.text == 'min' else '>'} ({b}) ? ({a}) : ({b}))",
+                    a_float or b_float)
         (a, a_float), (b, b_float) = (emit(o) for o in node.operands)
         divisor = node.operands[1]
         if node.kind == "cdiv" or node.text in ("/", "%"):
@@ -219,4 +250,4 @@ def to_total_c(text: str, float_names: set, constants: dict, flag: str = "bad") 
     return c_text, bool(divides)
 
 
-__all__ = ["ExpressionError", "to_total_c"]
+__all__ = ["ExpressionError", "FUNCTIONS", "evaluate", "to_total_c"]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 COLUMNS = ("kernel", "variant", "target", "registers", "spills", "shared", "vector")
 TRITON_COLUMNS = ("triton registers", "triton spills")
+TUNED_COLUMN = "tuned fastest at"
 
 
 def inspect_rows(path, against_triton: bool = False) -> tuple:
@@ -30,6 +31,8 @@ def inspect_rows(path, against_triton: bool = False) -> tuple:
     info = load(path).info
     builds = _builds_by_variant(manifest_path) if against_triton else {}
     rows, notes = [], {}
+    tuned = any("tuned" in entry for description in info["kernels"].values()
+                for entry in description["builds"])
     for kernel, description in info["kernels"].items():
         for entry in description["builds"]:
             for target, facts in sorted(entry["targets"].items()):
@@ -39,8 +42,17 @@ def inspect_rows(path, against_triton: bool = False) -> tuple:
                        str(entry["shared"]), "x".join(map(str, widths)))
                 if against_triton:
                     row += _triton_columns(builds[(kernel, entry["variant"])], target, notes)
+                if tuned:
+                    row += (_tuned_column(entry.get("tuned", []), target),)
                 rows.append(row)
     return rows, sorted(notes.items())
+
+
+def _tuned_column(measured: list, target: str) -> str:
+    """The tuned points (of this target) where the variant's config was measured fastest."""
+    return "; ".join(", ".join(f"{k}={v}" for k, v in m["point"].items())
+                     + (f": {m['ms']:.4g} ms" if m["ms"] is not None else "")
+                     for m in measured if m["arch"] == target) or "-"
 
 
 def _builds_by_variant(manifest_path) -> dict:
@@ -63,8 +75,10 @@ def _triton_columns(plan_and_build, target: str, notes: dict) -> tuple:
     return (str(numbers["registers"]), str(numbers["spills"]))
 
 
-def render(rows, notes=()) -> str:
-    columns = COLUMNS + (TRITON_COLUMNS if rows and len(rows[0]) > len(COLUMNS) else ())
+def render(rows, notes=(), against_triton: bool = False) -> str:
+    columns = COLUMNS + (TRITON_COLUMNS if against_triton else ())
+    if rows and len(rows[0]) > len(columns):
+        columns += (TUNED_COLUMN,)
     widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c)
               for i, c in enumerate(columns)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths))]

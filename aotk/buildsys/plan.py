@@ -11,6 +11,7 @@ constants.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import sys
@@ -18,7 +19,8 @@ import sys
 from ..ir.signature import Signature, SignatureError
 from .expressions import ExpressionError, to_total_c
 from .manifest import RESERVED_C_NAMES, ManifestError, Variant, check_expression
-from .sources import SourceError, load_kernel_and_tuner
+from .heuristics import HeuristicError, condition, to_expression
+from .sources import SourceError, load_kernel_wrappers
 from .tuning import TuningFileError, kernel_tuning, tuning_path
 
 
@@ -46,6 +48,14 @@ class TunedDispatch:
     points: dict               # arch -> [(values tuple, choice index)]
     configs: list              # choice index -> (config index, config)
     tuning_file: str
+    times: dict = field(default_factory=dict)   # arch -> the winner's ms at each point
+
+    def measured(self, choice: int) -> list:
+        """Where the tuned choice won: [{"arch", "point", "ms"}] (for the library's info)."""
+        return [{"arch": arch, "point": dict(zip(self.key, values)), "ms": ms}
+                for arch, points in self.points.items()
+                for (values, won), ms in zip(points, self.times.get(arch, [None] * len(points)))
+                if won == choice]
 
 
 @dataclass
@@ -87,7 +97,7 @@ def plan_builds(manifest) -> list:
     for kernel in manifest.kernels:
         where = f"kernel.{kernel.name}"
         try:
-            function, tuner, dependencies = load_kernel_and_tuner(
+            function, tuner, heuristics, dependencies = load_kernel_wrappers(
                 kernel.source, kernel.function, kernel.redirect_triton)
         except SourceError as exc:
             _fail(manifest, f"{where}.function", str(exc))
@@ -113,6 +123,8 @@ def plan_builds(manifest) -> list:
             _fail(manifest, f"{where}.tune", f"{kernel.function} is not an @autotune kernel "
                   "whose variants come from its configs (it has no @autotune, or the "
                   "manifest lists [[kernel.variant]] tables)")
+        if heuristics:
+            variants = _with_heuristics(manifest, kernel, variants, heuristics)
         for variant in variants:
             vwhere = f"{where}.variant[{variant.index}]"
             missing = [c for c in function.constexpr_names
@@ -206,18 +218,70 @@ def _autotuned_variants(manifest, kernel, function, tuner, scalars: set) -> tupl
                   f"config of {len(configs)} for every shape (run `aotk tune` on a GPU)",
                   file=sys.stderr)
         return [variant(0, 0, None)], None
-    chosen, points = [], {}
+    chosen, points, times = [], {}, {}
     for arch in archs:
-        points[arch] = []
+        points[arch], times[arch] = [], []
         for point in tuned.points(arch):
             if point.config not in chosen:
                 chosen.append(point.config)
             points[arch].append((tuple(point.key[name] for name in tuner.keys),
                                  chosen.index(point.config)))
+            times[arch].append(point.ms[point.config])
     variants = [variant(k, c, k) for k, c in enumerate(chosen)]
     variants.append(variant(len(chosen), 0, None))
     return variants, TunedDispatch(list(tuner.keys), points,
-                                   [(c, configs[c]) for c in chosen], path.name)
+                                   [(c, configs[c]) for c in chosen], path.name, times)
+
+
+def _with_heuristics(manifest, kernel, variants: list, heuristics: dict) -> list:
+    """Each variant made to hold only where its ``@heuristics`` values are what a launch
+    would compute: the value the variant gives becomes part of its condition; a value it
+    does not give is built for both truth values when the heuristic is a comparison, and is
+    an error otherwise. A heuristic aotk cannot turn into C needs the variant's own
+    ``when``."""
+    where = f"kernel.{kernel.name}"
+    translated = {}
+    for name, function in heuristics.items():
+        try:
+            translated[name] = to_expression(function)
+        except HeuristicError as exc:
+            translated[name] = str(exc)
+    result = []
+    for variant in variants:
+        expanded = [variant]
+        for name in heuristics:
+            rule = translated[name]
+            vwhere = f"{where}.variant[{variant.index}]"
+            if isinstance(rule, str):   # not translatable: why
+                if name not in variant.constants:
+                    _fail(manifest, f"{vwhere}.constants", f"no value for {name}, which "
+                          f"@heuristics computes with a function aotk cannot turn into C "
+                          f"({rule}): give its value and a `when` under which it holds")
+                if variant.when is None:
+                    _fail(manifest, f"{vwhere}.when", f"{name} = {variant.constants[name]!r} "
+                          f"comes from @heuristics through a function aotk cannot turn into "
+                          f"C ({rule}): give this variant a `when` under which it holds")
+                continue
+            expression, is_truth = rule
+            following = []
+            for current in expanded:
+                if name in current.constants:
+                    values = [current.constants[name]]
+                elif is_truth:
+                    values = [True, False]
+                else:
+                    _fail(manifest, f"{vwhere}.constants", f"no value for {name}, which "
+                          f"@heuristics computes as {expression}: list the values it takes, "
+                          "one [[kernel.variant]] each (a heuristic that is a comparison is "
+                          "built for both values by itself)")
+                for value in values:
+                    clause = condition(expression, is_truth, value)
+                    when = clause if current.when is None else f"({current.when}) && {clause}"
+                    following.append(dataclasses.replace(
+                        current, constants={**current.constants, name: value}, when=when))
+            expanded = following
+        result += expanded
+    return result
 
 
 def _unique_descriptions(builds: list):

@@ -67,16 +67,25 @@ def load_kernel(path: Path, function: str, triton_as_aotk: bool = True):
 
 def load_kernel_and_tuner(path: Path, function: str, triton_as_aotk: bool = True):
     """(the JITFunction, the outermost ``@autotune`` wrapper over it or None, dependencies)."""
+    kernel, tuner, _, dependencies = load_kernel_wrappers(path, function, triton_as_aotk)
+    return kernel, tuner, dependencies
+
+
+def load_kernel_wrappers(path: Path, function: str, triton_as_aotk: bool = True):
+    """(the JITFunction, the outermost ``@autotune`` wrapper or None, the ``@heuristics``
+    values {constexpr: function} in the order a launch computes them, dependencies)."""
     module, dependencies = load_module(path, triton_as_aotk)
     kernel = getattr(module, function, None)
-    tuner = None
+    tuner, heuristics = None, {}
     wrapper = kernel
     while isinstance(wrapper, (Autotuner, Heuristics)):
         if isinstance(wrapper, Autotuner) and tuner is None:
             tuner = wrapper
+        if isinstance(wrapper, Heuristics):
+            heuristics.update(wrapper.values)
         wrapper = wrapper.fn
     if isinstance(kernel, (Autotuner, Heuristics)):
         kernel = kernel.jit_function
     if not isinstance(kernel, JITFunction):
         raise SourceError(f"{path}: {function!r} is not an @aotk.jit function")
-    return kernel, tuner, dependencies
+    return kernel, tuner, heuristics, dependencies
