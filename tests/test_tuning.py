@@ -256,3 +256,43 @@ def test_inspect_shows_where_each_tuned_config_was_fastest(tmp_path):
     assert tuned["add[SCALE=2, BLOCK=1024] config 3 tuned aligned"] == "n=10000000: 1 ms"
     assert tuned["add[SCALE=2, BLOCK=64] config 0 fallback generic"] == "-"
     assert render(rows, notes).splitlines()[0].endswith("tuned fastest at")
+
+
+CLASSES = """
+[[kernel.variant]]
+signature = "*fp32:16, *fp32:16, *fp32:16, i32:8"
+specialize = "aligned"
+
+[[kernel.variant]]
+specialize = "none"
+"""
+
+
+def test_variant_tables_give_the_builds_every_config_gets(tmp_path):
+    """With [kernel.tune], [[kernel.variant]] tables are build classes: here an 8-divisible
+    build and a generic one for each tuned config and for the fallback."""
+    project = _project(tmp_path, manifest=MANIFEST + CLASSES)
+    _write_tuning(project)
+    result = aotk.build(project / "aotk.toml")
+    names = aotk.load(result.library).add.description["variants"]
+    assert names == [f"add[SCALE=2, BLOCK={b}] config {c} {role}{suffix}"
+                     for b, c, role in ((64, 0, "tuned"), (256, 2, "tuned"), (1024, 3, "tuned"),
+                                        (64, 0, "fallback"))
+                     for suffix in (" aligned", "")]
+    lib = ctypes.CDLL(str(result.library))
+    lib.tuned_add_variant_name.restype = ctypes.c_char_p
+
+    def chosen(pointer, n):
+        index = lib.tuned_add_select(*(ctypes.c_void_p(pointer),) * 3, ctypes.c_int32(n))
+        return lib.tuned_add_variant_name(index).decode()
+    assert chosen(4096, 10**7 + 8) == "add[SCALE=2, BLOCK=1024] config 3 tuned aligned"
+    assert chosen(4096, 10**7 + 1) == "add[SCALE=2, BLOCK=1024] config 3 tuned"
+    assert chosen(4100, 1000) == "add[SCALE=2, BLOCK=64] config 0 tuned"
+
+
+def test_a_variant_table_may_not_set_what_the_configs_set(tmp_path):
+    project = _project(tmp_path, manifest=MANIFEST + CLASSES.replace(
+        'specialize = "none"', 'specialize = "none"\nconstants = {{ BLOCK = 32 }}'))
+    with pytest.raises(ManifestError, match=r"kernel\.add\.variant\[1\]\.constants: sets BLOCK, "
+                                            "which the @autotune configs set"):
+        aotk.build(project / "aotk.toml")

@@ -267,7 +267,18 @@ def load_manifest(path) -> Manifest:
         if "tune" in table:
             kernel.tune = _tune(path, f"{where}.tune", table["tune"])
         variants = table.get("variant") or [{}]
-        if "constants" in table or "when" in table:
+        if "tune" in table and table.get("variant"):
+            # An autotuned kernel's [[kernel.variant]] tables are the builds each config gets
+            # (plan.py): the kernel's own constants hold in every one.
+            if "when" in table:
+                _fail(path, f"{where}.when", "a kernel with [kernel.tune] and "
+                      "[[kernel.variant]] tables takes `when` in its variants")
+            shared = table.get("constants", {})
+            if not isinstance(shared, dict):
+                _fail(path, f"{where}.constants", "expected an inline table like { X = 1 }")
+            variants = [{**v, "constants": {**shared, **v.get("constants", {})}}
+                        if isinstance(v, dict) else v for v in table["variant"]]
+        elif "constants" in table or "when" in table:
             # A kernel without [[kernel.variant]] may give its constants directly.
             variants = [{k: table[k] for k in ("constants", "when") if k in table}] + \
                 (table.get("variant") or [])

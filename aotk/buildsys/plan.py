@@ -112,7 +112,7 @@ def plan_builds(manifest) -> list:
         plan = KernelPlan(kernel, function, parameters, kernel_signature.descriptors,
                           dependencies=dependencies)
         variants = kernel.variants
-        if tuner is not None and not kernel.explicit_variants:
+        if tuner is not None and (not kernel.explicit_variants or kernel.tune is not None):
             variants, plan.tuned = _autotuned_variants(manifest, kernel, function, tuner,
                                                        scalars)
             tuning_file = tuning_path(manifest.path).resolve()
@@ -170,13 +170,24 @@ def plan_builds(manifest) -> list:
 
 
 def _autotuned_variants(manifest, kernel, function, tuner, scalars: set) -> tuple:
-    """An @autotune kernel listed without [[kernel.variant]]: one variant per config the
-    tuning file chose for one of the library's targets (nearest tuned point wins at run
-    time), then the fallback, its first config; without a tuning file, the first config
-    alone (with one warning)."""
+    """An @autotune kernel listed without [[kernel.variant]], or with [kernel.tune]: the
+    variants of each config the tuning file chose for one of the library's targets (nearest
+    tuned point wins at run time), then of the fallback, its first config; without a tuning
+    file, of the first config alone (with one warning). A config's variants are the
+    manifest's [[kernel.variant]] tables (the builds each config gets: signature, when,
+    specialize), or one plain variant."""
     where = f"kernel.{kernel.name}"
-    base = kernel.variants[0]
+    classes = kernel.variants
+    base = classes[0]
     configs = tuner.configs
+    for c, build_class in enumerate(classes):
+        clash = set(build_class.constants) & {name for config in configs
+                                              for name in config.kwargs}
+        if clash:
+            key = f"{where}.variant[{c}].constants" if kernel.explicit_variants else \
+                f"{where}.constants"
+            _fail(manifest, key, f"sets {', '.join(sorted(clash))}, which the @autotune "
+                  "configs set")
     for i, config in enumerate(configs):
         given = set(base.constants) | set(config.kwargs)
         missing = [c for c in function.constexpr_names
@@ -195,12 +206,13 @@ def _autotuned_variants(manifest, kernel, function, tuner, scalars: set) -> tupl
                 _fail(manifest, f"{where}.tune.points[{i}]", f"gives {sorted(point)}, the "
                       f"@autotune key is {tuner.keys}")
 
-    def variant(index, config_index, choice):
+    def variants_of(config_index, choice):
         config = configs[config_index]
-        return Variant(index, {**base.constants, **config.kwargs}, None, config.num_warps,
-                       config.num_stages, base.signature, base.specialize,
-                       config.maxnreg if config.maxnreg is not None else base.maxnreg,
-                       config_index, choice)
+        return [Variant(build_class.index, {**build_class.constants, **config.kwargs},
+                        build_class.when, config.num_warps, config.num_stages,
+                        build_class.signature, build_class.specialize,
+                        config.maxnreg if config.maxnreg is not None else build_class.maxnreg,
+                        config_index, choice) for build_class in classes]
 
     path = tuning_path(manifest.path)
     unusable = False
@@ -217,7 +229,7 @@ def _autotuned_variants(manifest, kernel, function, tuner, scalars: set) -> tupl
             print(f"aotk: warning: {where}: no tuning for it in {path.name}: building its first "
                   f"config of {len(configs)} for every shape (run `aotk tune` on a GPU)",
                   file=sys.stderr)
-        return [variant(0, 0, None)], None
+        return variants_of(0, None), None
     chosen, points, times = [], {}, {}
     for arch in archs:
         points[arch], times[arch] = [], []
@@ -227,8 +239,8 @@ def _autotuned_variants(manifest, kernel, function, tuner, scalars: set) -> tupl
             points[arch].append((tuple(point.key[name] for name in tuner.keys),
                                  chosen.index(point.config)))
             times[arch].append(point.ms[point.config])
-    variants = [variant(k, c, k) for k, c in enumerate(chosen)]
-    variants.append(variant(len(chosen), 0, None))
+    variants = [v for k, c in enumerate(chosen) for v in variants_of(c, k)]
+    variants += variants_of(0, None)
     return variants, TunedDispatch(list(tuner.keys), points,
                                    [(c, configs[c]) for c in chosen], path.name, times)
 

@@ -100,26 +100,32 @@ def _toml_value(value) -> str:
 
 def config_launcher(work: Path, manifest, kernel, config, index: int, arch: str, errors):
     """The launcher of a one-kernel library holding ``config`` built as the manifest builds
-    it (the kernel's signature and specialization, for this GPU's arch): what ``aotk
-    build`` will put in the library, so that what is measured is what will run. False (and
-    the error kept) when the config does not build."""
+    it (each of its [[kernel.variant]] build classes, or the kernel's signature and
+    specialization, for this GPU's arch): what ``aotk build`` will put in the library, so
+    that what is measured is what will run. False (and the error kept) when the config does
+    not build."""
     from ..launch.library import load
     from .builder import build
     folder = work / f"{kernel.name}_config{index}"
     folder.mkdir(parents=True, exist_ok=True)
-    constants = {**kernel.variants[0].constants, **config.kwargs}
     lines = ["[library]", 'name = "tune"', f'targets = ["{arch}"]',
              f"redirect_triton = {_toml_value(kernel.redirect_triton)}", "", "[[kernel]]",
              f'name = "{kernel.name}"', f"source = {_toml_value(str(kernel.source.resolve()))}",
              f'function = "{kernel.function}"', f"signature = {_toml_value(kernel.signature)}",
-             "grid = [" + ", ".join(_toml_value(g) for g in kernel.grid) + "]", "",
-             "[[kernel.variant]]",
-             "constants = { " + ", ".join(f"{name} = {_toml_value(value)}"
-                                          for name, value in constants.items()) + " }",
-             f"num_warps = {config.num_warps}", f"num_stages = {config.num_stages}",
-             f'specialize = "{kernel.variants[0].specialize}"']
-    if config.maxnreg is not None:
-        lines.append(f"maxnreg = {config.maxnreg}")
+             "grid = [" + ", ".join(_toml_value(g) for g in kernel.grid) + "]"]
+    for build_class in kernel.variants:   # the builds the library gives each config
+        constants = {**build_class.constants, **config.kwargs}
+        lines += ["", "[[kernel.variant]]",
+                  "constants = { " + ", ".join(f"{name} = {_toml_value(value)}"
+                                               for name, value in constants.items()) + " }",
+                  f"signature = {_toml_value(build_class.signature)}",
+                  f"num_warps = {config.num_warps}", f"num_stages = {config.num_stages}",
+                  f'specialize = "{build_class.specialize}"']
+        if build_class.when is not None:
+            lines.append(f"when = {_toml_value(build_class.when)}")
+        maxnreg = config.maxnreg if config.maxnreg is not None else build_class.maxnreg
+        if maxnreg is not None:
+            lines.append(f"maxnreg = {maxnreg}")
     (folder / "aotk.toml").write_text("\n".join(lines) + "\n")
     try:
         result = build(folder / "aotk.toml", out_dir=folder / "build")
