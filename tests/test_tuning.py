@@ -62,12 +62,12 @@ def _project(tmp_path, targets='["sm_90"]', manifest=MANIFEST, kernel=KERNEL):
     return tmp_path
 
 
-def _write_tuning(project, winners=WINNERS, arch="sm_90", digest=None):
+def _write_tuning(project, winners=WINNERS, arch="sm_90", digest=None, builds=None):
     function, tuner, _ = load_kernel_and_tuner(project / "kernels" / "add.py", "add")
     points = [TunedPoint(key, config, [1.0 + (i != config) for i in range(4)])
               for key, config in winners]
     write_kernel(tuning_path(project / "aotk.toml"), "add", digest or function.source_digest,
-                 tuner.configs, list(tuner.keys), arch, "Stand-in GPU (sm_90)", points)
+                 tuner.configs, list(tuner.keys), arch, "Stand-in GPU (sm_90)", points, builds)
 
 
 def _damaged_entry(project):
@@ -296,3 +296,19 @@ def test_a_variant_table_may_not_set_what_the_configs_set(tmp_path):
     with pytest.raises(ManifestError, match=r"kernel\.add\.variant\[1\]\.constants: sets BLOCK, "
                                             "which the @autotune configs set"):
         aotk.build(project / "aotk.toml")
+
+
+def test_a_tuning_measured_through_other_build_classes_is_not_used(tmp_path, capfd):
+    from aotk.buildsys.manifest import load_manifest
+    from aotk.buildsys.tuning import describe_builds
+    project = _project(tmp_path, manifest=MANIFEST + CLASSES)
+    _write_tuning(project, builds=describe_builds(load_manifest(project / "aotk.toml").kernels[0]))
+    names = aotk.load(aotk.build(project / "aotk.toml").library).add.description["variants"]
+    assert "add[SCALE=2, BLOCK=1024] config 3 tuned aligned" in names      # same classes: used
+    (project / "aotk.toml").write_text(MANIFEST.format(targets='["sm_90"]'))   # classes gone
+    capfd.readouterr()
+    result = aotk.build(project / "aotk.toml", out_dir=project / "other")  # a new dlopen
+    err = capfd.readouterr().err
+    assert err.count("aotk: warning:") == 1 and "measured through other builds" in err
+    names = aotk.load(result.library).add.description["variants"]
+    assert all("config 0" in name for name in names)

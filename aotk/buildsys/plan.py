@@ -21,7 +21,7 @@ from .expressions import ExpressionError, to_total_c
 from .manifest import RESERVED_C_NAMES, ManifestError, Variant, check_expression
 from .heuristics import HeuristicError, condition, to_expression
 from .sources import SourceError, load_kernel_wrappers
-from .tuning import TuningFileError, kernel_tuning, tuning_path
+from .tuning import TuningFileError, describe_builds, kernel_tuning, tuning_path
 
 
 @dataclass
@@ -218,7 +218,7 @@ def _autotuned_variants(manifest, kernel, function, tuner, scalars: set) -> tupl
     unusable = False
     try:
         tuned = kernel_tuning(path, kernel.name, function.source_digest, configs,
-                              list(tuner.keys))
+                              list(tuner.keys), describe_builds(kernel))
     except TuningFileError as exc:
         print(f"aotk: warning: {exc}; building {kernel.name}'s first config for every "
               "shape (run `aotk tune` on a GPU)", file=sys.stderr)

@@ -28,7 +28,7 @@ from ..toolchain.errors import ToolchainError
 from .expressions import ExpressionError, evaluate
 from .manifest import ManifestError, load_manifest
 from .sources import SourceError, load_kernel_and_tuner
-from .tuning import TunedPoint, tuning_path, write_kernel
+from .tuning import TunedPoint, describe_builds, tuning_path, write_kernel
 
 
 @dataclass
@@ -222,7 +222,7 @@ def tune(manifest_path, kernels=None, progress=None) -> list:
                                 times[best], work, unit, len(ran),
                                 len(kept) - len(ran)))
         write_kernel(path, kernel.name, function.source_digest, tuner.configs,
-                     list(tuner.keys), arch, device, points)
+                     list(tuner.keys), arch, device, points, describe_builds(kernel))
     torch.cuda.synchronize()
     shutil.rmtree(work, ignore_errors=True)
     return rows

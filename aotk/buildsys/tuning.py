@@ -13,6 +13,7 @@ The file, JSON so that it diffs and reviews line by line::
     {"format": 1, "kernels": {"matmul": {
         "source_digest": "<sha256 of the kernel's file>", "key": ["M", "N", "K"],
         "configs": [{"kwargs": {"BLOCK_M": 128, ...}, "num_warps": 8, "num_stages": 3}, ...],
+        "builds": [{"signature": "...", "specialize": "auto", "when": null, "constants": {}}],
         "archs": {"sm_90": {"device": "NVIDIA H200 (sm_90)", "points": [
             {"key": {"M": 512, "N": 512, "K": 512}, "config": 3,
              "ms": [0.0123, ...], "work_per_s": 2.18e13}, ...]}}}}}
@@ -33,6 +34,13 @@ FORMAT = 1
 def tuning_path(manifest_path) -> Path:
     manifest_path = Path(manifest_path)
     return manifest_path.with_name(f"{manifest_path.stem}.tuning.json")
+
+
+def describe_builds(kernel) -> list:
+    """The build classes a kernel's configs are built (and measured) through: its
+    [[kernel.variant]] tables, or the kernel's own signature and specialization."""
+    return [{"signature": v.signature, "specialize": v.specialize, "when": v.when,
+             "constants": dict(sorted(v.constants.items()))} for v in kernel.variants]
 
 
 def describe_config(config) -> dict:
@@ -79,13 +87,18 @@ def read_file(path: Path) -> dict:
     return data
 
 
-def kernel_tuning(path: Path, name: str, source_digest: str, configs: list, key: list):
+def kernel_tuning(path: Path, name: str, source_digest: str, configs: list, key: list,
+                  builds: list | None = None):
     """The kernel's TunedKernel from the file, None when the file has none for it;
-    TuningFileError when the entry is for another source or other configs, or damaged."""
+    TuningFileError when the entry is for another source, other configs or other build
+    classes (``builds``, as describe_builds gives them), or damaged."""
     entry = read_file(path).get("kernels", {}).get(name)
     if entry is None:
         return None
     try:
+        if builds is not None and "builds" in entry and entry["builds"] != builds:
+            raise TuningFileError(f"{path}: kernel {name!r} was measured through other builds "
+                                  "([[kernel.variant]] tables) than the manifest gives now")
         if entry["source_digest"] != source_digest:
             raise TuningFileError(f"{path}: kernel {name!r} was tuned for another version of "
                                   "its source file")
@@ -104,9 +117,10 @@ def kernel_tuning(path: Path, name: str, source_digest: str, configs: list, key:
 
 
 def write_kernel(path: Path, name: str, source_digest: str, configs: list, key: list,
-                 arch: str, device: str, points: list):
+                 arch: str, device: str, points: list, builds: list | None = None):
     """Adds (or replaces) one kernel's results for one arch, keeping everything else the
-    file holds; written atomically."""
+    file holds (results for other archs only while the source, configs, key and build
+    classes are the same); written atomically."""
     try:
         data = read_file(path) or {"format": FORMAT, "kernels": {}}
     except TuningFileError:
@@ -114,8 +128,11 @@ def write_kernel(path: Path, name: str, source_digest: str, configs: list, key: 
     described = [describe_config(c) for c in configs]
     entry = data["kernels"].get(name)
     if not entry or entry.get("source_digest") != source_digest or \
-            entry.get("configs") != described or entry.get("key") != key:
+            entry.get("configs") != described or entry.get("key") != key or \
+            entry.get("builds") != builds:
         entry = {"source_digest": source_digest, "key": key, "configs": described, "archs": {}}
+    if builds is not None:
+        entry["builds"] = builds
     entry["archs"][arch] = {"device": device, "points": [
         {"key": p.key, "config": p.config, "ms": [_significant(t) for t in p.ms],
          "work_per_s": _significant(p.work_per_s)} for p in points]}
