@@ -171,25 +171,27 @@ def build_command(manifest, out_dir, jobs, verbose, static, targets, report_path
 
 
 class _BuildProgress:
-    """What a build shows while it compiles: on a terminal, click's progress bar; elsewhere
-    (make, CI logs) one line per compiled build; with -v, nothing more (every build and tool
-    call is printed already)."""
+    """What a long command shows while it works: on a terminal, click's progress bar;
+    elsewhere (make, CI logs) one line per step done; with -v, nothing more (every build
+    and tool call is printed already)."""
 
-    def __init__(self, terminal: bool, verbose: bool):
-        self.terminal, self.verbose = terminal, verbose
+    def __init__(self, terminal: bool, verbose: bool, label: str = "compiling",
+                 unit: str = "build"):
+        self.terminal, self.verbose, self.label, self.unit = terminal, verbose, label, unit
         self.bar, self.shown = None, 0
 
-    def __call__(self, done: int, total: int, what: str):
+    def __call__(self, done, total: int, what: str):
         if self.verbose:
             return
         if not self.terminal:
-            click.echo(f"aotk: compiled {what} ({done}/{total})", err=True)
-            return
-        if self.bar is None:
-            self.bar = click.progressbar(length=total, label="compiling", file=sys.stderr,
-                                         show_pos=True)
-            self.bar.__enter__()
-        self.bar.update(done - self.shown, what)
+            verb = "compiled" if self.unit == "build" else "tuned"
+            click.echo(f"aotk: {verb} {what} ({done}/{total})", err=True)
+        else:
+            if self.bar is None:
+                self.bar = click.progressbar(length=total, label=self.label, file=sys.stderr,
+                                             show_pos=True)
+                self.bar.__enter__()
+            self.bar.update(done - self.shown, what)
         self.shown = done
 
     def close(self):
@@ -225,16 +227,15 @@ def tune_command(manifest, kernels):
     from aotk.buildsys.tuning import tuning_path
     from aotk.toolchain import ToolchainError
 
-    def progress(done, total, text):
-        if sys.stderr.isatty():
-            click.echo(f"\raotk tune: {done:.1f}/{total} points ({text})", err=True, nl=False)
+    progress = _BuildProgress(terminal=sys.stderr.isatty(), verbose=False, label="tuning",
+                              unit="point")
     started = time.perf_counter()
     try:
         rows = tune(manifest, list(kernels) or None, progress=progress)
     except (ManifestError, aotk.CompilationError, ToolchainError) as exc:
         raise UserError(str(exc)) from None
-    if sys.stderr.isatty():
-        click.echo("", err=True)
+    finally:
+        progress.close()
     click.echo(render(rows, time.perf_counter() - started))
     click.echo(f"wrote {tuning_path(manifest)}")
 

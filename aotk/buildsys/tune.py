@@ -137,7 +137,7 @@ def config_launcher(work: Path, manifest, kernel, config, index: int, arch: str,
 
 def tune(manifest_path, kernels=None, progress=None) -> list:
     """Measures and writes the tuning file; returns a TuneRow per (kernel, point).
-    ``progress(done, total, text)`` is told after each measured config."""
+    ``progress(done, total, text)`` is told after each tuned point."""
     try:
         import torch
     except ImportError:
@@ -201,9 +201,6 @@ def tune(manifest_path, kernels=None, progress=None) -> list:
                     times.append(None if math.isinf(measured[0]) else measured[0])
                 else:
                     times.append(None)
-                done += 1 / len(tuner.configs)
-                if progress:
-                    progress(done, len(jobs), f"{kernel.name} {point}")
             ran = [i for i, t in enumerate(times) if t is not None]
             if not ran:
                 _fail(manifest, f"{where}.tune", f"no config of {kernel.function} ran at "
@@ -217,6 +214,10 @@ def tune(manifest_path, kernels=None, progress=None) -> list:
                 except ExpressionError as exc:
                     _fail(manifest, f"{where}.tune.work", str(exc))
             points.append(TunedPoint(dict(point), best, times, work))
+            done += 1
+            if progress:
+                progress(done, len(jobs), f"{kernel.name} at " + ", ".join(
+                    f"{k}={v}" for k, v in point.items()))
             unit = "TFLOP/s" if kernel.tune.work_unit == "flop" else "GB/s"
             rows.append(TuneRow(kernel.name, dict(point), best, repr(tuner.configs[best]),
                                 times[best], work, unit, len(ran),
