@@ -2,6 +2,7 @@
 
   aotk compile FILE.py:FUNCTION --signature ... -D NAME=VALUE -o DIR   every stage to DIR
   aotk build [MANIFEST] [-o DIR] [-j N] [-v] [--static]               lib<name>.so + header
+  aotk build --emit-ninja FILE                                         the same, as a Ninja file
   aotk tune [MANIFEST] [--kernel NAME]                                 measure @autotune configs
   aotk cache verify | clean                                            check / empty the cache
   aotk doctor                                                          which tools are used
@@ -112,8 +113,13 @@ def compile_command(kernel_spec, signature, defines, num_warps, num_stages, targ
               help="build for this target instead of library.targets (repeatable)")
 @click.option("--json", "report_path", type=click.Path(dir_okay=False), metavar="FILE",
               help="write a build report (every variant, cached or compiled) to FILE")
-def build_command(manifest, out_dir, jobs, verbose, static, targets, report_path):
+@click.option("--emit-ninja", "ninja_path", type=click.Path(dir_okay=False), metavar="FILE",
+              help="write the build as a Ninja file (an edge per variant, then the link) "
+                   "instead of building")
+def build_command(manifest, out_dir, jobs, verbose, static, targets, report_path, ninja_path):
     """Build MANIFEST (default ./aotk.toml) into lib<name>.so, <name>.h and <name>.d."""
+    if ninja_path:
+        return _emit_ninja(manifest, out_dir, static, targets, ninja_path)
     started_ns = time.time_ns()
     record = buildrecord.up_to_date(manifest, out_dir, static, targets)
     if record is not None:
@@ -168,6 +174,57 @@ def build_command(manifest, out_dir, jobs, verbose, static, targets, report_path
                       result.inputs, outputs, report)
     for path in outputs:
         click.echo(str(path))
+
+
+def _emit_ninja(manifest, out_dir, static, targets, ninja_path):
+    import aotk
+    from aotk.buildsys.builder import prepare
+    from aotk.buildsys.manifest import ManifestError
+    from aotk.buildsys.ninja import emit
+    try:
+        loaded, out, plans = prepare(manifest, out_dir, list(targets) or None)
+        emit(loaded, plans, out, Path(ninja_path).resolve(), static, list(targets))
+    except (ManifestError, aotk.CompilationError) as exc:
+        raise UserError(str(exc)) from None
+    except OSError as exc:
+        raise UserError(f"--emit-ninja {ninja_path}: cannot be written: {exc.strerror}") from None
+    click.echo(ninja_path)
+
+
+@main.command("compile-variant", hidden=True)
+@click.argument("manifest", type=click.Path())
+@click.argument("kernel")
+@click.argument("index", type=int)
+@click.option("-o", "out_file", required=True, type=click.Path(dir_okay=False))
+@click.option("--target", "targets", multiple=True, metavar="SM_XY")
+def compile_variant_command(manifest, kernel, index, out_file, targets):
+    """One variant build of MANIFEST into OUT_FILE (a Ninja edge of --emit-ninja)."""
+    import aotk
+    from aotk.buildsys.manifest import ManifestError
+    from aotk.buildsys.ninja import compile_variant
+    from aotk.cache import CacheError
+    from aotk.toolchain import ToolchainError
+    try:
+        compile_variant(manifest, kernel, index, out_file, list(targets) or None)
+    except (ManifestError, aotk.CompilationError, ToolchainError, CacheError) as exc:
+        raise UserError(str(exc)) from None
+
+
+@main.command("link", hidden=True)
+@click.argument("manifest", type=click.Path())
+@click.option("-o", "--out-dir", required=True, type=click.Path())
+@click.option("--static", is_flag=True)
+@click.option("--target", "targets", multiple=True, metavar="SM_XY")
+def link_command(manifest, out_dir, static, targets):
+    """The library of MANIFEST from the variant files (the last Ninja edge of --emit-ninja)."""
+    import aotk
+    from aotk.buildsys.manifest import ManifestError
+    from aotk.buildsys.ninja import link_variants
+    from aotk.toolchain import ToolchainError
+    try:
+        link_variants(manifest, out_dir, static, list(targets) or None)
+    except (ManifestError, aotk.CompilationError, ToolchainError) as exc:
+        raise UserError(str(exc)) from None
 
 
 class _BuildProgress:

@@ -66,7 +66,7 @@ def _run(command, cwd, verbose):
         raise ToolchainError(f"{command[0]} failed:\n{(result.stderr or result.stdout).strip()}")
 
 
-def _write_atomic(path: Path, data):
+def write_atomic(path: Path, data):
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
@@ -112,6 +112,16 @@ def _signals_held():
 def build(manifest_path="aotk.toml", out_dir=None, jobs=None, verbose=False, static=False,
           progress=None, targets=None) -> BuildResult:
     """``targets`` (a list of sm_XY) replaces the manifest's ``library.targets``."""
+    manifest, out, plans = prepare(manifest_path, out_dir, targets)
+    cache.check_cache_dir()   # a CacheError names the folder before anything is compiled
+    compiled = compile_builds(plans, manifest.targets, jobs=jobs, verbose=verbose,
+                              progress=progress)
+    return link(manifest, plans, compiled, out, static, verbose)
+
+
+def prepare(manifest_path, out_dir=None, targets=None) -> tuple:
+    """(manifest, output folder, plans): the manifest read and checked, the output folder
+    known usable, every build planned; nothing compiled or written."""
     manifest = load_manifest(manifest_path)
     if targets:
         try:
@@ -129,10 +139,13 @@ def build(manifest_path="aotk.toml", out_dir=None, jobs=None, verbose=False, sta
                 raise ManifestError(f"{manifest.path}: the output folder {out} cannot be "
                                     f"written: {folder} is not writable")
             break
-    plans = plan_builds(manifest)
-    cache.check_cache_dir()   # a CacheError names the folder before anything is compiled
-    compiled = compile_builds(plans, manifest.targets, jobs=jobs, verbose=verbose,
-                              progress=progress)
+    return manifest, out, plan_builds(manifest)
+
+
+def link(manifest, plans, compiled: dict, out: Path, static=False, verbose=False) -> BuildResult:
+    """The library, header, depfile and .pc (and archive) from the compiled builds
+    ({(kernel, index): CompiledBuild}): generated C compiled and linked, outputs replaced
+    together, or left as they are when nothing changed."""
     files = generate(manifest, plans, compiled)
     name = manifest.name
     library, header = out / f"lib{name}.so", out / f"{name}.h"
@@ -158,7 +171,7 @@ def build(manifest_path="aotk.toml", out_dir=None, jobs=None, verbose=False, sta
             shutil.rmtree(work)
         work.mkdir(parents=True)
         for file_name, content in files.items():
-            _write_atomic(work / file_name, content)
+            write_atomic(work / file_name, content)
         for runtime_file in RUNTIME.iterdir():
             shutil.copyfile(runtime_file, work / runtime_file.name)
         sources = [f"{name}_library.c", "aotk_runtime.c", f"{name}_fatbins.S"]
@@ -179,7 +192,7 @@ def build(manifest_path="aotk.toml", out_dir=None, jobs=None, verbose=False, sta
         # The outputs change together: SIGINT / SIGTERM wait until all are in place (a
         # build stopped before this point leaves the previous outputs untouched).
         with _signals_held():
-            _write_atomic(header, files[f"{name}.h"])
+            write_atomic(header, files[f"{name}.h"])
             if archive:
                 os.replace(work / f"lib{name}.a.tmp", archive)
             os.replace(work / f"lib{name}.so.tmp", library)
@@ -188,8 +201,8 @@ def build(manifest_path="aotk.toml", out_dir=None, jobs=None, verbose=False, sta
         # Nothing changed, but make asked because an input is newer: say the outputs are fresh.
         for path in outputs:
             os.utime(path)
-    _write_atomic(depfile, _depfile([library, header], dependencies))
-    _write_atomic(pkgconfig, template("pkgconfig.pc.in").substitute(
+    write_atomic(depfile, _depfile([library, header], dependencies))
+    write_atomic(pkgconfig, template("pkgconfig.pc.in").substitute(
         name=name, manifest_name=manifest.path.name,
         version=__version__))
     variants = [{"kernel": plan.kernel.name, "index": build.index,
