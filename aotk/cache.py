@@ -123,6 +123,8 @@ def load(key: str, kind: str = "cubin"):
         _remove_entry(base, kind)
         return None
     del metadata["entry"]
+    with contextlib.suppress(OSError):   # its last use, for the size cap's eviction order
+        os.utime(base + ".json")
     return binary, metadata
 
 
@@ -198,3 +200,60 @@ def clean() -> tuple:
         else:
             os.unlink(path)
     return entries, size
+
+
+_SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def max_size():
+    """The cap AOTK_CACHE_MAX_SIZE sets (bytes; "500M", "2G", "1500000"), or None."""
+    text = os.environ.get("AOTK_CACHE_MAX_SIZE", "").strip()
+    if not text:
+        return None
+    number, unit = text.rstrip("KMGTkmgtBb"), text[len(text.rstrip("KMGTkmgtBb")):]
+    unit = unit.upper().rstrip("B")
+    if not number.isdigit() or unit not in _SIZE_UNITS:
+        raise CacheError(f"AOTK_CACHE_MAX_SIZE={text!r}: expected a size such as 500M or 2G")
+    return int(number) * _SIZE_UNITS[unit]
+
+
+def _sized_entries(folder: str) -> list:
+    """[(last use, bytes, base, kind)] of every entry (last use: its metadata's time)."""
+    entries = []
+    for base, kind in _entries(folder):
+        try:
+            used = os.stat(base + ".json").st_mtime_ns
+            size = os.path.getsize(f"{base}.{kind}") + os.path.getsize(base + ".json")
+        except OSError:
+            continue
+        entries.append((used, size, base, kind))
+    return entries
+
+
+def stats() -> dict:
+    """The cache folder's entries: count, bytes, per kind, the cap if one is set."""
+    folder = cache_dir()
+    entries = _sized_entries(folder) if os.path.isdir(folder) else []
+    kinds = {}
+    for _, _, _, kind in entries:
+        kinds[kind] = kinds.get(kind, 0) + 1
+    return {"folder": folder, "entries": len(entries), "bytes": sum(e[1] for e in entries),
+            "kinds": kinds, "max_bytes": max_size()}
+
+
+def limit_size(max_bytes: int) -> tuple:
+    """(entries, bytes) removed: the least recently used entries, until the cache holds at
+    most ``max_bytes`` (an entry used by the build that just ran is the newest)."""
+    folder = cache_dir()
+    if not os.path.isdir(folder):
+        return 0, 0
+    entries = sorted(_sized_entries(folder))
+    total = sum(e[1] for e in entries)
+    removed = freed = 0
+    for _, size, base, kind in entries:
+        if total <= max_bytes:
+            break
+        _remove_entry(base, kind)
+        total -= size
+        removed, freed = removed + 1, freed + size
+    return removed, freed

@@ -4,7 +4,7 @@
   aotk build [MANIFEST] [-o DIR] [-j N] [-v] [--static]               lib<name>.so + header
   aotk build --emit-ninja FILE                                         the same, as a Ninja file
   aotk tune [MANIFEST] [--kernel NAME]                                 measure @autotune configs
-  aotk cache verify | clean                                            check / empty the cache
+  aotk cache verify | clean | stats                                    check / empty / measure the cache
   aotk doctor                                                          which tools are used
 User errors print one line on stderr and exit 1; no traceback.
 """
@@ -328,6 +328,22 @@ def cache_verify():
     for entry, why in removed:
         click.echo(f"removed {entry}: {why}")
     click.echo(f"{checked} entries checked in {cache.cache_dir()}, {len(removed)} removed")
+
+
+@cache_group.command("stats")
+def cache_stats():
+    """Entries and size of the cache (and its cap, AOTK_CACHE_MAX_SIZE)."""
+    from aotk import cache
+    try:
+        figures = cache.stats()
+    except cache.CacheError as exc:
+        raise UserError(str(exc)) from None
+    kinds = ", ".join(f"{count} {kind}" for kind, count in sorted(figures["kinds"].items()))
+    cap = figures["max_bytes"]
+    click.echo(f"{figures['folder']}: {figures['entries']} entries"
+               + (f" ({kinds})" if kinds else "") + f", {figures['bytes'] / 1e6:.1f} MB"
+               + (f" of at most {cap / 1e6:.1f} MB (AOTK_CACHE_MAX_SIZE; the least recently "
+                  "used go first)" if cap is not None else ", no size cap"))
 
 
 @cache_group.command("clean")

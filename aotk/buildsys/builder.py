@@ -114,9 +114,13 @@ def build(manifest_path="aotk.toml", out_dir=None, jobs=None, verbose=False, sta
     """``targets`` (a list of sm_XY) replaces the manifest's ``library.targets``."""
     manifest, out, plans = prepare(manifest_path, out_dir, targets)
     cache.check_cache_dir()   # a CacheError names the folder before anything is compiled
+    cap = cache.max_size()    # and a bad AOTK_CACHE_MAX_SIZE the variable
     compiled = compile_builds(plans, manifest.targets, jobs=jobs, verbose=verbose,
                               progress=progress)
-    return link(manifest, plans, compiled, out, static, verbose)
+    result = link(manifest, plans, compiled, out, static, verbose)
+    if cap is not None:       # the entries this build used were touched: they go last
+        cache.limit_size(cap)
+    return result
 
 
 def prepare(manifest_path, out_dir=None, targets=None) -> tuple:
