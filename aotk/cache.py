@@ -11,7 +11,8 @@ sha256 (``entry_digest``). A read checks both; an entry that does not match (a b
 damaged or replaced on disk, metadata that does not parse) is removed with a one-line
 warning and reported missing, so that it is rebuilt, never linked (as ccache and Bazel's
 disk cache check what they read). ``verify_all`` and ``clean`` are ``aotk cache verify`` /
-``aotk cache clean``.
+``aotk cache clean``. With ``AOTK_CACHE_URL`` a missing entry is read through from a shared
+cache and a new one written back (``remote_cache``: checked the same way).
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ import shutil
 import sys
 import tempfile
 
+from . import remote_cache
 from .version import __version__
 
 
@@ -116,7 +118,14 @@ def load(key: str, kind: str = "cubin"):
     base = os.path.join(cache_dir(), key[:2], key)
     found = _check_entry(base, kind)
     if found is None:
-        return None
+        shared = remote_cache.fetch(key, kind)   # checked there; kept here from now on
+        if shared is None:
+            return None
+        _atomic_write(f"{base}.{kind}", shared[0])
+        _atomic_write(base + ".json", shared[1])
+        found = _check_entry(base, kind)
+        if found is None:
+            return None
     binary, metadata = found
     if binary is None:
         _warn(f"cache entry {key[:16]} ({kind}): {metadata}; removed, it will be rebuilt")
@@ -146,8 +155,9 @@ def store(key: str, binary: bytes, metadata: dict, kind: str = "cubin"):
     base = os.path.join(cache_dir(), key[:2], key)
     # Metadata last: a reader that finds it also finds the complete binary.
     _atomic_write(f"{base}.{kind}", binary)
-    recorded = {**metadata, "entry": entry_digest(binary)}
-    _atomic_write(base + ".json", json.dumps(recorded, sort_keys=True).encode())
+    recorded = json.dumps({**metadata, "entry": entry_digest(binary)}, sort_keys=True).encode()
+    _atomic_write(base + ".json", recorded)
+    remote_cache.publish(key, kind, binary, recorded)
 
 
 def _entries(folder: str):

@@ -29,8 +29,11 @@ _CLOCK_SLACK_NS = 100_000_000
 
 
 def _environment() -> dict:
+    # The cache's folder, size cap and shared URL change where binaries come from, never
+    # what the outputs are.
     return {name: value for name, value in sorted(os.environ.items())
-            if name.startswith("AOTK_") or name in _ENVIRONMENT_NAMES}
+            if (name.startswith("AOTK_") and not name.startswith("AOTK_CACHE_"))
+            or name in _ENVIRONMENT_NAMES}
 
 
 def _interpreter() -> str:

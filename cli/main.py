@@ -116,8 +116,14 @@ def compile_command(kernel_spec, signature, defines, num_warps, num_stages, targ
 @click.option("--emit-ninja", "ninja_path", type=click.Path(dir_okay=False), metavar="FILE",
               help="write the build as a Ninja file (an edge per variant, then the link) "
                    "instead of building")
-def build_command(manifest, out_dir, jobs, verbose, static, targets, report_path, ninja_path):
+@click.option("--cache-url", metavar="URL",
+              help="a shared compile cache (fsspec URL: file://, s3://, ...) read through and "
+                   "written back; AOTK_CACHE_URL sets it too")
+def build_command(manifest, out_dir, jobs, verbose, static, targets, report_path, ninja_path,
+                  cache_url):
     """Build MANIFEST (default ./aotk.toml) into lib<name>.so, <name>.h and <name>.d."""
+    if cache_url:
+        os.environ["AOTK_CACHE_URL"] = cache_url   # the compile workers inherit it
     if ninja_path:
         return _emit_ninja(manifest, out_dir, static, targets, ninja_path)
     started_ns = time.time_ns()

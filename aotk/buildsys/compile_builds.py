@@ -71,7 +71,6 @@ def _compile_one(job) -> tuple:
     fatbin = pack(cubins, *lowest_ptx)
     metadata = {"name": name, "shared": shared, "num_warps": options.num_warps,
                 "targets": per_target, "tensor_maps": tensor_maps}
-    cache.store(key, fatbin, metadata, kind="fatbin")
     return fatbin, metadata
 
 
@@ -125,6 +124,9 @@ def compile_builds(plans, targets, jobs=None, verbose=False, progress=None) -> d
             outputs = executor.map(_compile_one, [job for _, job in pending])
         try:
             for done, ((ident, job), (fatbin, metadata)) in enumerate(zip(pending, outputs), 1):
+                # Stored by this process, not the worker: one writer for the local cache and
+                # one for the shared one (one warning if it is out of reach).
+                cache.store(job[-1], fatbin, metadata, kind="fatbin")
                 results[ident] = CompiledBuild(fatbin, metadata, False, job[-1])
                 if progress:
                     progress(done, len(pending), f"{ident[0]} build {ident[1]}")
