@@ -8,7 +8,7 @@ Out: ``fetch`` gives the entry's (binary, metadata bytes) when the remote has a 
 them). The remote is a convenience, never a source of truth: every fetched entry is checked
 against the size and sha256 its metadata records before the local cache takes it, and a
 missing fsspec, an unreachable store or a damaged entry costs one warning (once per
-process) and a local compile, never a failed or wrong build.
+build) and a local compile, never a failed or wrong build.
 """
 from __future__ import annotations
 
@@ -18,6 +18,11 @@ import os
 import sys
 
 _warned = set()
+
+
+def new_build():
+    """Each build warns of an outage once (a process may run several builds)."""
+    _warned.clear()
 
 
 def url() -> str | None:
@@ -40,7 +45,7 @@ def _filesystem():
     try:
         return fsspec.core.url_to_fs(url())
     except Exception as exc:   # noqa: BLE001 - any backend's failure is an outage here
-        _warn_once("open", f"cannot be opened ({type(exc).__name__}: {exc}); using the local "
+        _warn_once("outage", f"cannot be opened ({type(exc).__name__}: {exc}); using the local "
                            "cache only")
         return None, None
 
@@ -67,7 +72,7 @@ def fetch(key: str, kind: str):
     except FileNotFoundError:
         return None
     except Exception as exc:   # noqa: BLE001
-        _warn_once("read", f"cannot be read ({type(exc).__name__}: {exc}); compiling here")
+        _warn_once("outage", f"cannot be read ({type(exc).__name__}: {exc}); compiling here")
         return None
     try:
         recorded = json.loads(metadata_bytes).get("entry", {})
@@ -93,5 +98,5 @@ def publish(key: str, kind: str, binary: bytes, metadata_bytes: bytes):
         fs.pipe_file(binary_path, binary)
         fs.pipe_file(metadata_path, metadata_bytes)
     except Exception as exc:   # noqa: BLE001
-        _warn_once("write", f"cannot be written ({type(exc).__name__}: {exc}); entries stay "
+        _warn_once("outage", f"cannot be written ({type(exc).__name__}: {exc}); entries stay "
                             "local")

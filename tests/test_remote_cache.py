@@ -78,3 +78,52 @@ def test_the_command_line_option(project, tmp_path):
                               "HOME": str(tmp_path)})
     assert run.returncode == 0, run.stderr
     assert len(_remote_entries(shared)) == 4
+
+
+@pytest.fixture
+def s3(monkeypatch):
+    """A real S3 server on localhost (moto's server mode) with a bucket, and fsspec's s3
+    backend pointed at it."""
+    pytest.importorskip("s3fs")
+    server_module = pytest.importorskip("moto.server")
+    import boto3
+    import fsspec.config
+    server = server_module.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(name, "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(
+        Bucket="kernels")
+    monkeypatch.setitem(fsspec.config.conf, "s3", {"endpoint_url": endpoint,
+                                                   "key": "testing", "secret": "testing"})
+    import s3fs
+    s3fs.S3FileSystem.clear_instance_cache()
+    yield endpoint
+    s3fs.S3FileSystem.clear_instance_cache()
+    server.stop()
+
+
+def test_an_s3_bucket_shares_the_entries_and_an_outage_costs_a_warning(project, tmp_path,
+                                                                       monkeypatch, capfd, s3):
+    _on(monkeypatch, tmp_path, "a", "s3://kernels/aotk")
+    first = aotk.build(project, out_dir=tmp_path / "out-a")
+    assert first.compiled == 4
+    _on(monkeypatch, tmp_path, "b", "s3://kernels/aotk")
+    second = aotk.build(project, out_dir=tmp_path / "out-b")
+    assert second.compiled == 0 and second.library.read_bytes() == first.library.read_bytes()
+    import fsspec.config
+    import s3fs
+    monkeypatch.setitem(fsspec.config.conf, "s3", {"endpoint_url": "http://127.0.0.1:9",
+                                                   "key": "testing", "secret": "testing",
+                                                   "config_kwargs": {"connect_timeout": 1,
+                                                                     "retries": {"max_attempts": 1}}})
+    s3fs.S3FileSystem.clear_instance_cache()
+    _on(monkeypatch, tmp_path, "c", "s3://kernels/aotk")
+    capfd.readouterr()
+    down = aotk.build(project, out_dir=tmp_path / "out-c")
+    warnings = [line for line in capfd.readouterr().err.splitlines() if "warning" in line]
+    assert down.compiled == 4 and down.library.read_bytes() == first.library.read_bytes()
+    assert len(warnings) == 1 and "s3://kernels/aotk" in warnings[0]

@@ -23,7 +23,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import cache
+from .. import cache, remote_cache
 from ..version import __version__
 from ..toolchain.errors import ToolchainError
 from ..toolchain.libdevice import find_libdevice
@@ -115,6 +115,7 @@ def build(manifest_path="aotk.toml", out_dir=None, jobs=None, verbose=False, sta
     manifest, out, plans = prepare(manifest_path, out_dir, targets)
     cache.check_cache_dir()   # a CacheError names the folder before anything is compiled
     cap = cache.max_size()    # and a bad AOTK_CACHE_MAX_SIZE the variable
+    remote_cache.new_build()
     compiled = compile_builds(plans, manifest.targets, jobs=jobs, verbose=verbose,
                               progress=progress)
     result = link(manifest, plans, compiled, out, static, verbose)
