@@ -24,9 +24,9 @@ import os
 import pathlib
 import shutil
 import sys
-import tempfile
 
 from . import remote_cache
+from .files import write_atomic
 from .version import __version__
 
 
@@ -121,8 +121,8 @@ def load(key: str, kind: str = "cubin"):
         shared = remote_cache.fetch(key, kind)   # checked there; kept here from now on
         if shared is None:
             return None
-        _atomic_write(f"{base}.{kind}", shared[0])
-        _atomic_write(base + ".json", shared[1])
+        write_atomic(f"{base}.{kind}", shared[0], _TEMPORARY)
+        write_atomic(base + ".json", shared[1], _TEMPORARY)
         found = _check_entry(base, kind)
         if found is None:
             return None
@@ -137,26 +137,15 @@ def load(key: str, kind: str = "cubin"):
     return binary, metadata
 
 
-def _atomic_write(path: str, data: bytes):
-    directory = os.path.dirname(path)
-    os.makedirs(directory, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(dir=directory, prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
+_TEMPORARY = ".tmp-"   # the prefix of an entry being written (verify_all removes leftovers)
 
 
 def store(key: str, binary: bytes, metadata: dict, kind: str = "cubin"):
     base = os.path.join(cache_dir(), key[:2], key)
     # Metadata last: a reader that finds it also finds the complete binary.
-    _atomic_write(f"{base}.{kind}", binary)
+    write_atomic(f"{base}.{kind}", binary, _TEMPORARY)
     recorded = json.dumps({**metadata, "entry": entry_digest(binary)}, sort_keys=True).encode()
-    _atomic_write(base + ".json", recorded)
+    write_atomic(base + ".json", recorded, _TEMPORARY)
     remote_cache.publish(key, kind, binary, recorded)
 
 

@@ -266,14 +266,11 @@ class _BuildProgress:
 def _write_report(path: str, report: dict):
     """The --json build report, written whole or not at all."""
     import json
-    target = Path(path)
-    temporary = target.with_name(f".{target.name}.{os.getpid()}")
+
+    from aotk.files import write_atomic
     try:
-        temporary.write_text(json.dumps(report, indent=1, default=str) + "\n")
-        os.replace(temporary, target)
+        write_atomic(path, json.dumps(report, indent=1, default=str) + "\n")
     except OSError as exc:
-        if temporary.exists():
-            temporary.unlink()
         raise UserError(f"--json {path}: cannot be written: {exc.strerror}") from None
 
 

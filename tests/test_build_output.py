@@ -95,7 +95,8 @@ def test_json_writes_the_build_report_also_for_a_no_op_build(project, tmp_path):
 
 
 def test_a_report_that_cannot_be_written_is_one_error(project, tmp_path):
-    result = aotk(project, "--json", str(tmp_path / "missing" / "report.json"),
+    (tmp_path / "a-file").write_text("a folder cannot be made below a file\n")
+    result = aotk(project, "--json", str(tmp_path / "a-file" / "report.json"),
                   cache=tmp_path / "cache")
     assert result.returncode == 1
     errors = [line for line in result.stderr.splitlines() if line.startswith("aotk: error:")]

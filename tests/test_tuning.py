@@ -312,3 +312,15 @@ def test_a_tuning_measured_through_other_build_classes_is_not_used(tmp_path, cap
     assert err.count("aotk: warning:") == 1 and "measured through other builds" in err
     names = aotk.load(result.library).add.description["variants"]
     assert all("config 0" in name for name in names)
+
+
+def test_the_tuning_file_has_the_mode_the_umask_gives(tmp_path):
+    """It is meant to be committed and read by others: not mkstemp's 0600."""
+    import os
+    project = _project(tmp_path)
+    previous = os.umask(0o022)
+    try:
+        _write_tuning(project)
+    finally:
+        os.umask(previous)
+    assert tuning_path(project / "aotk.toml").stat().st_mode & 0o777 == 0o644

@@ -18,7 +18,6 @@ import shlex
 import shutil
 import signal
 import subprocess
-import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +29,7 @@ from ..toolchain.libdevice import find_libdevice
 from ..toolchain.locate import find_tool
 from ..toolchain.ptxas import find_ptxas
 from ..data import resource_dir
+from ..files import write_atomic
 from .cgen import generate, template
 from .compile_builds import compile_builds
 from .manifest import ManifestError, check_targets, load_manifest
@@ -64,24 +64,6 @@ def _run(command, cwd, verbose):
     result = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
     if result.returncode != 0:
         raise ToolchainError(f"{command[0]} failed:\n{(result.stderr or result.stdout).strip()}")
-
-
-def write_atomic(path: Path, data):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode() if isinstance(data, str) else data)
-        # mkstemp makes 0600 files; outputs get the mode any new file would (0644 under
-        # the usual umask), as the compiler's and ar's outputs do.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temporary, 0o666 & ~umask)
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
 
 
 def _depfile(targets, prerequisites) -> str:

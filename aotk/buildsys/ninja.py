@@ -17,7 +17,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from .builder import write_atomic, link, prepare
+from ..files import write_atomic
+from .builder import link, prepare
 from .compile_builds import CompiledBuild, compile_builds
 from .manifest import ManifestError
 

@@ -23,10 +23,10 @@ The file, JSON so that it diffs and reviews line by line::
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from ..files import write_atomic
 
 FORMAT = 1
 
@@ -137,15 +137,7 @@ def write_kernel(path: Path, name: str, source_digest: str, configs: list, key: 
         {"key": p.key, "config": p.config, "ms": [_significant(t) for t in p.ms],
          "work_per_s": _significant(p.work_per_s)} for p in points]}
     data["kernels"][name] = entry
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(_render(data) + "\n")
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
+    write_atomic(path, _render(data) + "\n")
 
 
 def _significant(value, digits: int = 5):

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 
 from .. import cache
+from ..files import write_atomic
 from ..version import __version__
 
 FORMAT = 1
@@ -58,13 +57,7 @@ def store(kernel, configs, key, device: str, best: int, timings: dict):
     record = {"format": FORMAT, "kernel": kernel.name, "device": device, "key": repr(key),
               "configs": [_describe(c) for c in configs], "best": best,
               "timings_ms": {str(i): [float(t) for t in times] for i, times in timings.items()}}
-    temporary = None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-        with os.fdopen(fd, "w") as f:
-            json.dump(record, f, indent=1)
-        os.replace(temporary, path)
+        write_atomic(path, json.dumps(record, indent=1))
     except OSError:
-        if temporary is not None and os.path.exists(temporary):
-            os.unlink(temporary)
+        pass
