@@ -66,7 +66,8 @@ def _run(command, cwd, verbose):
         raise ToolchainError(f"{command[0]} failed:\n{(result.stderr or result.stdout).strip()}")
 
 
-def _depfile(targets, prerequisites) -> str:
+def depfile_text(targets, prerequisites) -> str:
+    """A Make depfile: ``targets`` depend on ``prerequisites`` (each also an empty rule)."""
     def escape(path):
         return str(path).replace(" ", "\\ ")
     lines = [" ".join(escape(t) for t in targets) + ": \\"]
@@ -188,7 +189,7 @@ def link(manifest, plans, compiled: dict, out: Path, static=False, verbose=False
         # Nothing changed, but make asked because an input is newer: say the outputs are fresh.
         for path in outputs:
             os.utime(path)
-    write_atomic(depfile, _depfile([library, header], dependencies))
+    write_atomic(depfile, depfile_text([library, header], dependencies))
     write_atomic(pkgconfig, template("pkgconfig.pc.in").substitute(
         name=name, manifest_name=manifest.path.name,
         version=__version__))

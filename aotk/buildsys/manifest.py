@@ -12,6 +12,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .expressions import FUNCTIONS
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python 3.10
@@ -186,7 +188,7 @@ def check_expression(path, key, text, names):
                 break
             _fail(path, key, f"cannot parse {text!r} at {text[position:].strip()[:10]!r}")
         number, name, symbol = match.groups()
-        if name and name not in ("cdiv", "min", "max", "next_power_of_2") and name not in names:
+        if name and name != "cdiv" and name not in FUNCTIONS and name not in names:
             close = difflib.get_close_matches(name, sorted(names), n=1)
             hint = f"; did you mean '{close[0]}'?" if close else ""
             _fail(path, key, f"{text!r} names '{name}', which is not a scalar parameter or "

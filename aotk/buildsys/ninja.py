@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from ..files import write_atomic
-from .builder import link, prepare
+from .builder import depfile_text, link, prepare
 from .compile_builds import CompiledBuild, compile_builds
 from .manifest import ManifestError
 
@@ -92,12 +92,7 @@ def compile_variant(manifest_path, kernel: str, index: int, out_file, targets=No
     if not out_file.is_file() or out_file.read_text() != content:
         write_atomic(out_file, content)
     dependencies = sorted({manifest.path} | set(plan.dependencies))
-    write_atomic(Path(f"{out_file}.d"), f"{_escape_make(out_file)}: "
-                  + " ".join(_escape_make(d) for d in dependencies) + "\n")
-
-
-def _escape_make(path) -> str:
-    return str(path).replace(" ", "\\ ")
+    write_atomic(Path(f"{out_file}.d"), depfile_text([out_file], dependencies))
 
 
 def link_variants(manifest_path, out_dir=None, static=False, targets=None):

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from ..errors import CompilationError
 from ..ir.signature import Signature, SignatureError
+from ..launch.arguments import TORCH_DTYPES
 from ..toolchain.errors import ToolchainError
 from .expressions import ExpressionError, evaluate
 from .manifest import ManifestError, load_manifest
@@ -49,10 +50,9 @@ def _fail(manifest, key, message):
 
 
 def _torch_dtype(torch, element):
-    table = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32,
-             "fp64": torch.float64, "i8": torch.int8, "u8": torch.uint8, "i16": torch.int16,
-             "i32": torch.int32, "i64": torch.int64, "i1": torch.bool}
-    return table.get(element.short)
+    """The torch dtype of an aotk element type (launch.arguments' table, read backwards)."""
+    name = next((name for name, dtype in TORCH_DTYPES.items() if dtype == element), None)
+    return getattr(torch, name.split(".", 1)[1], None) if name else None
 
 
 def _random(torch, dtype, count: int):
