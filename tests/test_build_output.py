@@ -8,37 +8,10 @@ import sys
 
 import pytest
 
-MANIFEST = """\
-[library]
-name = "small"
-targets = ["sm_80"]
+from tests.projects import ADD_KERNEL, add_manifest
 
-[[kernel]]
-name = "add"
-source = "add.py"
-function = "add_kernel"
-signature = "*fp32, *fp32, *fp32, i32"
-grid = ["cdiv(n, BLOCK)"]
-
-[[kernel.variant]]
-constants = { BLOCK = 256 }
-
-[[kernel.variant]]
-constants = { BLOCK = 1024 }
-"""
-
-KERNEL = """\
-import aotk
-import aotk.language as tl
-
-
-@aotk.jit
-def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask),
-             mask=mask)
-"""
+MANIFEST = add_manifest(blocks=(256, 1024))
+KERNEL = ADD_KERNEL
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from aotk_cli import buildrecord
+from tests.projects import add_manifest
 
 ROOT = Path(__file__).resolve().parent.parent
 UP_TO_DATE = "aotk: nothing changed since the last build"
@@ -20,21 +21,7 @@ CLI = ("import atexit, sys\n"
        "from aotk_cli.main import main\n"
        "main(prog_name='aotk')\n")
 
-MANIFEST = """\
-[library]
-name = "small"
-targets = ["sm_80"]
-
-[[kernel]]
-name = "add"
-source = "kernels/add.py"
-function = "add_kernel"
-signature = "*fp32, *fp32, *fp32, i32"
-grid = ["cdiv(n, BLOCK)"]
-
-[[kernel.variant]]
-constants = { BLOCK = 256 }
-"""
+MANIFEST = add_manifest(source="kernels/add.py")
 
 KERNEL = """\
 import aotk

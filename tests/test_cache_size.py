@@ -7,22 +7,7 @@ import pytest
 
 import aotk
 from aotk import cache
-from tests.test_build_output import KERNEL
-
-MANIFEST = """\
-[library]
-name = "{name}"
-targets = ["sm_80"]
-
-[[kernel]]
-name = "k"
-source = "add.py"
-function = "add_kernel"
-signature = "*fp32, *fp32, *fp32, i32"
-grid = ["cdiv(n, BLOCK)"]
-constants = {{ BLOCK = {block} }}
-"""
-
+from tests.projects import ADD_KERNEL, add_manifest
 
 @pytest.fixture
 def projects(tmp_path, monkeypatch):
@@ -31,8 +16,8 @@ def projects(tmp_path, monkeypatch):
     for name, block in (("first", 256), ("second", 1024)):
         folder = tmp_path / name
         folder.mkdir()
-        (folder / "add.py").write_text(KERNEL)
-        (folder / "aotk.toml").write_text(MANIFEST.format(name=name, block=block))
+        (folder / "add.py").write_text(ADD_KERNEL)
+        (folder / "aotk.toml").write_text(add_manifest(name, blocks=(block,)))
         made[name] = folder / "aotk.toml"
     return made
 

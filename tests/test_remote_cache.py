@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import aotk
-from tests.test_build_output import KERNEL, MANIFEST
+from tests.projects import ADD_KERNEL, add_manifest
 
 pytest.importorskip("fsspec")
 
@@ -16,8 +16,8 @@ pytest.importorskip("fsspec")
 @pytest.fixture
 def project(tmp_path):
     (tmp_path / "p").mkdir()
-    (tmp_path / "p" / "aotk.toml").write_text(MANIFEST)
-    (tmp_path / "p" / "add.py").write_text(KERNEL)
+    (tmp_path / "p" / "aotk.toml").write_text(add_manifest(blocks=(256, 1024)))
+    (tmp_path / "p" / "add.py").write_text(ADD_KERNEL)
     return tmp_path / "p" / "aotk.toml"
 
 
