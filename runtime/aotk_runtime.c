@@ -44,6 +44,7 @@ static struct {
 static pthread_once_t driver_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
 static __thread char last_error[512];
+static int modules_loaded;   /* cuModuleLoadData successes, all variants and contexts */
 
 int aotk_fail(int status, const char *format, ...)
 {
@@ -176,6 +177,7 @@ static int function_for_context(aotk_variant *variant, CUcontext context, CUfunc
     /* A stale slot is reused in place: its function first, then (release) the id that
      * makes readers take it. */
     slot = stale >= 0 ? stale : count;
+    __atomic_add_fetch(&modules_loaded, 1, __ATOMIC_RELAXED);
     variant->loaded[slot].function = *function;
     variant->loaded[slot].context = context;
     __atomic_store_n(&variant->loaded[slot].context_id, context_id, __ATOMIC_RELEASE);
@@ -184,6 +186,11 @@ static int function_for_context(aotk_variant *variant, CUcontext context, CUfunc
 done:
     pthread_mutex_unlock(&load_lock);
     return status;
+}
+
+int aotk_modules_loaded(void)
+{
+    return __atomic_load_n(&modules_loaded, __ATOMIC_RELAXED);
 }
 
 int aotk_launch(aotk_variant *variant, void *stream, const int64_t grid[3], void **params)

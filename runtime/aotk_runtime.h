@@ -46,6 +46,9 @@ __attribute__((visibility("hidden"))) int aotk_fail(int status, const char *form
     __attribute__((format(printf, 2, 3)));
 __attribute__((visibility("hidden"))) const char *aotk_last_error(void);
 __attribute__((visibility("hidden"))) int aotk_device_arch(void);
+/* How many kernel modules this copy of the runtime has loaded: one per variant and CUDA
+ * context, on the variant's first launch in that context. */
+__attribute__((visibility("hidden"))) int aotk_modules_loaded(void);
 __attribute__((visibility("hidden"))) int aotk_launch(aotk_variant *variant, void *stream,
                                                       const int64_t grid[3], void **params);
 /* Encodes the tensor map of a row-major [rows, columns] matrix at base (row stride in

@@ -23,25 +23,31 @@ if "AOTK_CACHE_DIR" not in os.environ:
 
 
 @functools.lru_cache(maxsize=1)
-def cuda_available() -> bool:
-    """libcuda.so.1 loads, cuInit succeeds and at least one device is visible."""
+def cuda_device_count() -> int:
+    """The GPUs the driver shows; 0 where libcuda.so.1 does not load or cuInit fails."""
     try:
         libcuda = ctypes.CDLL("libcuda.so.1")
     except OSError:
-        return False
+        return 0
     if libcuda.cuInit(0) != 0:
-        return False
+        return 0
     count = ctypes.c_int(0)
-    return libcuda.cuDeviceGetCount(ctypes.byref(count)) == 0 and count.value > 0
+    return count.value if libcuda.cuDeviceGetCount(ctypes.byref(count)) == 0 else 0
+
+
+def cuda_available() -> bool:
+    """libcuda.so.1 loads, cuInit succeeds and at least one device is visible."""
+    return cuda_device_count() > 0
 
 
 def pytest_collection_modifyitems(config, items):
-    if cuda_available():
-        return
-    skip = pytest.mark.skip(reason="no CUDA driver or GPU on this machine")
+    no_gpu = pytest.mark.skip(reason="no CUDA driver or GPU on this machine")
+    one_gpu = pytest.mark.skip(reason=f"needs two GPUs; this machine has {cuda_device_count()}")
     for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+        if "gpu" in item.keywords and not cuda_available():
+            item.add_marker(no_gpu)
+        elif "two_gpus" in item.keywords and cuda_device_count() < 2:
+            item.add_marker(one_gpu)
 
 
 def pytest_addoption(parser):

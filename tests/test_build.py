@@ -89,6 +89,7 @@ int main(void) {
     expect("copy2d odd stride", examples_copy2d_select(PTR(16), PTR(32), 64, 64, 65, 64), 1);
     if (strcmp(examples_add_variant_name(2), "add[BLOCK=1024] aligned") != 0) failures++;
     if (examples_add_variant_name(4) != NULL || examples_add_variant_name(-1) != NULL) failures++;
+    expect("modules loaded before any launch", examples_modules_loaded(), 0);
     int status = examples_add(NULL, PTR(256), PTR(512), PTR(768), 4096);
     printf("status %d: %s\n", status, examples_last_error());
     if (status == 0) failures++;
@@ -130,7 +131,7 @@ def test_library_has_no_link_time_cuda_dependency(built):
                      "examples_batched_matmul_select", "examples_batched_matmul_variant_name",
                      "examples_matmul_descriptor", "examples_matmul_descriptor_select",
                      "examples_matmul_descriptor_variant_name",
-                     "examples_last_error", "examples_info"}
+                     "examples_last_error", "examples_info", "examples_modules_loaded"}
     assert "libcuda" not in subprocess.run(["ldd", str(result.library)], capture_output=True,
                                            text=True).stdout
 
@@ -187,6 +188,18 @@ def test_python_load_select_and_errors(built):
             lib.add(FakeTensor(256), FakeTensor(512), FakeTensor(768), 4096, stream=0)
     with pytest.raises(TypeError, match="stream= takes None"):
         lib.add(256, 512, 768, 4096, stream="default")
+
+
+def test_python_launch_refuses_cpu_tensors(built):
+    """A torch CPU tensor's data_ptr() is a host address: refused before any launch, by the
+    fast path and the general one (a raw address or a stream= keyword takes the latter)."""
+    torch = pytest.importorskip("torch")
+    lib = aotk.load(built[1].library)
+    x = torch.ones(16)
+    for call in (lambda: lib.add(x, x, x, 16), lambda: lib.add(x, x, x, 16, stream=0)):
+        with pytest.raises(ValueError, match=r"examples_add: argument 'x_ptr' is a tensor in "
+                                             r"CPU memory \(device cpu\)"):
+            call()
 
 
 def test_depfile_lists_manifest_sources_and_local_imports(tmp_path):

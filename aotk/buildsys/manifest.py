@@ -40,7 +40,7 @@ KERNEL_SYMBOLS = {"": "launcher", "_select": "selector", "_variant_name": "varia
                   "_names": "variant names", "_pick": "dispatch function",
                   "_tuned": "tuned dispatch"}
 LIBRARY_SYMBOLS = {"_last_error": "last_error()", "_info": "info()",
-                   "_variants": "variant table"}
+                   "_modules_loaded": "modules_loaded()", "_variants": "variant table"}
 
 
 def _specialize(path, where: str, value) -> str:

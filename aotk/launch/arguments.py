@@ -136,6 +136,47 @@ def interpreter_types(kernel, runtime_args: dict) -> dict:
     return types
 
 
+
+_current_device = None
+
+
+def torch_current_device() -> int:
+    """The index of torch's current CUDA device: the device of the context a launch from
+    this thread runs in. Asked of torch's C binding of cudaGetDevice where it has one (as
+    Triton's launcher does: ``torch.cuda.current_device()`` adds a lazy-init check in
+    Python to every launch; a CUDA tensor already means torch has initialized CUDA)."""
+    global _current_device
+    if _current_device is None:
+        import torch
+        _current_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
+    return _current_device()
+
+
+def check_devices(kernel_name: str, named_values) -> None:
+    """Raises ValueError naming the first torch tensor among ``(name, value)`` pairs that a
+    launch in the current context cannot use: a CUDA tensor of another device (PyTorch's
+    ops refuse mixed devices too; launched anyway, it would fault or quietly read another
+    GPU's memory through peer access) or an unpinned CPU tensor. Other arrays and raw
+    addresses carry no device and pass unchecked."""
+    current = None
+    for name, value in named_values:
+        get_device = getattr(value, "get_device", None)
+        if get_device is None or not type(value).__module__.startswith("torch"):
+            continue
+        index = get_device()
+        if index < 0:
+            if value.is_pinned():
+                continue   # pinned host memory: every GPU reads it
+            raise ValueError(f"{kernel_name}: argument {name!r} is a tensor in CPU memory "
+                             f"(device {value.device}); move it to the GPU with .cuda()")
+        if current is None:
+            current = torch_current_device()
+        if index != current:
+            raise ValueError(
+                f"{kernel_name}: argument {name!r} is on cuda:{index} but the current device "
+                f"is cuda:{current}; launch inside `with torch.cuda.device({index}):` or call "
+                f"torch.cuda.set_device({index}) first")
+
 # Signatures already built, by kernel and argument types and hints: a launch like an
 # earlier one (the common case) skips building and checking a new one.
 _signatures: dict = {}

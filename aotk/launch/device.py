@@ -12,7 +12,7 @@ import threading
 from .. import cache
 from ..errors import AotkError
 from ..options import CompileOptions
-from .arguments import address_of, specialize
+from .arguments import address_of, check_devices, specialize
 from .tensor_maps import encode_tensor_maps
 
 _lock = threading.Lock()
@@ -137,6 +137,7 @@ def launch_on_device(kernel, grid, runtime_args, constants, num_warps, num_stage
                      maxnreg=None):
     # Arguments first: a CPU tensor is a ValueError naming it, with or without a GPU.
     signature, values = specialize(kernel, runtime_args)
+    check_devices(kernel.name, runtime_args.items())
     driver = _driver()
     context_key = _current_context_key()
     # The hot path: a launch seen before skips kir, hashing and the disk cache.

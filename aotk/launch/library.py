@@ -5,7 +5,9 @@ signatures are built once from ``<name>_info()``; each call converts arguments (
 tensors, ``__cuda_array_interface__`` objects, raw int addresses, Python numbers, and a
 ``TensorDescriptor`` for a parameter the manifest types ``tensordesc<...>``, which passes
 its base, shape and strides) and raises ``AotkError`` with the library's own message when
-the status is not 0.
+the status is not 0. A launch runs in the thread's current CUDA context (torch's current
+device); a torch tensor of another device, or in unpinned CPU memory, is a ValueError
+naming the argument (``arguments.check_devices``), never a launch on the wrong device.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import os
 
 from ..errors import AotkError
 from ..ir.types import parse_type
+from .arguments import check_devices, torch_current_device
 
 _SCALAR_CTYPES = {"i1": ctypes.c_bool, "i8": ctypes.c_int8, "i16": ctypes.c_int16,
                   "i32": ctypes.c_int32, "i64": ctypes.c_int64, "u8": ctypes.c_uint8,
@@ -130,7 +133,7 @@ class Kernel:
             names = ", ".join(n for n, _ in self._params)
             raise TypeError(f"{self.name}() takes {len(self._converters)} arguments ({names}), "
                             f"got {len(args)}")
-        return [convert(a) for convert, a in zip(self._converters, args)]
+        return args, [convert(a) for convert, a in zip(self._converters, args)]
 
     def _compile_fast_call(self):
         """A caller specialized to this kernel's parameters, for the common case of tensors
@@ -140,24 +143,38 @@ class Kernel:
         names = [f"a{i}" for i in range(len(self._params))]
         passed = [f"{n}.data_ptr()" if t.is_ptr() else n for n, (_, t) in zip(names, self._params)]
         unpack = f"    {', '.join(names)}{',' if len(names) == 1 else ''} = args\n" if names else ""
+        # Tensors all on the current device (else the general path explains which is not).
+        pointers = [n for n, (_, t) in zip(names, self._params) if t.is_ptr()]
+        same_device = "".join(f"        if {n}.get_device() != device:\n"
+                              f"            return general(args, stream)\n"
+                              for n in pointers[1:])
+        if pointers:
+            same_device = (f"        device = {pointers[0]}.get_device()\n"
+                           f"        if device < 0 or device != current_device():\n"
+                           f"            return general(args, stream)\n" + same_device)
         source = (f"def call(self, *args, stream=None):\n"
                   f"    if len(args) != {len(names)}:\n"
                   f"        return general(args, stream)\n"
                   f"{unpack}"
                   f"    try:\n"
+                  f"{same_device}"
                   f"        status = launch(stream if stream is None or stream.__class__ is int "
                   f"else stream_value(stream), {', '.join(passed)})\n"
-                  f"    except (AttributeError, ArgumentError):\n"
+                  f"    except (AttributeError, ArgumentError, ImportError):\n"
                   f"        return general(args, stream)\n"
                   f"    if status:\n"
                   f"        fail(status)\n")
         scope = {"launch": self._launch, "stream_value": _stream_value, "general": self._call,
-                 "fail": self._fail, "ArgumentError": ctypes.ArgumentError}
+                 "fail": self._fail, "ArgumentError": ctypes.ArgumentError,
+                 "current_device": torch_current_device}
         exec(compile(source, f"<aotk launcher {self._library.name}_{self.name}>", "exec"), scope)
         return scope["call"]
 
     def _call(self, args, stream):
-        status = self._launch(_stream_value(stream), *self._convert(args))
+        args, converted = self._convert(args)
+        check_devices(f"{self._library.name}_{self.name}",
+                      [(n, a) for (n, t), a in zip(self._params, args) if t.is_ptr()])
+        status = self._launch(_stream_value(stream), *converted)
         if status != 0:
             self._fail(status)
 
@@ -170,7 +187,7 @@ class Kernel:
 
     def select(self, *args):
         """The variant that would run for these arguments, or None; needs no GPU."""
-        index = self._select(*self._convert(args))
+        index = self._select(*self._convert(args)[1])
         if index < 0:
             return None
         return self._variant_name(index).decode()
@@ -205,6 +222,11 @@ class Library:
 
     def last_error(self) -> str:
         return self._last_error().decode()
+
+    def modules_loaded(self) -> int:
+        """Kernel modules this library has loaded: one per variant and CUDA context (each
+        device's primary context, for torch users) where that variant ran."""
+        return self.handle[f"{self.name}_modules_loaded"]()
 
     def __getattr__(self, name):
         entries = self.__dict__.get("_entries", {})
