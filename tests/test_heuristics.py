@@ -138,6 +138,24 @@ def test_a_numeric_heuristic_picks_the_variant_giving_its_value(tmp_path):
     assert chosen(3) is None     # next_power_of_2(3) = 4: no variant gives it, none runs
 
 
+@pytest.mark.gpu
+def test_on_the_gpu_the_heuristics_dispatch_launches_the_right_build(tmp_path):
+    """The generated C evaluates the heuristics per call and the chosen build runs: the
+    EVEN=True builds touch no element past n only because n divides; an unmasked build
+    chosen for an uneven n would write past it."""
+    torch = pytest.importorskip("torch")
+    variants = "".join(f"\n[[kernel.variant]]\nconstants = {{ BLOCK = {b} }}\n"
+                       for b in (64, 128, 256))
+    lib = aotk.load(_build(tmp_path, f"{BLOCK}, {EVEN}", variants).library)
+    for n in (64, 100, 128, 1000, 1024, 5000):
+        x = torch.randn(n, device="cuda")
+        out = torch.full((n + 512,), -1.0, device="cuda")
+        lib.scale(x, out, n)
+        torch.cuda.synchronize()
+        torch.testing.assert_close(out[:n], 2 * x)
+        assert (out[n:] == -1).all(), n
+
+
 def test_a_numeric_heuristic_without_values_is_one_error(tmp_path):
     with pytest.raises(ManifestError, match=r"kernel\.scale\.variant\[0\]\.constants: no value "
                                             r"for BLOCK, which @heuristics computes as "

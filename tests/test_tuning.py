@@ -126,6 +126,27 @@ def test_a_library_for_several_targets_asks_the_device_and_falls_back_without_on
         assert chosen(10**7) == "add[SCALE=2, BLOCK=64] config 0 fallback generic"
 
 
+@pytest.mark.gpu
+def test_on_the_gpu_a_library_for_several_targets_takes_the_devices_tuning(tmp_path):
+    """aotk_device_arch() on a real device: an sm_90 GPU takes the sm_90 tuning (any other
+    the fallback), and the launch computes the kernel's result."""
+    torch = pytest.importorskip("torch")
+    project = _project(tmp_path, targets='["sm_80", "sm_90"]')
+    _write_tuning(project)
+    result = aotk.build(project / "aotk.toml")
+    tuned_arch = torch.cuda.get_device_capability() == (9, 0)
+    assert _selector(result.library)(10**7) == (
+        "add[SCALE=2, BLOCK=1024] config 3 tuned generic" if tuned_arch
+        else "add[SCALE=2, BLOCK=64] config 0 fallback generic")
+    lib = aotk.load(result.library)
+    for n in (1000, 10**7 + 3):
+        x, y = torch.randn(n + 1, device="cuda")[1:], torch.randn(n + 1, device="cuda")[1:]
+        out = torch.empty(n + 1, device="cuda")[1:]
+        lib.add(x, y, out, n)
+        torch.cuda.synchronize()
+        torch.testing.assert_close(out, 2 * x + y)
+
+
 def _has_gpu() -> bool:
     from tests.conftest import cuda_available
     return cuda_available()

@@ -240,6 +240,12 @@ def _cast(ctx, op, args):
     if op.attrs.get("bitcast"):
         return x if source.is_ptr() else b.bitcast(x, llvm_type(target))
     rounding = op.attrs.get("rounding", "rtne")
+    if target.is_fp8e4b15():
+        # Through f16 (semantic allows f16 and f32 sources): f32 narrowed towards zero first,
+        # by the same cvt.rz Triton's conversion uses.
+        if not source.is_fp16():
+            x = _narrow_toward_zero(b, x, source, T.float16)
+        return float8.encode_from_half(b, x)
     if source.is_fp8() or target.is_fp8():
         # Through f32: exact for every fp8 value (a wider source is narrowed to f32 first,
         # as Triton's conversions do).

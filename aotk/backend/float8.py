@@ -2,7 +2,8 @@
 
 In: an ``i8`` code (or an ``f32``) and a ``Float8Format``. Out: the ``f32`` it stands for
 (exact), or the ``i8`` code of an ``f32`` rounded as ``aotk.ir.float8`` says (round to
-nearest even or towards zero, saturate to the largest finite code, NaN to 0x7F). Plain
+nearest even or towards zero, saturate to the largest finite code, NaN to 0x7F), or of
+float8e4b15 the code of an ``f16`` (its own rules, in the f16's bits). Plain
 integer and float instructions only, so the same code runs on every target; the interpreter
 implements the same rules with tables and the tests hold the two together.
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from ..ir.float8 import NAN_CODE, Float8Format
+from ..ir.float8 import E4B15_LARGEST_HALF_BITS, NAN_CODE, Float8Format
 from .llvm_types import I8, I32, declare_function
 
 F32 = ir.FloatType()
@@ -38,10 +39,24 @@ def decode_to_f32(builder: ir.IRBuilder, fmt: Float8Format, code: ir.Value) -> i
         special = b.icmp_unsigned("==", exponent, _i32(all_ones))
         nan_or_inf = b.or_(_i32(0x7F800000), b.shl(mantissa, _i32(23 - m)))
         magnitude = b.select(special, nan_or_inf, magnitude)
-    else:
+    elif fmt.has_nan:
         is_nan = b.icmp_unsigned("==", b.and_(c, _i32(0x7F)), _i32(0x7F))
         magnitude = b.select(is_nan, _i32(0x7FC00000), magnitude)
     return b.bitcast(b.or_(magnitude, sign), F32)
+
+
+def encode_from_half(builder: ir.IRBuilder, half: ir.Value) -> ir.Value:
+    """The i8 float8e4b15 code of an f16 value: its magnitude clamped to 1.75 (NaN too),
+    rounded to the nearest code with ties away from zero, in the f16's own bits (the two
+    formats share the exponent bias)."""
+    b = builder
+    bits = b.zext(b.bitcast(half, ir.IntType(16)), I32)
+    magnitude = b.and_(bits, _i32(0x7FFF))
+    largest = _i32(E4B15_LARGEST_HALF_BITS)
+    magnitude = b.select(b.icmp_unsigned(">", magnitude, largest), largest, magnitude)
+    code = b.or_(b.and_(b.lshr(bits, _i32(8)), _i32(0x80)),
+                 b.lshr(b.add(magnitude, _i32(0x40)), _i32(7)))
+    return b.trunc(code, I8)
 
 
 def encode_from_f32(builder: ir.IRBuilder, fmt: Float8Format, value: ir.Value,

@@ -25,7 +25,7 @@ _SCALAR_C = {"int1": "bool", "int8": "int8_t", "int16": "int16_t", "int32": "int
              "int64": "int64_t", "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t",
              "uint64": "uint64_t", "float16": "uint16_t", "bfloat16": "uint16_t",
              "float32": "float", "float64": "double", "float8e4nv": "uint8_t",
-             "float8e5": "uint8_t"}
+             "float8e5": "uint8_t", "float8e4b15": "uint8_t"}
 
 
 def template(name: str) -> Template:

@@ -83,7 +83,7 @@ def _cast(ctx, op, x):
     if source.is_fp8():
         x = float8.decode(source.float8_format, x)
     if target.is_fp8():
-        return float8.encode(target.float8_format, x, rounding)
+        return float8.encode(target.float8_format, x, rounding, from_fp16=source.is_fp16())
     if rounding == "rtz":
         return _round_toward_zero(x, target)
     if target.is_bool():

@@ -33,7 +33,7 @@ _NUMPY = {"int1": np.bool_, "int8": np.int8, "int16": np.int16, "int32": np.int3
           "uint64": np.uint64, "float16": np.float16, "bfloat16": np.float32,
           "float32": np.float32, "float64": np.float64,
           # 8-bit floats are held as their codes (see .float8)
-          "float8e4nv": np.uint8, "float8e5": np.uint8}
+          "float8e4nv": np.uint8, "float8e5": np.uint8, "float8e4b15": np.uint8}
 
 
 def numpy_dtype(element):

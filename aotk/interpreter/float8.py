@@ -25,8 +25,11 @@ def decode(fmt: float8.Float8Format, codes) -> np.ndarray:
     return _table(fmt)[np.asarray(codes).astype(np.uint8)]
 
 
-def encode(fmt: float8.Float8Format, values, rounding: str = "rtne") -> np.ndarray:
+def encode(fmt: float8.Float8Format, values, rounding: str = "rtne",
+           from_fp16: bool = False) -> np.ndarray:
     """uint8 codes of float values, as ``float8.encode`` rounds one value."""
+    if fmt.through_fp16:
+        return _encode_through_fp16(values, from_fp16)
     x = np.asarray(values, np.float64)
     magnitudes = _table(fmt)[:fmt.max_finite_code + 1].astype(np.float64)   # increasing
     a = np.abs(x)
@@ -42,3 +45,20 @@ def encode(fmt: float8.Float8Format, values, rounding: str = "rtne") -> np.ndarr
     code = np.where(a >= magnitudes[-1], fmt.max_finite_code, code)
     sign = np.where(np.signbit(x), 0x80, 0)
     return np.where(np.isnan(x), float8.NAN_CODE, code | sign).astype(np.uint8)
+
+
+def _encode_through_fp16(values, from_fp16: bool) -> np.ndarray:
+    """float8e4b15 codes: float32 values narrowed to float16 towards zero first (NaN to the
+    positive canonical NaN, as the GPU's cvt.rz does), then ``float8.e4b15_from_half_bits``
+    on every element."""
+    if from_fp16:
+        bits = np.asarray(values, np.float16).view(np.uint16).astype(np.uint32)
+    else:
+        x = np.asarray(values, np.float32)
+        with np.errstate(over="ignore", invalid="ignore"):
+            nearest = x.astype(np.float16)
+            farther = np.abs(nearest.astype(np.float32)) > np.abs(x)
+            toward_zero = np.where(farther, np.nextafter(nearest, np.float16(0)), nearest)
+        bits = np.where(np.isnan(x), 0x7FFF, toward_zero.view(np.uint16)).astype(np.uint32)
+    magnitude = np.minimum(bits & 0x7FFF, float8.E4B15_LARGEST_HALF_BITS)
+    return (((bits >> 8) & 0x80) | ((magnitude + 0x40) >> 7)).astype(np.uint8)

@@ -90,6 +90,9 @@ class DType:
     def is_fp8e5(self) -> bool:
         return self.name == "float8e5"
 
+    def is_fp8e4b15(self) -> bool:
+        return self.name == "float8e4b15"
+
     @property
     def float8_format(self):
         """The ``aotk.ir.float8.Float8Format`` of an fp8 type (None for other types)."""
@@ -181,13 +184,14 @@ float64 = DType("float64", "fp64", "float", 64)
 # moves see them; arithmetic on them is done in float32 (see aotk.semantic.elementwise).
 float8e4nv = DType("float8e4nv", "fp8e4nv", "float", 8)
 float8e5 = DType("float8e5", "fp8e5", "float", 8)
+float8e4b15 = DType("float8e4b15", "fp8e4b15", "float", 8)
 FLOAT8_FORMATS = dict(FORMATS)
 
 # The type of nothing (Triton's tl.void): no value has it; it is not among ALL_DTYPES.
 void = DType("void", "void", "void", 0)
 
 ALL_DTYPES = (int1, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
-              float16, bfloat16, float32, float64, float8e4nv, float8e5)
+              float16, bfloat16, float32, float64, float8e4nv, float8e5, float8e4b15)
 DTYPE_BY_SHORT = {t.short: t for t in ALL_DTYPES}
 DTYPE_BY_NAME = {t.name: t for t in ALL_DTYPES}
 _NAMED.update(DTYPE_BY_SHORT)

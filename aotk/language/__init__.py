@@ -1,7 +1,7 @@
 """``import aotk.language as tl``: the kernel language, named and behaving like triton.language."""
 from ..ir.types import BlockType as block_type, void  # noqa: F401  (Triton's names)
 from ..ir.types import (DType as dtype, PointerType as pointer_type, bfloat16, float16, float32,
-                        float64, float8e4nv, float8e5, int1, int8, int16, int32, int64, uint8, uint16, uint32, uint64)
+                        float64, float8e4nv, float8e5, float8e4b15, int1, int8, int16, int32, int64, uint8, uint16, uint32, uint64)
 from .core import PropagateNan, condition, const, constexpr, constexpr_type, tensor, tensor_descriptor
 
 pi32_t = pointer_type(int32)   # Triton's name for a pointer to int32
@@ -21,7 +21,7 @@ from .functions import (atomic_add, atomic_and, atomic_cas, atomic_max, atomic_m
 __all__ = [
     "dtype", "pointer_type", "block_type", "void", "pi32_t", "condition", "const", "constexpr", "constexpr_type", "tensor", "PropagateNan",
     "int1", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-    "float16", "bfloat16", "float32", "float64", "float8e4nv", "float8e5",
+    "float16", "bfloat16", "float32", "float64", "float8e4nv", "float8e5", "float8e4b15",
     "abs", "arange", "broadcast", "broadcast_to", "cast", "cdiv", "ceil", "clamp", "cos", "exp",
     "exp2", "expand_dims", "floor", "fma", "full", "load", "log", "log2", "max_constancy",
     "max_contiguous", "maximum", "minimum", "multiple_of", "num_programs", "program_id", "range", "rsqrt",

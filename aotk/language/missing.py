@@ -11,11 +11,10 @@ from .core import builtin
 
 # By module, the names Triton 3.6 defines there that aotk lacks.
 NOT_PROVIDED = {
-    # float8e4b8 and float8e5b16 are AMD's (Triton on CUDA rejects them too); float8e4b15
-    # is Triton's pre-Hopper fp8 (Triton 3.6 refuses it on sm_90)
-    "aotk.language": ("float8e4b15", "float8e4b8", "float8e5b16"),
+    # float8e4b8 and float8e5b16 are AMD's (Triton on CUDA rejects them too)
+    "aotk.language": ("float8e4b8", "float8e5b16"),
     "aotk.language.standard": (),
-    "aotk.language.extra.cuda": ("convert_custom_float8_sm70", "convert_custom_float8_sm80"),
+    "aotk.language.extra.cuda": (),
     # every libdevice function Triton names is provided (aotk.semantic's math tables)
     "aotk.language.extra.libdevice": (),
 }

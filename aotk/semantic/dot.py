@@ -64,6 +64,9 @@ def dot(a, b, acc=None, input_precision=None, allow_tf32=None, out_dtype=T.float
     if k != k_b or batch_a != batch_b:
         raise ValueError(f"tl.dot shapes do not match: {list(a.type.shape)} @ "
                          f"{list(b.type.shape)} (the inner dimensions and batch must agree)")
+    if a.dtype.is_fp8e4b15() or b.dtype.is_fp8e4b15():
+        # No MMA reads e4b15: both sides become fp16 first (exact), as in Triton.
+        a, b = cast(a, T.float16), cast(b, T.float16)
     min_k = min_dot_k(a.dtype)
     if k < min_k:
         raise ValueError(f"Input shapes should have M >= 1, N >= 1 and K >= {min_k} (got "

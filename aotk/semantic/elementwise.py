@@ -528,6 +528,43 @@ def _pointer_integer_cast(x: tensor, dtype) -> tensor:
     return emit("cast", [x], x.type.with_element(dtype), bitcast=True)
 
 
+def _cast_e4b15(x: tensor, dtype) -> tensor:
+    """A value cast to or from float8e4b15, as Triton's ``convert_custom_float8``: to it
+    from float16 or float32 (a bfloat16 is widened to float32 first, exactly), with the one
+    rounding ``aotk.ir.float8`` describes (``fp_downcast_rounding`` changes nothing, as in
+    Triton); from it to float16 or float32 (exact), and to bfloat16 or float64 through
+    float32 (exact too)."""
+    if dtype.is_fp8e4b15():
+        if x.dtype.is_bf16():
+            x = cast(x, T.float32)
+        if not (x.dtype.is_fp16() or x.dtype.is_fp32()):
+            raise TypeError(f"cannot cast {x.dtype} to float8e4b15: it is converted to from "
+                            "float16 and float32 only (as in Triton); cast to one of them first")
+        return emit("cast", [x], x.type.with_element(dtype))
+    if not dtype.is_floating() or dtype.is_fp8():
+        raise TypeError(f"cannot cast float8e4b15 to {dtype}: it converts to float16 and "
+                        "float32 (as in Triton), and to bfloat16 and float64; cast to float32 "
+                        "first")
+    if dtype.is_fp16() or dtype.is_fp32():
+        return emit("cast", [x], x.type.with_element(dtype))
+    return cast(emit("cast", [x], x.type.with_element(T.float32)), dtype)
+
+
+def convert_custom_float8(x, dtype) -> tensor:
+    """``tl.extra.cuda.convert_custom_float8_sm80/sm70(x, dtype)``: Triton's float8e4b15
+    conversions by name, float16 or float32 to float8e4b15 and back (what ``x.to(dtype)``
+    does for these types too; the sm70 and sm80 forms give the same bits)."""
+    x = to_tensor(x)
+    dtype = unwrap(dtype)
+    if x.dtype.is_fp8e4b15() and isinstance(dtype, DType) and (dtype.is_fp16()
+                                                                or dtype.is_fp32()):
+        return cast(x, dtype)
+    if (x.dtype.is_fp16() or x.dtype.is_fp32()) and dtype == T.float8e4b15:
+        return cast(x, dtype)
+    raise TypeError(f"convert_custom_float8 converts float16 or float32 to float8e4b15 and "
+                    f"float8e4b15 to float16 or float32, not {x.dtype} to {dtype}")
+
+
 def cast(x, dtype, bitcast: bool = False, fp_downcast_rounding=None) -> tensor:
     """``x.to(dtype)``: a value conversion, or with ``bitcast`` the same bits read as
     ``dtype``. A float narrowed to a smaller float rounds to nearest even, or towards zero
@@ -557,6 +594,8 @@ def cast(x, dtype, bitcast: bool = False, fp_downcast_rounding=None) -> tensor:
         return emit("cast", [x], x.type.with_element(dtype), bitcast=True)
     if x.dtype.is_ptr() != dtype.is_ptr():
         return _pointer_integer_cast(x, dtype)
+    if not dtype.is_ptr() and (dtype.is_fp8e4b15() or x.dtype.is_fp8e4b15()):
+        return _cast_e4b15(x, dtype)
     if rounding == "rtz":   # the default, rtne, is what every narrowing cast does unmarked
         return emit("cast", [x], x.type.with_element(dtype), rounding="rtz")
     # Pointer to pointer keeps the address: only what a load reads through it changes.

@@ -1,8 +1,8 @@
 """``tl.extra.cuda``: libdevice under the name Triton also gives it, the hardware
 registers Triton reads here (``globaltimer``, ``smid``), the launch's ``num_warps`` /
 ``num_threads`` as compile-time values, and the grid dependency controls of Hopper's
-programmatic dependent launch (``gdc_wait``, ``gdc_launch_dependents``). Triton's other
-CUDA names (its custom fp8 conversions) are not provided yet, each one clear error."""
+programmatic dependent launch (``gdc_wait``, ``gdc_launch_dependents``), and Triton's
+float8e4b15 conversions by name (``convert_custom_float8_sm80`` / ``_sm70``)."""
 from .... import semantic
 from ....ir.types import int32
 from ...core import builtin, constexpr
@@ -54,6 +54,21 @@ def gdc_launch_dependents():
     """Lets the launches that depend on this grid start before it finishes. sm_90 and
     later."""
     _grid_dependency_control("launch_dependents")
+
+
+@builtin
+def convert_custom_float8_sm80(arg, dst_ty, fp_downcast_rounding=None):
+    """float16 / float32 to float8e4b15, or float8e4b15 to float16 / float32, as
+    ``arg.to(dst_ty)``. ``fp_downcast_rounding`` is accepted and, as in Triton, changes
+    nothing: the format has one rounding (``aotk.ir.float8``)."""
+    return semantic.convert_custom_float8(arg, dst_ty)
+
+
+@builtin
+def convert_custom_float8_sm70(arg, dst_ty, fp_downcast_rounding=None):
+    """As ``convert_custom_float8_sm80`` (Triton's sm70 form clamps without ``min.f16x2``;
+    the bits are the same)."""
+    return semantic.convert_custom_float8(arg, dst_ty)
 
 
 __getattr__ = module_getattr("aotk.language.extra.cuda", "tl.extra.cuda")
