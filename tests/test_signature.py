@@ -68,7 +68,7 @@ def test_a_signature_object_is_taken_as_it_is_when_the_names_agree():
                                        "parameters of k (x_ptr, out_ptr, n, scale)"),
     ({"x_ptr": "*fp32", "n": "i32"}, "signature lacks a type for out_ptr, scale"),
     ("*fp33, *fp32, i32, fp32", "unknown type 'fp33' (expected one of: i1 i8 i16 i32 i64 u8 "
-                                "u16 u32 u64 fp16 bf16 fp32 fp64 fp8e4nv fp8e5, or *T for a pointer)"),
+                                "u16 u32 u64 fp16 bf16 fp32 fp64 fp8e4nv fp8e5 fp8e4b15, or *T for a pointer)"),
     ("*fp32, *fp32, i32:3, fp32", "hint :3 on n is not supported (use :1, :2, :4, :8 or :16)"),
     ("*fp32, *fp32, i32:x, fp32", "hint :x on n is not supported (use :1, :2, :4, :8 or :16)"),
     ("*fp32, *fp32, i32:32, fp32", "hint :32 on n is not supported (use :1, :2, :4, :8 or :16)"),
