@@ -80,3 +80,16 @@ def test_build_time_part_runs_without_a_gpu(tmp_path):
     assert any("kernel timings" in s for s in document["skipped"])
     assert (tmp_path / (document_path.stem + ".md")).exists()
     assert result.stdout.rstrip().endswith("launch overhead (--build-only)")
+
+
+def test_compile_speed_compares_both_compilers_without_a_gpu(tmp_path):
+    pytest.importorskip("triton")
+    result = subprocess.run([sys.executable, str(ROOT / "bench" / "compile_speed.py"),
+                             "--out", str(tmp_path)], capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    document = json.loads((tmp_path / "compile_speed.json").read_text())
+    assert [r["kernel"] for r in document["rows"]][:2] == ["add_kernel", "softmax_kernel"]
+    for row in document["rows"]:
+        assert 0 < row["aotk_ptxas_s"] < row["aotk_s"] and row["triton_s"] > 0
+    assert "| add_kernel | BLOCK=1024, 4 warps |" in (tmp_path / "compile_speed.md").read_text()

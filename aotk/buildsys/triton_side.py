@@ -62,6 +62,17 @@ def triton_resources(fn, signature, constants: dict, num_warps: int, num_stages:
                      target: str) -> dict:
     """{"registers", "spills"} of Triton's build of the Triton function ``fn`` for the same
     specialization."""
+    from ..toolchain.ptxas import assemble
+    ptx = triton_compile(fn, signature, constants, num_warps, num_stages, target).asm["ptx"]
+    arch = re.search(r"^\.target\s+(sm_\w+)", ptx, re.MULTILINE).group(1)
+    _, info = assemble(ptx, arch)
+    return {"registers": info.get("registers"), "spills": info.get("spills")}
+
+
+def triton_compile(fn, signature, constants: dict, num_warps: int, num_stages: int,
+                   target: str):
+    """Triton's ``CompiledKernel`` of the Triton function ``fn`` for the specialization
+    aotk builds (``triton.compile``: through its cache, unless TRITON_ALWAYS_COMPILE=1)."""
     from ..ir.signature import HostDescriptorLayout
     if signature.descriptors or any(isinstance(v, HostDescriptorLayout)
                                     for v in constants.values()):
@@ -69,9 +80,6 @@ def triton_resources(fn, signature, constants: dict, num_warps: int, num_stages:
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
-
-    from ..toolchain.ptxas import assemble
-
     from triton.runtime.autotuner import Autotuner, Heuristics
     while isinstance(fn, (Autotuner, Heuristics)):   # the kernel under the decorators
         fn = fn.fn
@@ -90,14 +98,10 @@ def triton_resources(fn, signature, constants: dict, num_warps: int, num_stages:
         else:
             types[name], constexprs[name] = "constexpr", _as_triton(constants.get(name))
     try:
-        compiled = triton.compile(ASTSource(fn, types, constexprs, attrs),
-                                  target=GPUTarget("cuda", int(target[3:]), 32),
-                                  options={"num_warps": num_warps, "num_stages": num_stages})
-        ptx = compiled.asm["ptx"]
+        return triton.compile(ASTSource(fn, types, constexprs, attrs),
+                              target=GPUTarget("cuda", int(target[3:]), 32),
+                              options={"num_warps": num_warps, "num_stages": num_stages})
     except Exception as exc:  # noqa: BLE001 - Triton's own failure, reported in the table
         first = (str(exc).strip().splitlines() or [""])[-1][:80]
         raise TritonSideError(f"Triton cannot compile it: {type(exc).__name__}: {first}") \
             from None
-    arch = re.search(r"^\.target\s+(sm_\w+)", ptx, re.MULTILINE).group(1)
-    _, info = assemble(ptx, arch)
-    return {"registers": info.get("registers"), "spills": info.get("spills")}

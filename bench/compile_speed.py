@@ -1,0 +1,157 @@
+"""Cold compile time of one (kernel, configuration, target): aotk against Triton, no GPU.
+
+    PYTHONPATH=. python3 bench/compile_speed.py [--target sm_90] [--out bench/results]
+
+The example kernels with the root manifest's configurations, compiled from PTX-less start to
+cubin by each side: aotk.compile (frontend, passes, LLVM, ptxas) and Triton's
+triton.compile (its MLIR passes, LLVM, ptxas; TRITON_ALWAYS_COMPILE=1 and a fresh cache, so
+nothing is reused). The Triton side reads the same source files with the imports changed
+to triton. Each side runs in its own process (as a build worker would: the other compiler is
+not imported), compiles one kernel first to warm up, then takes the median of 3 fresh
+compiles per kernel. aotk's ptxas share is shown apart: ptxas is the floor both sides pay.
+Writes compile_speed.json and compile_speed.md under --out and prints the table.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.util
+import json
+import os
+import pathlib
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+# (file, function, signature, constants, num_warps): the configurations of aotk.toml.
+CASES = [
+    ("add.py", "add_kernel", "*fp32:16, *fp32:16, *fp32:16, i32:16", {"BLOCK": 1024}, 4),
+    ("softmax.py", "softmax_kernel", "*fp32:16, *fp32:16, i32:16, i32:16, i32, i32",
+     {"BLOCK": 1024}, 4),
+    ("layer_norm.py", "layer_norm_fwd_kernel",
+     "*fp16:16, *fp16:16, *fp16:16, *fp16:16, *fp32:16, *fp32:16, i32:16, i32, i32:16, fp32",
+     {"BLOCK_SIZE": 1024}, 4),
+    ("row_argmax.py", "row_argmax_kernel", "*i32:16, *fp32:16, i32:16, i32, i32",
+     {"BLOCK": 1024}, 4),
+    ("transpose.py", "transpose_kernel", "*fp32:16, *fp32:16, i32:16, i32:16",
+     {"BLOCK_M": 32, "BLOCK_N": 32}, 4),
+    ("matmul.py", "matmul_kernel", "*fp16:16, *fp16:16, *fp16:16, i32:16, i32:16, i32:16, "
+     "i32:16, i32:1, i32:16, i32:1, i32:16, i32:1",
+     dict(BLOCK_SIZE_M=128, BLOCK_SIZE_N=256, BLOCK_SIZE_K=64, GROUP_SIZE_M=8, ACTIVATION=""), 8),
+    ("matmul.py", "matmul_kernel", "*fp16, *fp16, *fp16, i32, i32, i32, i32, i32, i32, i32, "
+     "i32, i32",
+     dict(BLOCK_SIZE_M=64, BLOCK_SIZE_N=64, BLOCK_SIZE_K=32, GROUP_SIZE_M=8, ACTIVATION=""), 4),
+]
+
+
+def _load(file: str, function: str, as_triton: bool):
+    """A fresh copy of the kernel (no memoized compile), for aotk or for Triton."""
+    text = (ROOT / "examples" / "kernels" / file).read_text()
+    if as_triton:
+        text = (text.replace("import aotk.language as tl", "import triton.language as tl")
+                .replace("import aotk", "import triton").replace("@aotk.jit", "@triton.jit"))
+    path = pathlib.Path(tempfile.mkdtemp(prefix="aotk-bench-")) / file
+    path.write_text(text)
+    spec = importlib.util.spec_from_file_location(f"{path.stem}_{time.perf_counter_ns()}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return getattr(module, function)
+
+
+def _side(side: str, target: str) -> list:
+    """In this process: [{"seconds", "ptxas_seconds"}] per case, for one side."""
+    sys.path.insert(0, str(ROOT))
+    import aotk
+    from aotk.ir.signature import Signature
+    from aotk.toolchain import ptxas
+    spent = {"ptxas": 0.0}
+    assemble = ptxas.assemble
+
+    def timed_assemble(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return assemble(*args, **kwargs)
+        finally:
+            spent["ptxas"] += time.perf_counter() - start
+    ptxas.assemble = timed_assemble
+
+    def compile_once(case) -> tuple:
+        file, function, signature, constants, num_warps = case
+        spent["ptxas"] = 0.0
+        if side == "aotk":
+            kernel = _load(file, function, False)
+            start = time.perf_counter()
+            aotk.compile(kernel, signature, constants=constants, num_warps=num_warps,
+                         target=target)
+        else:
+            from aotk.buildsys.triton_side import triton_compile
+            kernel = _load(file, function, True)
+            parsed = Signature.parse(signature, _load(file, function, False).runtime_names)
+            start = time.perf_counter()
+            triton_compile(kernel, parsed, constants, num_warps, 3, target)
+        return time.perf_counter() - start, spent["ptxas"]
+
+    compile_once(CASES[0])   # imports, LLVM and MLIR initialization, libdevice
+    rows = []
+    for case in CASES:
+        runs = sorted(compile_once(case) for _ in range(3))
+        rows.append({"seconds": runs[1][0], "ptxas_seconds": runs[1][1]})
+    return rows
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--target", default="sm_90")
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    parser.add_argument("--side", choices=["aotk", "triton"], help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.side:
+        print(json.dumps(_side(args.side, args.target)))
+        return
+    env = {**os.environ, "TRITON_ALWAYS_COMPILE": "1",
+           "TRITON_CACHE_DIR": tempfile.mkdtemp(prefix="aotk-bench-triton-"),
+           "AOTK_CACHE_DIR": tempfile.mkdtemp(prefix="aotk-bench-cache-")}
+    results = {}
+    for side in ("aotk", "triton"):
+        run = subprocess.run([sys.executable, __file__, "--side", side, "--target", args.target],
+                             capture_output=True, text=True, env=env, check=True)
+        results[side] = json.loads(run.stdout.strip().splitlines()[-1])
+    import triton
+    rows = []
+    for case, ours, theirs in zip(CASES, results["aotk"], results["triton"]):
+        file, function, _, constants, num_warps = case
+        rows.append({"kernel": function, "constants": constants, "num_warps": num_warps,
+                     "aotk_s": ours["seconds"], "aotk_ptxas_s": ours["ptxas_seconds"],
+                     "triton_s": theirs["seconds"]})
+    total_ours = sum(r["aotk_s"] for r in rows)
+    total_theirs = sum(r["triton_s"] for r in rows)
+    document = {"date": datetime.date.today().isoformat(), "target": args.target,
+                "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+                "triton": triton.__version__, "rows": rows,
+                "ratio_total": total_ours / total_theirs}
+    lines = [f"# Cold compile of one kernel configuration, {args.target}: aotk vs Triton "
+             f"{triton.__version__}", "",
+             f"{document['machine']}, no GPU; median of 3 per kernel, each side in its own "
+             "process (bench/compile_speed.py). Ratio < 1: aotk faster.", "",
+             "| kernel | configuration | aotk ms | of it ptxas ms | Triton ms | aotk / Triton |",
+             "|---|---|---|---|---|---|"]
+    for r in rows:
+        shown = ", ".join(f"{k}={v}" for k, v in r["constants"].items() if v != "")
+        lines.append(f"| {r['kernel']} | {shown}, {r['num_warps']} warps | "
+                     f"{r['aotk_s'] * 1e3:.1f} | {r['aotk_ptxas_s'] * 1e3:.1f} | "
+                     f"{r['triton_s'] * 1e3:.1f} | {r['aotk_s'] / r['triton_s']:.2f} |")
+    lines += ["", f"All kernels: aotk {total_ours * 1e3:.0f} ms, Triton {total_theirs * 1e3:.0f} "
+              f"ms, ratio {document['ratio_total']:.2f}."]
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "compile_speed.json").write_text(json.dumps(document, indent=1))
+    (out / "compile_speed.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
