@@ -71,9 +71,19 @@ def _show_version(context, parameter, value):
         context.exit()
 
 
+def _show_cmake_dir(context, parameter, value):
+    if value and not context.resilient_parsing:
+        from aotk.data import resource_dir
+        click.echo(resource_dir("cmake"))
+        context.exit()
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True,
               callback=_show_version, help="Show the version and exit.")
+@click.option("--cmake-dir", is_flag=True, expose_value=False, is_eager=True,
+              callback=_show_cmake_dir,
+              help="Print the folder of aotk's CMake package (for -Daotk_DIR) and exit.")
 def main():
     """aotk: ahead-of-time GPU kernels from Triton-style Python."""
 
@@ -101,6 +111,26 @@ def compile_command(kernel_spec, signature, defines, num_warps, num_stages, targ
         raise UserError(str(exc)) from None
     for path in compiled.dump(out_dir):
         click.echo(path)
+
+
+@main.command("outputs")
+@click.argument("manifest", default="aotk.toml", type=click.Path())
+@click.option("-o", "--out-dir", type=click.Path(), help="output folder (default: the manifest's out_dir)")
+def outputs_command(manifest, out_dir):
+    """Print the files `aotk build MANIFEST` writes, one NAME=PATH a line (library, archive,
+    header, depfile, pkgconfig): what build systems such as CMake's aotk_add_library declare
+    before the first build. Compiles nothing."""
+    from aotk.buildsys.manifest import ManifestError, load_manifest
+    try:
+        parsed = load_manifest(manifest)
+    except (ManifestError, OSError) as exc:
+        raise UserError(str(exc)) from None
+    folder = Path(out_dir).resolve() if out_dir else (Path(manifest).parent / parsed.out_dir).resolve()
+    name = parsed.name
+    for key, file in (("library", f"lib{name}.so"), ("archive", f"lib{name}.a"),
+                      ("header", f"{name}.h"), ("depfile", f"{name}.d"),
+                      ("pkgconfig", f"{name}.pc")):
+        click.echo(f"{key}={folder / file}")
 
 
 @main.command("build")
