@@ -202,6 +202,23 @@ def test_python_launch_refuses_cpu_tensors(built):
             call()
 
 
+def test_python_launch_refuses_a_tensor_of_another_dtype(built):
+    """Checked before the device: a float16 tensor where the kernel reads float32 is a
+    TypeError naming the argument and both types, whichever path the call takes."""
+    torch = pytest.importorskip("torch")
+    lib = aotk.load(built[1].library)
+    right, wrong = torch.ones(16), torch.ones(16, dtype=torch.float16)
+    for call in (lambda: lib.add(right, wrong, right, 16),
+                 lambda: lib.add(right, wrong, right, 16, stream=0)):
+        with pytest.raises(TypeError, match=r"examples_add: argument 'y_ptr' is a torch.float16 "
+                                            r"tensor, but the kernel takes \*fp32 \(torch.float32\)"):
+            call()
+    codes = torch.zeros((4, 64), dtype=torch.uint8)   # fp16 pointers take only float16
+    with pytest.raises(TypeError, match="'X' is a torch.uint8 tensor, but the kernel takes "
+                                        r"\*fp16 \(torch.float16\)"):
+        lib.layer_norm(codes, codes, codes, codes, right, right, 64, 4, 64, 1e-5)
+
+
 def test_depfile_lists_manifest_sources_and_local_imports(tmp_path):
     project = _project(tmp_path)
     kernels = project / "examples" / "kernels"

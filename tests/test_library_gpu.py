@@ -250,6 +250,17 @@ def test_batched_matmul_any_strides(lib):
     assert (padded[:, :, n:] == -7.0).all()
 
 
+def test_a_wrong_dtype_is_refused_also_once_the_fast_path_is_warm(lib):
+    torch = pytest.importorskip("torch")
+    x, out = torch.ones(4096, device="cuda"), torch.zeros(4096, device="cuda")
+    for _ in range(3):   # the first call binds torch's dtypes; the others take the fast path
+        lib.add(x, x, out, 4096)
+    torch.cuda.synchronize()
+    assert (out == 2).all()
+    with pytest.raises(TypeError, match="'out_ptr' is a torch.float16 tensor"):
+        lib.add(x, x, out.half(), 4096)
+
+
 def test_empty_grid_launches_nothing(lib):
     torch = pytest.importorskip("torch")
     x = torch.ones(16, device="cuda")

@@ -152,6 +152,28 @@ def torch_current_device() -> int:
     return _current_device()
 
 
+def torch_dtype_names(type_: T.DType) -> tuple:
+    """The torch dtypes (as ``str(dtype)``) a pointer to ``type_`` takes: the one of that
+    element type, and for 8-bit floats their raw codes as uint8 / int8 too (torch has no
+    float8e4b15; Triton's tests pass fp8 codes so)."""
+    names = tuple(name for name, dtype in TORCH_DTYPES.items() if dtype == type_)
+    return names + (("torch.uint8", "torch.int8") if type_.is_fp8() else ())
+
+
+def check_dtypes(kernel_name: str, named_values) -> None:
+    """Raises TypeError naming the first torch tensor among ``(name, value, pointer type)``
+    whose dtype is not what the pointer points to (a float16 tensor where the kernel reads
+    float32 would be read as other numbers)."""
+    for name, value, pointer in named_values:
+        dtype = getattr(value, "dtype", None)
+        if dtype is None or not type(value).__module__.startswith("torch"):
+            continue
+        accepted = torch_dtype_names(pointer.element_ty)
+        if str(dtype) not in accepted:
+            raise TypeError(f"{kernel_name}: argument {name!r} is a {dtype} tensor, but the "
+                            f"kernel takes *{pointer.element_ty.short} ({accepted[0]})")
+
+
 def check_devices(kernel_name: str, named_values) -> None:
     """Raises ValueError naming the first torch tensor among ``(name, value)`` pairs that a
     launch in the current context cannot use: a CUDA tensor of another device (PyTorch's

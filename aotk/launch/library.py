@@ -7,7 +7,8 @@ tensors, ``__cuda_array_interface__`` objects, raw int addresses, Python numbers
 its base, shape and strides) and raises ``AotkError`` with the library's own message when
 the status is not 0. A launch runs in the thread's current CUDA context (torch's current
 device); a torch tensor of another device, or in unpinned CPU memory, is a ValueError
-naming the argument (``arguments.check_devices``), never a launch on the wrong device.
+naming the argument (``arguments.check_devices``), never a launch on the wrong device; one
+whose dtype is not the pointer's element type a TypeError (``arguments.check_dtypes``).
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import os
 
 from ..errors import AotkError
 from ..ir.types import parse_type
-from .arguments import check_devices, torch_current_device
+from .arguments import check_devices, check_dtypes, torch_current_device, torch_dtype_names
 
 _SCALAR_CTYPES = {"i1": ctypes.c_bool, "i8": ctypes.c_int8, "i16": ctypes.c_int16,
                   "i32": ctypes.c_int32, "i64": ctypes.c_int64, "u8": ctypes.c_uint8,
@@ -143,8 +144,12 @@ class Kernel:
         names = [f"a{i}" for i in range(len(self._params))]
         passed = [f"{n}.data_ptr()" if t.is_ptr() else n for n, (_, t) in zip(names, self._params)]
         unpack = f"    {', '.join(names)}{',' if len(names) == 1 else ''} = args\n" if names else ""
-        # Tensors all on the current device (else the general path explains which is not).
+        # Tensors all on the current device and of the pointers' dtypes (else the general
+        # path explains which is not). The dtypes are torch's objects, bound at the first
+        # call the general path accepts (torch is not imported before).
         pointers = [n for n, (_, t) in zip(names, self._params) if t.is_ptr()]
+        same_dtype = "".join(f"        if {n}.dtype is not dtype_{n}:\n"
+                             f"            return general(args, stream)\n" for n in pointers)
         same_device = "".join(f"        if {n}.get_device() != device:\n"
                               f"            return general(args, stream)\n"
                               for n in pointers[1:])
@@ -157,6 +162,7 @@ class Kernel:
                   f"        return general(args, stream)\n"
                   f"{unpack}"
                   f"    try:\n"
+                  f"{same_dtype}"
                   f"{same_device}"
                   f"        status = launch(stream if stream is None or stream.__class__ is int "
                   f"else stream_value(stream), {', '.join(passed)})\n"
@@ -167,13 +173,31 @@ class Kernel:
         scope = {"launch": self._launch, "stream_value": _stream_value, "general": self._call,
                  "fail": self._fail, "ArgumentError": ctypes.ArgumentError,
                  "current_device": torch_current_device}
+        # Until bound, a dtype no tensor has: the first call takes the general path.
+        unbound = object()
+        scope.update({f"dtype_{n}": unbound for n in pointers})
+        self._fast_dtypes = (scope, [(f"dtype_{n}", t) for n, (_, t)
+                                     in zip(names, self._params) if t.is_ptr()])
         exec(compile(source, f"<aotk launcher {self._library.name}_{self.name}>", "exec"), scope)
         return scope["call"]
 
+    def _bind_torch_dtypes(self):
+        """Gives the fast caller torch's dtype objects to compare with (by identity)."""
+        import torch
+        scope, slots = self._fast_dtypes
+        for slot, type_ in slots:
+            scope[slot] = getattr(torch, torch_dtype_names(type_.element_ty)[0][len("torch."):])
+        self._fast_dtypes = None
+
     def _call(self, args, stream):
         args, converted = self._convert(args)
-        check_devices(f"{self._library.name}_{self.name}",
-                      [(n, a) for (n, t), a in zip(self._params, args) if t.is_ptr()])
+        qualified = f"{self._library.name}_{self.name}"
+        check_dtypes(qualified, [(n, a, t) for (n, t), a in zip(self._params, args)
+                                 if t.is_ptr()])
+        check_devices(qualified, [(n, a) for (n, t), a in zip(self._params, args) if t.is_ptr()])
+        if getattr(self, "_fast_dtypes", None) and any(
+                type(a).__module__.startswith("torch") for a in args):
+            self._bind_torch_dtypes()
         status = self._launch(_stream_value(stream), *converted)
         if status != 0:
             self._fail(status)
