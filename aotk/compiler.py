@@ -24,13 +24,14 @@ import json
 import os
 from dataclasses import asdict, dataclass
 
+from .errors import CompilationError
 from .ir.kir import walk
 from .ir.signature import Signature, runtime_parameter_names
 from .options import CompileOptions
 from .passes import axis_info
 from .passes.assign_layouts import assign_layouts
 from .passes.descriptors import lower_descriptors
-from .passes.pipeline import pipeline_dot_loops, tma_loads
+from .passes.pipeline import MAX_PIPELINE_BYTES, pipeline_dot_loops, tma_loads
 from .passes.prefetch import prefetch_dot_operands
 
 STAGES = ("kir", "gir", "llir", "ptx", "cubin")
@@ -76,6 +77,20 @@ def target_has_async_copy(target: str) -> bool:
     return int(target[3:].rstrip("a")) >= 80
 
 
+# The most shared memory one block may use on each target (cudaDevAttrMaxSharedMemoryPerBlockOptin):
+# A100 163 KB, the consumer GPUs (RTX 30/40/50, sm_86/89/120) 99 KB, H100/H200 and B200 227 KB.
+SHARED_BYTES_PER_BLOCK = {"sm_80": 166912, "sm_86": 101376, "sm_89": 101376, "sm_90": 232448,
+                          "sm_100": 232448, "sm_120": 101376}
+
+
+def pipeline_budget(target: str) -> int:
+    """The shared memory dot pipelines may take on ``target``: 160 KB where a block gets
+    more (room for the epilogue's layout conversion), else what is left of the block's
+    limit after as much room as on the A100."""
+    limit = SHARED_BYTES_PER_BLOCK[target.rstrip("a")]
+    return min(MAX_PIPELINE_BYTES, limit - (SHARED_BYTES_PER_BLOCK["sm_80"] - MAX_PIPELINE_BYTES))
+
+
 def target_has_wgmma(target: str) -> bool:
     """wgmma exists on sm_90 only, as the arch-specific target sm_90a (not on later GPUs)."""
     return target == "sm_90"
@@ -115,13 +130,14 @@ def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target
     pipelined = num_stages > 1 and target_has_async_copy(target)
     # Tensor-descriptor loads that feed a pipelined wgmma loop become TMA copies; every
     # other descriptor op becomes pointer loads and stores first.
-    tma_copied = tma_loads(function, num_warps, num_stages, wgmma) if pipelined and tma \
-        else set()
+    budget = pipeline_budget(target)
+    tma_copied = tma_loads(function, num_warps, num_stages, wgmma, budget) \
+        if pipelined and tma else set()
     lower_descriptors(function, keep=tma_copied)
     if num_stages > 1:
         if pipelined:
             pipeline_dot_loops(function, axis_info.analyze(function), num_warps, num_stages,
-                               wgmma)
+                               wgmma, budget)
         prefetch_dot_operands(function, num_warps)
     left = [op for op in walk(function.body) if op.opcode == "descriptor_load"]
     assert not left, "a TMA loop was not pipelined"
@@ -129,6 +145,13 @@ def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target
     plan = assign_layouts(function, infos, num_warps, wgmma)
     arch = target + "a" if plan.uses_wgmma else target
     module, shared_bytes = lower_to_llvm(function, plan, infos, target)
+    limit = SHARED_BYTES_PER_BLOCK[target]
+    if shared_bytes > limit:
+        source = kernel.source_info
+        raise CompilationError(
+            f"{function.name} needs {shared_bytes} bytes of shared memory, but a block on "
+            f"{target} may use at most {limit}: use smaller blocks, fewer num_stages or "
+            "num_warps, or leave this target out", source.filename, source.first_line)
     llvm_text = grid_constant_params(str(module), len(function.tensor_maps))
     llir, ptx = emit_ptx(llvm_text, arch, function.name, num_warps, options.maxnreg)
     cubin, ptxas_info = assemble(ptx, arch)

@@ -12,7 +12,10 @@ from dataclasses import dataclass, fields
 
 from .errors import suggestion
 
-SUPPORTED_TARGETS = ("sm_80", "sm_86", "sm_89", "sm_90")
+# Ampere, Ada, Hopper, and Blackwell (sm_100 data center, sm_120 consumer): what the
+# bundled ptxas 13 assembles and the code generator handles (wgmma on sm_90 only; Blackwell
+# runs its dots as mma.sync).
+SUPPORTED_TARGETS = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120")
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ typedef void *CUmodule;
 typedef void *CUfunction;
 typedef void *CUstream;
 
+#define CU_FUNC_ATTRIBUTE_BINARY_VERSION 6
 #define CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES 8
 
 static struct {
@@ -27,6 +28,7 @@ static struct {
     CUresult (*module_load_data)(CUmodule *, const void *);
     CUresult (*module_get_function)(CUfunction *, CUmodule, const char *);
     CUresult (*func_set_attribute)(CUfunction, int, int);
+    CUresult (*func_get_attribute)(int *, int, CUfunction);
     CUresult (*launch_kernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
                               unsigned, unsigned, CUstream, void **, void **);
     CUresult (*get_error_name)(CUresult, const char **);
@@ -78,6 +80,7 @@ static void load_driver(void)
         {(void **)&driver.module_load_data, "cuModuleLoadData"},
         {(void **)&driver.module_get_function, "cuModuleGetFunction"},
         {(void **)&driver.func_set_attribute, "cuFuncSetAttribute"},
+        {(void **)&driver.func_get_attribute, "cuFuncGetAttribute"},
         {(void **)&driver.launch_kernel, "cuLaunchKernel"},
         {(void **)&driver.get_error_name, "cuGetErrorName"},
         {(void **)&driver.get_error_string, "cuGetErrorString"},
@@ -128,8 +131,25 @@ static int find_loaded(aotk_variant *variant, int count, CUcontext context,
     return -1;
 }
 
-/* The variant's function in the current context, loading its module on first use. */
-static int function_for_context(aotk_variant *variant, CUcontext context, CUfunction *function)
+/* The dynamic shared memory the loaded cubin of ``function`` needs: the driver picked one
+ * of the fatbin's cubins (or compiled its PTX) for this GPU, and says which by its binary
+ * version. */
+static unsigned shared_for(const aotk_variant *variant, CUfunction function)
+{
+    int version = 0;
+    if (!variant->shared_by_arch ||
+        driver.func_get_attribute(&version, CU_FUNC_ATTRIBUTE_BINARY_VERSION, function) != 0)
+        return variant->dynamic_shared;
+    const unsigned *entry = variant->shared_by_arch;
+    while (entry[0] != 0 && entry[0] != (unsigned)version)
+        entry += 2;
+    return entry[1];   /* the matching cubin's, else the most any needs */
+}
+
+/* The variant's function in the current context, loading its module on first use; *shared:
+ * the dynamic shared memory to launch it with there. */
+static int function_for_context(aotk_variant *variant, CUcontext context, CUfunction *function,
+                                unsigned *shared)
 {
     unsigned long long context_id = 0;
     if (driver.ctx_get_id && driver.ctx_get_id(context, &context_id) != 0)
@@ -139,6 +159,7 @@ static int function_for_context(aotk_variant *variant, CUcontext context, CUfunc
     int slot = find_loaded(variant, count, context, context_id, &stale);
     if (slot >= 0) {
         *function = variant->loaded[slot].function;
+        *shared = variant->loaded[slot].shared;
         return 0;
     }
     pthread_mutex_lock(&load_lock);
@@ -148,6 +169,7 @@ static int function_for_context(aotk_variant *variant, CUcontext context, CUfunc
     slot = find_loaded(variant, count, context, context_id, &stale);
     if (slot >= 0) {
         *function = variant->loaded[slot].function;
+        *shared = variant->loaded[slot].shared;
         goto done;
     }
     if (stale < 0 && count == AOTK_MAX_CONTEXTS) {
@@ -166,9 +188,10 @@ static int function_for_context(aotk_variant *variant, CUcontext context, CUfunc
         status = driver_error(result, variant, "finding the kernel");
         goto done;
     }
-    if (variant->dynamic_shared > 48 * 1024) {
+    *shared = shared_for(variant, *function);
+    if (*shared > 48 * 1024) {
         result = driver.func_set_attribute(*function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                           (int)variant->dynamic_shared);
+                                           (int)*shared);
         if (result != 0) {
             status = driver_error(result, variant, "raising the shared-memory limit");
             goto done;
@@ -179,6 +202,7 @@ static int function_for_context(aotk_variant *variant, CUcontext context, CUfunc
     slot = stale >= 0 ? stale : count;
     __atomic_add_fetch(&modules_loaded, 1, __ATOMIC_RELAXED);
     variant->loaded[slot].function = *function;
+    variant->loaded[slot].shared = *shared;
     variant->loaded[slot].context = context;
     __atomic_store_n(&variant->loaded[slot].context_id, context_id, __ATOMIC_RELEASE);
     if (stale < 0)
@@ -221,11 +245,12 @@ int aotk_launch(aotk_variant *variant, void *stream, const int64_t grid[3], void
             return driver_error(result, variant, "setting up a CUDA context");
     }
     CUfunction function;
-    int status = function_for_context(variant, context, &function);
+    unsigned shared;
+    int status = function_for_context(variant, context, &function, &shared);
     if (status != 0)
         return status;
     result = driver.launch_kernel(function, (unsigned)grid[0], (unsigned)grid[1], (unsigned)grid[2],
-                                  variant->threads, 1, 1, variant->dynamic_shared, stream, params, NULL);
+                                  variant->threads, 1, 1, shared, stream, params, NULL);
     if (result != 0)
         return driver_error(result, variant, "cuLaunchKernel");
     return 0;

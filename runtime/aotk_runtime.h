@@ -24,6 +24,7 @@ typedef struct aotk_loaded {
     unsigned long long context_id;    /* cuCtxGetId: a destroyed context's handle may be
                                          reused by a new one, its id never is (0: no id) */
     void *function;
+    unsigned shared;                  /* dynamic shared bytes of the cubin loaded there */
 } aotk_loaded;
 
 typedef struct aotk_variant {
@@ -33,6 +34,11 @@ typedef struct aotk_variant {
     const unsigned char *fatbin;
     unsigned threads;                 /* num_warps * 32 */
     unsigned dynamic_shared;          /* bytes; > 48 KiB raises the function's limit */
+    const unsigned *shared_by_arch;   /* where the cubins need different amounts: {arch,
+                                         bytes} pairs (90 for sm_90 and sm_90a), then {0,
+                                         dynamic_shared} for any other binary version (PTX
+                                         compiled for a newer GPU); NULL: dynamic_shared for
+                                         every GPU */
     aotk_loaded loaded[AOTK_MAX_CONTEXTS];
     int loaded_count;                 /* published with release/acquire ordering */
 } aotk_variant;

@@ -368,8 +368,22 @@ def test_build_target_option_replaces_the_manifest_targets(tmp_path):
                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert bad.returncode != 0 and "Traceback" not in bad.stderr
     assert bad.stderr.strip().splitlines() == [
-        "aotk: error: --target: unknown target 'sm_75'; expected one of sm_80, sm_86, sm_89, sm_90"]
+        "aotk: error: --target: unknown target 'sm_75'; expected one of sm_80, sm_86, sm_89, sm_90, "
+        "sm_100, sm_120"]
     assert not (tmp_path / "bad").exists()
+
+
+def test_every_example_kernel_builds_for_blackwell(tmp_path):
+    """sm_100 (B200) and sm_120 (RTX 50): every variant of the root manifest compiles and
+    assembles (PTX ISA 8.6 / 8.7, dots on mma.sync), none needs more shared memory than a
+    block of that GPU gets (sm_120: 99 KB), and the library names both targets."""
+    result = aotk.build(ROOT / "aotk.toml", out_dir=tmp_path / "out",
+                        targets=["sm_100", "sm_120"])
+    builds = [entry for description in aotk.load(result.library).info["kernels"].values()
+              for entry in description["builds"]]
+    assert builds and all(set(entry["targets"]) == {"sm_100", "sm_120"} for entry in builds)
+    assert all(entry["targets"]["sm_120"]["shared"] <= 99 * 1024 for entry in builds)
+    assert max(entry["targets"]["sm_100"]["shared"] for entry in builds) > 99 * 1024
 
 
 MAXNREG_MANIFEST = """

@@ -131,3 +131,25 @@ def test_a_gpu_launch_with_maxnreg_runs_the_capped_build():
     out = torch.empty_like(x)
     add_kernel[(4,)](x, y, out, 4096, BLOCK=1024, maxnreg=24)
     assert torch.equal(out, x + 1)
+
+
+@aotk.jit
+def _transpose_tile(x_ptr, out_ptr, N: aotk.language.constexpr):
+    rows = aotk.language.arange(0, N)
+    tile = aotk.language.load(x_ptr + rows[:, None] * N + rows[None, :])
+    aotk.language.store(out_ptr + rows[:, None] * N + rows[None, :], aotk.language.trans(tile))
+
+
+def test_more_shared_memory_than_a_block_gets_is_a_compile_error_naming_the_target():
+    """A [256, 256] fp32 transpose goes through 257 KB of shared memory: more than any GPU
+    gives a block. The error comes at compile time, naming the kernel and the target's
+    limit (the consumer GPUs' 99 KB, Hopper's 227 KB), not as a failed launch."""
+    compiled = aotk.compile(_transpose_tile, "*fp32:16, *fp32:16", constants=dict(N=128),
+                            target="sm_86")
+    assert compiled.metadata["shared"] <= 99 * 1024
+    for target, limit in (("sm_86", 101376), ("sm_90", 232448)):
+        with pytest.raises(aotk.CompilationError,
+                           match=rf"_transpose_tile needs \d+ bytes of shared memory, but a "
+                                 rf"block on {target} may use at most {limit}"):
+            aotk.compile(_transpose_tile, "*fp32:16, *fp32:16", constants=dict(N=256),
+                         target=target)

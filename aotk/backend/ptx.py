@@ -16,7 +16,10 @@ import re
 import llvmlite.binding as llvm
 
 TRIPLE = "nvptx64-nvidia-cuda"
-PTX_FEATURES = "+ptx80"   # PTX ISA 8.0: understood by ptxas from CUDA 12.0 on
+# The PTX ISA a target's PTX declares: 8.0 (ptxas from CUDA 12.0 on) up to Hopper; the
+# first versions that know Blackwell for it (CUDA 12.8).
+PTX_FEATURES = {"sm_100": "+ptx86", "sm_120": "+ptx87"}
+DEFAULT_PTX_FEATURES = "+ptx80"
 
 
 @functools.lru_cache(maxsize=None)
@@ -30,7 +33,8 @@ def _initialize():
 def target_machine(arch: str):
     _initialize()
     target = llvm.Target.from_triple(TRIPLE)
-    return target.create_target_machine(cpu=arch, features=PTX_FEATURES, opt=3)
+    features = PTX_FEATURES.get(arch.rstrip("a"), DEFAULT_PTX_FEATURES)
+    return target.create_target_machine(cpu=arch, features=features, opt=3)
 
 
 @functools.lru_cache(maxsize=1)

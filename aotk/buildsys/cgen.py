@@ -292,10 +292,25 @@ def info_json(manifest, plans, compiled: dict) -> str:
                       sort_keys=True, separators=(",", ":"))
 
 
+def _shared_by_arch(metadata: dict):
+    """The C initializer of a variant's {arch, bytes} pairs and closing {0, the most any
+    needs} (runtime/aotk_runtime.h), or None where every cubin needs the same (or a cache
+    entry from before per-target sizes were kept)."""
+    targets = metadata.get("targets", {})
+    sizes = {int(t[3:]): facts.get("shared") for t, facts in targets.items()}
+    if not sizes or None in sizes.values() or len(set(sizes.values())) == 1:
+        return None
+    # A GPU whose binary version is not listed (one compiling the PTX) gets the most: never
+    # less than its code uses, at worst more than it has (a launch error, not a wrong result).
+    pairs = [f"{arch}u, {sizes[arch]}u" for arch in sorted(sizes)]
+    return ", ".join(pairs + [f"0u, {max(sizes.values())}u"])
+
+
 def generate(manifest, plans, compiled: dict) -> dict:
     name = manifest.name
     manifest_dir = manifest.path.parent
     declarations, variants, blobs, fatbin_declarations, kernels = [], [], [], [], []
+    shared_tables = []   # per-GPU launch sizes of the variants whose cubins differ
     files = {}
     symbols: dict = {}   # cache key -> the symbol of its embedded fatbin
     offset = 0
@@ -322,12 +337,17 @@ def generate(manifest, plans, compiled: dict) -> dict:
                     f"extern const unsigned char {symbol}[] __attribute__((visibility(\"hidden\")));")
                 blobs.append(f"    .globl {symbol}\n    .hidden {symbol}\n    .balign 16\n"
                              f"{symbol}:\n    .incbin \"{symbol}.fatbin\"")
+            table = _shared_by_arch(result.metadata)
+            table_symbol = "NULL"
+            if table is not None:
+                table_symbol = f"{name}_shared_{len(shared_tables)}"
+                shared_tables.append(f"static const unsigned {table_symbol}[] = {{{table}}};")
             variants.append(
                 f"    /* {describe(plan, build)} */\n"
                 f"    {{{c_string(plan.kernel.name)}, {c_string(build.description)}, "
                 f"{c_string(result.metadata['name'])}, {symbol}, "
                 f"{32 * build.variant.num_warps}u, {int(result.metadata['shared'])}u, "
-                f"{{{{0, 0}}}}, 0}},")
+                f"{table_symbol}, {{{{0, 0}}}}, 0}},")
         kernels.append(_kernel_source(plan, offset, name, manifest_dir, compiled,
                                       manifest.targets))
         offset += len(plan.builds)
@@ -335,7 +355,8 @@ def generate(manifest, plans, compiled: dict) -> dict:
               "manifest": manifest.path.name}
     files[f"{name}.h"] = template("header.h.in").substitute(common, declarations="\n".join(declarations))
     files[f"{name}_library.c"] = template("library.c.in").substitute(
-        common, fatbin_declarations="\n".join(fatbin_declarations), variant_count=offset,
+        common, fatbin_declarations="\n".join(fatbin_declarations + shared_tables),
+        variant_count=offset,
         variants="\n".join(variants), kernels="\n".join(kernels),
         info=c_string(info_json(manifest, plans, compiled)))
     files[f"{name}_fatbins.S"] = template("fatbins.S.in").substitute(common, blobs="\n".join(blobs))

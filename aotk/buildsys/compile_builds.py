@@ -54,14 +54,17 @@ def _compile_one(job) -> tuple:
     source, function_name, triton_as_aotk, signature, constants, options, targets, key = job
     kernel, _ = load_kernel(source, function_name, triton_as_aotk)
     cubins, per_target, lowest_ptx, name, shared, tensor_maps = {}, {}, None, None, 0, []
-    for target in sorted(targets):
+    # Oldest GPU first (sm_100 after sm_90): the fatbin's PTX is the oldest target's, which
+    # every newer GPU can compile.
+    for target in sorted(targets, key=lambda t: int(t[3:])):
         compiled = compile(kernel, signature, constants,
                            options=dataclasses.replace(options, target=target))
         # A kernel on wgmma is an sm_90a cubin: the fatbin entry says so.
         cubins[compiled.metadata["arch"]] = compiled.cubin
         per_target[target] = {k: compiled.metadata[k] for k in ("arch", "registers", "spills",
-                                                                  "vector_widths")}
-        # One launch size for the fatbin: the most any of its cubins needs.
+                                                                  "vector_widths", "shared")}
+        # The most any of its cubins needs; the runtime launches each GPU's cubin with its
+        # own amount (per_target), which can be less (a 99 KB GPU's pipelines are shorter).
         name, shared = compiled.name, max(shared, compiled.metadata["shared"])
         # Only the TMA (sm_90a) cubin reads the tensor maps; the others ignore the extra
         # launch parameters.

@@ -35,11 +35,11 @@ def inspect_rows(path, against_triton: bool = False) -> tuple:
                 for entry in description["builds"])
     for kernel, description in info["kernels"].items():
         for entry in description["builds"]:
-            for target, facts in sorted(entry["targets"].items()):
+            for target, facts in sorted(entry["targets"].items(), key=lambda t: int(t[0][3:])):
                 widths = facts.get("vector_widths") or [1]
                 row = (kernel, entry["variant"], facts.get("arch", target),
                        str(facts.get("registers")), str(facts.get("spills")),
-                       str(entry["shared"]), "x".join(map(str, widths)))
+                       str(facts.get("shared", entry["shared"])), "x".join(map(str, widths)))
                 if against_triton:
                     row += _triton_columns(builds[(kernel, entry["variant"])], target, notes)
                 if tuned:

@@ -12,6 +12,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..options import SUPPORTED_TARGETS
 from .expressions import FUNCTIONS
 
 if sys.version_info >= (3, 11):
@@ -20,7 +21,7 @@ else:  # pragma: no cover - exercised on Python 3.10
     import tomli as tomllib
 
 DEFAULT_TARGETS = ("sm_80", "sm_90")
-KNOWN_TARGETS = ("sm_80", "sm_86", "sm_89", "sm_90")
+KNOWN_TARGETS = SUPPORTED_TARGETS
 _C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _EXPRESSION_TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z0-9_]*)|(<=|>=|==|!=|&&|\|\||<<|>>|[-+*/%()<>!&|^~?:,]))")
 # Names a kernel parameter cannot have in the generated C: C (and C++, for the header)

@@ -28,7 +28,8 @@ zero-fills masked-off elements) and vectors of at least 4 bytes proven by axis i
 must be pure functions of the induction variable, values from outside the loop and
 carried values ``c`` that nothing else reads (their next values computed from themselves
 alone): those are the values the rewrite shifts S-1 trips ahead. The stages must fit in
-``MAX_PIPELINE_BYTES`` of shared memory; S shrinks (down to 2) until they do.
+the target's budget of shared memory (``MAX_PIPELINE_BYTES`` at most; less where a block
+gets less, ``compiler.pipeline_budget``); S shrinks (down to 2) until they do.
 
 Stages hold each tile in the swizzled layout of ``backend.swizzle``, which both ``ldmatrix``
 (mma.sync) and ``wgmma`` read. wgmma reads them through the async proxy (attribute
@@ -83,15 +84,18 @@ def staged_tile_bytes(shape: tuple, element, async_proxy: bool = False) -> int:
 
 
 def pipeline_dot_loops(function: kir.Function, infos: dict, num_warps: int,
-                       num_stages: int, wgmma: bool = False) -> int:
+                       num_stages: int, wgmma: bool = False,
+                       budget: int = MAX_PIPELINE_BYTES) -> int:
     """Rewrites every qualifying loop; returns how many were rewritten. ``wgmma``: the
-    target has it (``mma_layout.choose_mma`` decides which dots use it)."""
+    target has it (``mma_layout.choose_mma`` decides which dots use it); ``budget``: the
+    bytes of shared memory the stages may take on the target."""
     if num_stages < 2:
         return 0
     users = users_of(function.body)
     count = 0
     for block, loop in upward_for_loops(function):
-        if _rewrite(function, block, loop, infos, users, num_warps, num_stages, wgmma, count):
+        if _rewrite(function, block, loop, infos, users, num_warps, num_stages, wgmma, count,
+                    budget):
             count += 1
     return count
 
@@ -128,7 +132,7 @@ class _LoopShape:
 
 
 def _analyze(function, loop, infos, users, num_warps: int, num_stages: int,
-             wgmma: bool) -> _LoopShape | None:
+             wgmma: bool, budget: int = MAX_PIPELINE_BYTES) -> _LoopShape | None:
     """The loop's shape when it qualifies (see the module text), else None. Operands
     loaded through tensor descriptors qualify only as TMA copies (wgmma, both operands,
     ``tensor_maps.tensor_map_recipe``); ``infos`` is only read for pointer loads (None:
@@ -183,15 +187,16 @@ def _analyze(function, loop, infos, users, num_warps: int, num_stages: int,
     stages = num_stages
     per_stage = sum(staged_tile_bytes(l.result.type.shape, l.result.element, async_proxy)
                     for l in loads) + (MBARRIER_BYTES if recipes else 0)
-    while stages > 2 and stages * per_stage > MAX_PIPELINE_BYTES:
+    while stages > 2 and stages * per_stage > budget:
         stages -= 1
-    if stages * per_stage > MAX_PIPELINE_BYTES:
+    if stages * per_stage > budget:
         return None
     return _LoopShape(dot, loads, load_ops, async_proxy, in_flight, shifted, update_slice,
                       stages, recipes)
 
 
-def tma_loads(function: kir.Function, num_warps: int, num_stages: int, wgmma: bool) -> set:
+def tma_loads(function: kir.Function, num_warps: int, num_stages: int, wgmma: bool,
+              budget: int = MAX_PIPELINE_BYTES) -> set:
     """ids of the ``descriptor_load``s that ``pipeline_dot_loops`` will copy with TMA;
     every other descriptor op goes to the pointer fallback first (``passes.descriptors``)."""
     if not wgmma or num_stages < 2:
@@ -199,15 +204,15 @@ def tma_loads(function: kir.Function, num_warps: int, num_stages: int, wgmma: bo
     users = users_of(function.body)
     found = set()
     for _, loop in upward_for_loops(function):
-        shape = _analyze(function, loop, None, users, num_warps, num_stages, wgmma)
+        shape = _analyze(function, loop, None, users, num_warps, num_stages, wgmma, budget)
         if shape is not None and shape.recipes:
             found |= {id(load) for load in shape.loads}
     return found
 
 
 def _rewrite(function, parent: list, loop, infos, users, num_warps: int, num_stages: int,
-             wgmma: bool, number: int) -> bool:
-    shape = _analyze(function, loop, infos, users, num_warps, num_stages, wgmma)
+             wgmma: bool, number: int, budget: int = MAX_PIPELINE_BYTES) -> bool:
+    shape = _analyze(function, loop, infos, users, num_warps, num_stages, wgmma, budget)
     if shape is None:
         return False
     region = loop.regions[0]

@@ -1,0 +1,93 @@
+"""The generated runtime against a stand-in CUDA driver (tests/programs/fake_libcuda.c), on
+any machine: what it asks the driver for when a library built for several GPUs launches.
+
+A pipelined matmul needs less shared memory on the GPUs whose blocks get 99 KB (sm_86,
+sm_120: two stages) than on sm_80 / sm_90 (three); the library must launch each GPU's cubin
+with its own amount, which the driver reports through the cubin's binary version, and the
+most any cubin needs for a version it was not built for. Modules load once per context."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import aotk
+
+ROOT = Path(__file__).resolve().parent.parent
+
+MANIFEST = """
+[library]
+name = "mm"
+targets = ["sm_80", "sm_86", "sm_90", "sm_120"]
+
+[[kernel]]
+name = "matmul"
+source = "{source}"
+function = "matmul_kernel"
+signature = "*fp16:16, *fp16:16, *fp16:16, i32:16, i32:16, i32:16, i32:16, i32:1, i32:16, i32:1, i32:16, i32:1"
+grid = ["cdiv(M, BLOCK_SIZE_M) * cdiv(N, BLOCK_SIZE_N)"]
+specialize = "none"
+
+[[kernel.variant]]
+constants = {{ BLOCK_SIZE_M = 128, BLOCK_SIZE_N = 256, BLOCK_SIZE_K = 64, GROUP_SIZE_M = 8, ACTIVATION = "" }}
+num_warps = 8
+"""
+
+LAUNCH = """
+import sys
+import aotk
+lib = aotk.load(sys.argv[1])
+for _ in range(3):
+    lib.matmul(1 << 20, 2 << 20, 3 << 20, 1024, 1024, 1024, 1024, 1, 1024, 1, 1024, 1)
+print(lib.modules_loaded())
+"""
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("fake-driver")
+    subprocess.run(["cc", "-shared", "-fPIC", "-Wall", "-Werror", "-o",
+                    str(folder / "libcuda.so.1"), str(ROOT / "tests" / "programs" / "fake_libcuda.c")],
+                   check=True)
+    manifest = folder / "aotk.toml"
+    manifest.write_text(MANIFEST.format(source=ROOT / "examples" / "kernels" / "matmul.py"))
+    return folder, aotk.build(manifest, out_dir=folder / "out")
+
+
+def _launch(built, binary_version: int) -> tuple:
+    folder, result = built
+    log = folder / f"log-{binary_version}"
+    run = subprocess.run([sys.executable, "-c", LAUNCH, str(result.library)], capture_output=True,
+                         text=True, env={**os.environ, "PYTHONPATH": str(ROOT),
+                                         "LD_LIBRARY_PATH": str(folder),
+                                         "FAKE_CUDA_LOG": str(log),
+                                         "FAKE_CUDA_BINARY_VERSION": str(binary_version)})
+    assert run.returncode == 0, run.stderr
+    return log.read_text().splitlines(), int(run.stdout.strip())
+
+
+def _needs(built) -> dict:
+    info = aotk.load(built[1].library).info["kernels"]["matmul"]["builds"][0]
+    return {int(target[3:]): facts["shared"] for target, facts in info["targets"].items()}
+
+
+def test_the_gpus_with_99_kb_blocks_get_shorter_pipelines(built):
+    needs = _needs(built)
+    assert needs[86] == needs[120] <= 99 * 1024 < needs[80] == needs[90]
+
+
+@pytest.mark.parametrize("binary_version", [80, 86, 90, 120])
+def test_each_gpu_launches_with_its_own_cubins_shared_memory(built, binary_version):
+    needs = _needs(built)
+    lines, modules = _launch(built, binary_version)
+    amount = needs[binary_version]
+    assert lines == ["load module 0", f"set attribute 8 to {amount}"] + \
+        [f"launch 32 blocks of 256 threads with {amount} bytes of shared memory"] * 3
+    assert modules == 1   # loaded once in the context, then reused
+
+
+def test_a_gpu_it_was_not_built_for_gets_the_most_any_cubin_needs(built):
+    lines, _ = _launch(built, 100)   # e.g. a B200 compiling the PTX
+    most = max(_needs(built).values())
+    assert lines[-1] == f"launch 32 blocks of 256 threads with {most} bytes of shared memory"
