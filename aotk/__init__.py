@@ -7,7 +7,7 @@ import types
 # that `python -m aotk build` can answer a no-op build before the compiler (numpy, llvmlite)
 # is loaded. `import aotk.language as tl` and `from aotk import jit` work as ever.
 _PUBLIC = {
-    "language": (".language", None), "testing": (".testing", None),
+    "language": (".language", None), "testing": (".testing", None), "torch": (".torch", None),
     "Config": (".autotune", "Config"), "autotune": (".autotune", "autotune"),
     "heuristics": (".autotune", "heuristics"),
     "AotkError": (".errors", "AotkError"), "CompilationError": (".errors", "CompilationError"),
