@@ -253,8 +253,9 @@ def load_manifest(path) -> Manifest:
         source = path.parent / _typed(path, f"{where}.source", table["source"], str, "a string")
         if not source.is_file():
             _fail(path, f"{where}.source", f"{source} does not exist")
-        if source.suffix != ".py":
-            _fail(path, f"{where}.source", f"{source} is not a Python file (.py)")
+        if source.suffix not in (".py", ".tc"):
+            _fail(path, f"{where}.source", f"{source} is neither a Python file (.py) nor "
+                  "Triton-C (.tc)")
         grid = table["grid"]
         if not isinstance(grid, list) or not 1 <= len(grid) <= 3:
             _fail(path, f"{where}.grid", "expected a list of 1 to 3 C expressions")

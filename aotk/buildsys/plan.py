@@ -132,7 +132,9 @@ def plan_builds(manifest) -> list:
             if missing:
                 _fail(manifest, f"{vwhere}.constants",
                       f"no value for constexpr parameter(s) {', '.join(sorted(missing))}")
-            unknown = set(variant.constants) - function.constexpr_names
+            # A Triton-C kernel takes its constants as macros: any name.
+            unknown = set(variant.constants) - function.constexpr_names \
+                if not getattr(function, "constants_are_macros", False) else set()
             if unknown:
                 _fail(manifest, f"{vwhere}.constants", f"{', '.join(sorted(unknown))} "
                       f"{'is not a' if len(unknown) == 1 else 'are not'} tl.constexpr "

@@ -74,6 +74,12 @@ def load_kernel_and_tuner(path: Path, function: str, triton_as_aotk: bool = True
 def load_kernel_wrappers(path: Path, function: str, triton_as_aotk: bool = True):
     """(the JITFunction, the outermost ``@autotune`` wrapper or None, the ``@heuristics``
     values {constexpr: function} in the order a launch computes them, dependencies)."""
+    if Path(path).suffix == ".tc":   # Triton-C: the file is the kernel's whole source
+        from ..tritonc import load as load_tritonc
+        try:
+            return load_tritonc(path, function), None, {}, [Path(path).resolve()]
+        except OSError as exc:
+            raise SourceError(f"{path}: cannot read: {exc.strerror}") from None
     module, dependencies = load_module(path, triton_as_aotk)
     kernel = getattr(module, function, None)
     tuner, heuristics = None, {}

@@ -159,7 +159,8 @@ CASES = [
     ("source does not exist", LIBRARY + _kernel(source='"nope.py"') + VARIANT,
      r"aotk\.toml: kernel\.add\.source: .*nope\.py does not exist"),
     ("source not a Python file", LIBRARY + _kernel(source='"notes.txt"') + VARIANT,
-     r"aotk\.toml: kernel\.add\.source: .*notes\.txt is not a Python file"),
+     r"aotk\.toml: kernel\.add\.source: .*notes\.txt is neither a Python file \(\.py\) "
+     r"nor Triton-C"),
     ("function not in the module", LIBRARY + _kernel(function='"mul_kernel"') + VARIANT,
      r"aotk\.toml: kernel\.add\.function: .*'mul_kernel' is not an @aotk\.jit function"),
     ("function not a kernel", LIBRARY + _kernel(function='"not_a_kernel"') + VARIANT,

@@ -1,0 +1,145 @@
+"""Triton-C, the C-syntax block language (aotk.tritonc, aotk.frontend.tritonc): the examples
+give the same kir and PTX as their Python twins, every construct runs on the interpreter
+with C's semantics, the C parameter list gives the signature, errors point into the .tc
+file, and a manifest builds .tc sources."""
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import aotk
+from aotk.ir.signature import Signature
+
+pytest.importorskip("lark")
+pytest.importorskip("pcpp")
+import aotk.tritonc as tritonc  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+KERNELS = ROOT / "examples" / "kernels"
+
+
+def _ops(kir) -> list:
+    """The kir text without source positions (the two files' lines differ)."""
+    return [re.sub(r"\s*//\s*line \d+.*$", "", line) for line in str(kir).splitlines()]
+
+
+@pytest.mark.parametrize("file, function, signature, constants", [
+    ("add", "add_kernel", "*fp32:16, *fp32:16, *fp32:16, i32:16", {"BLOCK": 1024}),
+    ("softmax", "softmax_kernel", "*fp32:16, *fp32:16, i32:16, i32:16, i32, i32",
+     {"BLOCK": 4096}),
+])
+def test_the_examples_give_their_python_twins_kir_and_ptx(file, function, signature, constants):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(f"twin_{file}", KERNELS / f"{file}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    twin = getattr(module, function)
+    kernel = tritonc.load(KERNELS / f"{file}.tc", function)
+    parsed = Signature.parse(signature, twin.runtime_names)
+    assert _ops(kernel.kir(signature, constants=constants)) == \
+        _ops(twin.kir(parsed, constants=constants))
+    for target in ("sm_80", "sm_90"):
+        ours = aotk.compile(kernel, signature, constants=constants, target=target)
+        theirs = aotk.compile(twin, signature, constants=constants, target=target)
+        assert ours.asm["ptx"] == theirs.asm["ptx"], target
+
+
+def test_add_and_softmax_on_the_interpreter():
+    add = tritonc.load(KERNELS / "add.tc", "add_kernel")
+    x, y = np.arange(1000, dtype=np.float32), np.full(1000, 0.5, np.float32)
+    out = np.zeros(1000, np.float32)
+    add[(4,)](x, y, out, 1000, BLOCK=256)
+    assert np.array_equal(out, x + y)
+    softmax = tritonc.load(KERNELS / "softmax.tc", "softmax_kernel")
+    logits = np.random.default_rng(0).standard_normal((5, 300)).astype(np.float32) * 4
+    probabilities = np.zeros_like(logits)
+    softmax[(5,)](probabilities, logits, 300, 300, 5, 300, BLOCK=512)
+    reference = np.exp(logits - logits.max(1, keepdims=True))
+    np.testing.assert_allclose(probabilities, reference / reference.sum(1, keepdims=True),
+                               rtol=1e-5, atol=1e-7)
+
+
+def test_every_construct_on_the_interpreter_and_compiled():
+    """tests/kernels/constructs.tc: ranges, newaxis broadcasts, reductions by subscript
+    (+ over rows, max over columns), a counting for, a while, if/else with &&, C's integer
+    / and % (towards zero), select, casts to scalar and block types, min, stores,
+    atomic_add and a #define beside a macro the launch gives."""
+    kernel = tritonc.load(ROOT / "tests" / "kernels" / "constructs.tc", "constructs")
+    x = np.random.default_rng(1).standard_normal((4, 8)).astype(np.float32)
+    out, counts = np.zeros(12, np.float32), np.zeros(4, np.int32)
+    kernel[(1,)](x, out, counts, 5, COLS=8)
+    total = 5 * 1.5 * 2                         # the loop, then doubled by the if
+    expected = np.maximum(x.max(1), 0) + total + (-3) + (-1) + 1.0   # -7/2, -7%3, min
+    np.testing.assert_allclose(out[:4], expected, rtol=1e-6)
+    np.testing.assert_allclose(out[4:], x.sum(0), rtol=1e-5, atol=1e-6)
+    assert counts.tolist() == [1, 1, 1, 1]
+    for target in ("sm_80", "sm_90"):
+        compiled = aotk.compile(kernel, kernel.signature({"COLS": 8}),
+                                constants={"COLS": 8}, target=target)
+        assert "atom.global" in compiled.asm["ptx"] or "red.global" in compiled.asm["ptx"]
+
+
+def test_the_c_parameter_list_is_the_signature():
+    kernel = tritonc.kernel(
+        "__global__ void k(half *a __aligned(16), float *b __noalias __readonly,\n"
+        "                  int n __multipleof(16), unsigned char flags, long m) {}\n", "k")
+    assert kernel.param_names == ["a", "b", "n", "flags", "m"]
+    assert kernel.signature() == "*fp16:16, *fp32, i32:16, u8, i64"
+
+
+def test_a_dtype_constant_becomes_its_c_type_name():
+    kernel = tritonc.kernel(
+        "__global__ void scale(TYPE *x, int n) {\n"
+        "  int offs[64] = 0 ... 64;\n"
+        "  *?(offs < n)(x + offs) = *?(offs < n)(x + offs) * 2;\n"
+        "}\n", "scale")
+    assert kernel.signature({"TYPE": aotk.language.float16}) == "*fp16, i32"
+    assert kernel.signature({"TYPE": "fp64"}) == "*fp64, i32"
+    x = np.arange(64, dtype=np.float16)
+    kernel[(1,)](x, 60, TYPE=aotk.language.float16)
+    assert x[:60].tolist() == (np.arange(60) * 2).tolist() and x[60] == 60
+
+
+@pytest.mark.parametrize("source, message, line", [
+    ("__global__ void k(int *x) {\n  int a = 1\n  *x = a;\n}\n",
+     r"<triton-c>:3:6: error: syntax error at '='", 3),   # `1 * x = a`, as C reads it
+    ("__global__ void k(int *x) {\n  *x = undefined_name;\n}\n",
+     r"<triton-c>:2:8: error: .*undefined_name", 2),
+    ("__global__ void k(float *x) {\n  float a[4] = 0 ... 8;\n}\n",
+     r"<triton-c>:2:3: error: a value of shape \[8\] does not broadcast to the declared "
+     r"shape \[4\]", 2),
+    ("__global__ void k(float *x) {\n  float a[4, 4] = 0;\n  float b[4] = a[+];\n}\n",
+     r"<triton-c>:3:16: error: 1 subscript\(s\) for a block of shape \[4, 4\]", 3),
+    ("__global__ void k(float *x) {\n  float a[BLOCK] = 0;\n}\n",
+     r"<triton-c>:2:11: error: name 'BLOCK' is not defined", 2),
+    ("__global__ void k(float *x) {\n  *x = frobnicate(1);\n}\n",
+     r"<triton-c>:2:8: error: unknown function 'frobnicate'", 2),
+])
+def test_errors_name_the_file_line_and_column(source, message, line):
+    kernel = tritonc.kernel(source, "k")
+    with pytest.raises(aotk.CompilationError, match=message) as raised:
+        aotk.compile(kernel, kernel.signature(), target="sm_90")
+    assert raised.value.line == line and "Traceback" not in str(raised.value)
+
+
+def test_a_manifest_builds_triton_c_beside_python(tmp_path):
+    run = subprocess.run([sys.executable, "-m", "aotk", "build",
+                          str(ROOT / "examples" / "tritonc" / "aotk.toml"), "-o", str(tmp_path)],
+                         capture_output=True, text=True, env={"PYTHONPATH": str(ROOT),
+                                                              "PATH": "/usr/bin:/bin",
+                                                              **_cache_env()})
+    assert run.returncode == 0, run.stderr
+    library = aotk.load(tmp_path / "libtritonc_examples.so")
+    assert set(library.kernels) == {"add", "add_python", "softmax"}
+    assert library.add.select(16, 32, 48, 1 << 20) == "add[BLOCK=1024] aligned"
+    assert library.softmax.select(16, 32, 4096, 4096, 16, 4096) == "softmax[BLOCK=8192] aligned"
+    depfile = (tmp_path / "tritonc_examples.d").read_text()
+    assert str(KERNELS / "add.tc") in depfile and str(KERNELS / "softmax.tc") in depfile
+
+
+def _cache_env() -> dict:
+    import os
+    return {k: v for k, v in os.environ.items() if k.startswith("AOTK_") or k == "HOME"}
