@@ -143,3 +143,20 @@ def test_a_manifest_builds_triton_c_beside_python(tmp_path):
 def _cache_env() -> dict:
     import os
     return {k: v for k, v in os.environ.items() if k.startswith("AOTK_") or k == "HOME"}
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_the_examples_compute_what_their_twins_do():
+    torch = pytest.importorskip("torch")
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("twin_softmax", KERNELS / "softmax.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    kernel = tritonc.load(KERNELS / "softmax.tc", "softmax_kernel")
+    logits = torch.randn(64, 1000, device="cuda") * 4
+    ours, theirs = torch.empty_like(logits), torch.empty_like(logits)
+    kernel[(64,)](ours, logits, 1000, 1000, 64, 1000, BLOCK=1024)
+    module.softmax_kernel[(64,)](theirs, logits, 1000, 1000, 64, 1000, BLOCK=1024)
+    torch.cuda.synchronize()
+    assert torch.equal(ours, theirs)
+    torch.testing.assert_close(ours, torch.softmax(logits, dim=1))
