@@ -26,6 +26,8 @@ def declare(value, dtype, shape=()):
     broadcasting; a value of another shape that does not broadcast is an error."""
     dtype = _value(dtype)
     shape = [int(_value(d)) for d in _value(shape)]
+    if shape and not isinstance(value, tensor):   # a number fills the block (tl.full)
+        return tl.full(shape, _value(value), dtype)
     value = semantic.to_tensor(value) if not isinstance(value, tensor) else value
     if value.dtype != dtype:
         value = semantic.cast(value, dtype)

@@ -37,7 +37,8 @@ FUNCTIONS = {"get_program_id": "program_id", "get_num_programs": "num_programs",
              "min": "minimum", "max": "maximum", "select": "where",
              "atomic_add": "atomic_add", "atomic_cas": "atomic_cas",
              "atomic_xchg": "atomic_xchg", "atomic_max": "atomic_max",
-             "atomic_min": "atomic_min", "__debug_barrier": "debug_barrier"}
+             "atomic_min": "atomic_min", "__debug_barrier": "debug_barrier",
+             "cdiv": "cdiv"}
 CONSTANTS = {"INFINITY": "inf", "NAN": "nan"}
 COMPARISONS = {"==": ast.Eq, "!=": ast.NotEq, "<": ast.Lt, "<=": ast.LtE, ">": ast.Gt,
                ">=": ast.GtE}
@@ -203,7 +204,13 @@ class Translator:
         operator = str(operator)
         if target.data == "name_target":
             name = str(target.children[0])
-            if operator != "=":
+            if operator == "+=" and isinstance(value_tree, Tree) and value_tree.data == "binary" \
+                    and str(value_tree.children[1]) == "@":
+                # acc += a @ b: the dot accumulates into acc (one MMA chain, as tl.dot's acc=)
+                value = self._call("tl", "dot", [self.expression(value_tree.children[0]),
+                                                 self.expression(value_tree.children[2]),
+                                                 ast.Name(name, ast.Load())])
+            elif operator != "=":
                 value = self._binary(operator[:-1], ast.Name(name, ast.Load()), value, tree)
             declared = self._lookup(name)
             if declared:
@@ -315,7 +322,7 @@ class Translator:
                                [self.expression(right)])
         if kind in ("logical_and", "logical_or"):
             return self._call("tc", kind, [self.expression(children[0]),
-                                           self.expression(children[1])])
+                                           self.expression(children[-1])])
         if kind == "logical_not":
             return self._call("tc", "logical_not", [self.expression(children[0])])
         if kind == "negative":
