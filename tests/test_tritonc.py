@@ -77,7 +77,7 @@ def test_add_and_softmax_on_the_interpreter():
 
 def test_every_construct_on_the_interpreter_and_compiled():
     """tests/kernels/constructs.tc: ranges, newaxis broadcasts, reductions by subscript
-    (+ over rows, max over columns), a counting for, a while, if/else with &&, C's integer
+    (+ over rows, max over columns), a counting for, a while, a do/while, if/else with &&, C's integer
     / and % (towards zero), select, casts to scalar and block types, min, stores,
     atomic_add and a #define beside a macro the launch gives."""
     kernel = tritonc.load(ROOT / "tests" / "kernels" / "constructs.tc", "constructs")
@@ -130,6 +130,8 @@ def test_a_dtype_constant_becomes_its_c_type_name():
      r"<triton-c>:2:11: error: name 'BLOCK' is not defined", 2),
     ("__global__ void k(float *x) {\n  *x = frobnicate(1);\n}\n",
      r"<triton-c>:2:8: error: unknown function 'frobnicate'", 2),
+    ("__global__ void k(int *x, int n) {\n  for (int i = 0; i < n; i++) {\n    break;\n  }\n}\n",
+     r"<triton-c>:3:5: error: break is not supported", 3),
 ])
 def test_errors_name_the_file_line_and_column(source, message, line):
     kernel = tritonc.kernel(source, "k")
@@ -151,6 +153,9 @@ def test_a_manifest_builds_triton_c_beside_python(tmp_path):
     assert library.softmax.select(16, 32, 4096, 4096, 16, 4096) == "softmax[BLOCK=8192] aligned"
     depfile = (tmp_path / "tritonc_examples.d").read_text()
     assert str(KERNELS / "add.tc") in depfile and str(KERNELS / "matmul.tc") in depfile
+    # layer_norm's entry has no signature: the C parameters gave it.
+    assert [p["type"] for p in library.kernels["layer_norm"]["params"]] == \
+        ["*fp16"] * 4 + ["*fp32"] * 2 + ["i32"] * 3 + ["fp32"]
     assert library.matmul.select(16, 32, 48, 2048, 2048, 2048, 2048, 1, 2048, 1, 2048, 1) == \
         "matmul[BLOCK_SIZE_M=128, BLOCK_SIZE_N=256, BLOCK_SIZE_K=64, GROUP_SIZE_M=8] aligned"
 

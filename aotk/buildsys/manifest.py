@@ -241,7 +241,9 @@ def load_manifest(path) -> Manifest:
         named = isinstance(table.get("name"), str)
         where = f"kernel.{table['name']}" if named else f"kernel[{k}]"
         _check_keys(path, where, table, _KERNEL_KEYS)
-        for required in ("name", "source", "function", "signature", "grid"):
+        # A Triton-C kernel (.tc) may leave out its signature: its C parameters declare it.
+        tritonc = str(table.get("source", "")).endswith(".tc")
+        for required in ("name", "source", "function", "grid") + (() if tritonc else ("signature",)):
             if required not in table:
                 _fail(path, f"{where}.{required}", "missing")
         kernel_name = _typed(path, f"{where}.name", table["name"], str, "a string")
@@ -262,7 +264,8 @@ def load_manifest(path) -> Manifest:
         specialize = _specialize(path, f"{where}.specialize", table.get("specialize", "auto"))
         kernel = Kernel(kernel_name, source,
                         _typed(path, f"{where}.function", table["function"], str, "a string"),
-                        _typed(path, f"{where}.signature", table["signature"], str, "a string"),
+                        _typed(path, f"{where}.signature", table.get("signature", ""), str,
+                               "a string"),
                         grid, _num_warps(path, f"{where}.num_warps", table.get("num_warps", 4)),
                         _num_stages(path, f"{where}.num_stages", table.get("num_stages", 3)),
                         specialize, redirect_triton=redirect_triton,

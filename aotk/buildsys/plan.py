@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import sys
 
+from ..errors import CompilationError
 from ..ir.signature import Signature, SignatureError
 from .expressions import ExpressionError, to_total_c
 from .manifest import RESERVED_C_NAMES, ManifestError, Variant, check_expression
@@ -76,11 +77,17 @@ def _fail(manifest, key, message):
     raise ManifestError(f"{manifest.path}: {key}: {message}")
 
 
-def _signature(manifest, key, text: str, function) -> Signature:
+def _signature(manifest, key, text: str, function, constants=None) -> Signature:
+    """The signature ``text`` gives, or where it is empty (a Triton-C kernel's entry without
+    ``signature``) the one its C parameter list declares with ``constants`` as macros."""
     try:
+        if not text:
+            text = function.signature(constants or {})
         return Signature.parse(text, function.runtime_names, function.name)
     except SignatureError as exc:
         _fail(manifest, key, str(exc))
+    except CompilationError as exc:
+        _fail(manifest, key, f"from the C parameters: {exc}")
 
 
 def _total_c(manifest, key, expression, floats, constants):
@@ -101,7 +108,9 @@ def plan_builds(manifest) -> list:
                 kernel.source, kernel.function, kernel.redirect_triton)
         except SourceError as exc:
             _fail(manifest, f"{where}.function", str(exc))
-        kernel_signature = _signature(manifest, f"{where}.signature", kernel.signature, function)
+        first = kernel.variants[0].constants if kernel.variants else {}
+        kernel_signature = _signature(manifest, f"{where}.signature", kernel.signature, function,
+                                      first)
         parameters = kernel_signature.parameters
         for parameter in parameters:
             if parameter.name in RESERVED_C_NAMES:
@@ -147,7 +156,8 @@ def plan_builds(manifest) -> list:
             if variant.when is not None:
                 check_expression(manifest.path, f"{vwhere}.when", variant.when, names)
                 _total_c(manifest, f"{vwhere}.when", variant.when, floats, variant.constants)
-            signature = _signature(manifest, f"{vwhere}.signature", variant.signature, function)
+            signature = _signature(manifest, f"{vwhere}.signature", variant.signature, function,
+                                   variant.constants)
             if signature.names != kernel_signature.names or \
                     signature.descriptors != kernel_signature.descriptors:
                 _fail(manifest, f"{vwhere}.signature", "a variant's signature may change types "

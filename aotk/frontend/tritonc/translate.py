@@ -12,8 +12,8 @@ the parameters' C types. The mapping:
   ``m ? *p : o``           ``tl.load(p, mask=m, other=o)``; ``c ? a : b`` is ``tl.where``
   ``x[:, newaxis]``        ``x[:, None]``; ``x[+]``, ``x[:, max]`` ``tc.reduce``
   ``a @ b``                ``tl.dot(a, b)``; ``/`` and ``%`` C's (``tc.div``, ``tc.mod``)
-  ``for (i = a; i < b; i += s)``  ``for i in range(a, b, s)``; other ``for``s and
-                           ``while`` become Python ``while`` loops
+  ``for (i = a; i < b; i += s)``  ``for i in range(a, b, s)``; other ``for``s,
+                           ``while`` and ``do``/``while`` become Python ``while`` loops
   ``get_program_id``, ``exp``, ``max``, ``select``, ``atomic_add`` ...  their ``tl`` names
 """
 from __future__ import annotations
@@ -175,6 +175,16 @@ class Translator:
                                  tree)]
         if kind == "for_statement":
             return self.for_statement(tree)
+        if kind == "do_statement":
+            # do { body } while (c);  is  body; while (c) { body }
+            body, condition = tree.children
+            return self.block(body) + [self.located(
+                ast.While(self.expression(condition), self.block(body), []), tree)]
+        if kind in ("break_statement", "continue_statement"):
+            word = kind.split("_")[0]
+            raise self.error(tree, f"{word} is not supported: a loop runs until its condition "
+                                   "fails (as in Triton's Python language); fold the exit "
+                                   "into the loop's condition")
         raise self.error(tree, f"unsupported statement ({kind})")
 
     def block(self, tree) -> list:
