@@ -101,16 +101,24 @@ class TritonCKernel(JITFunction):
         self._translations = {}
 
     def _parameter_names(self) -> list:
-        """The names of the kernel's parameters, read before any macro is known: the last
+        """The names of the kernel's parameters, read before the constants are known (the
+        file's own macros expanded, so a kernel named by a #define is found): the last
         identifier of each comma-separated declaration."""
-        for match in _KERNEL_HEAD.finditer(self.text):
+        text = self.text
+        if importlib.util.find_spec("pcpp") is not None:
+            from .frontend.tritonc.preprocess import preprocess
+            try:
+                text, _ = preprocess(self.text, self.filename, {})
+            except CompilationError:
+                pass   # reported, with its line, when the kernel is translated
+        for match in _KERNEL_HEAD.finditer(text):
             if match.group(1) != self.name:
                 continue
             depth, end = 1, match.end()
-            while depth and end < len(self.text):
-                depth += {"(": 1, ")": -1}.get(self.text[end], 0)
+            while depth and end < len(text):
+                depth += {"(": 1, ")": -1}.get(text[end], 0)
                 end += 1
-            declarations = self.text[match.end():end - 1]
+            declarations = text[match.end():end - 1]
             declarations = re.sub(r"\w+\s*\(\s*\d+\s*\)", "", declarations)   # __aligned(16)
             names = []
             for declaration in filter(str.strip, re.findall(r"[^,]+", declarations)):

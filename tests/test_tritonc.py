@@ -95,6 +95,24 @@ def test_every_construct_on_the_interpreter_and_compiled():
         assert "atom.global" in compiled.asm["ptx"] or "red.global" in compiled.asm["ptx"]
 
 
+def test_pointer_compound_assignment_local_hints_and_a_kernel_named_by_a_macro():
+    kernel = tritonc.kernel(
+        "#define KERNEL bump\n"
+        "__global__ void KERNEL(float *x, int n) {\n"
+        "  int offs[64] __multipleof(64) = 0 ... 64;\n"
+        "  *?(offs < n)(x + offs) += 1.5f;\n"
+        "  *(x + 63) *= 2;\n"
+        "}\n", "bump")
+    assert kernel.param_names == ["x", "n"]
+    assert "tl.multiple_of(" in kernel.python_source()
+    x = np.arange(64, dtype=np.float32)
+    kernel[(1,)](x, 60)
+    expected = np.arange(64, dtype=np.float32)
+    expected[:60] += 1.5
+    expected[63] *= 2
+    assert x.tolist() == expected.tolist()
+
+
 def test_the_c_parameter_list_is_the_signature():
     kernel = tritonc.kernel(
         "__global__ void k(half *a __aligned(16), float *b __noalias __readonly,\n"

@@ -199,13 +199,20 @@ class Translator:
         name = next(t for t in tree.children if isinstance(t, Token) and t.type == "NAME")
         shape = next((c for c in tree.children if isinstance(c, Tree) and c.data == "shape"),
                      None)
-        values = [c for c in tree.children if not isinstance(c, Token) and c is not shape]
+        attributes = [c for c in tree.children if isinstance(c, Tree) and c.data == "attribute"]
+        values = [c for c in tree.children if not isinstance(c, Token) and c is not shape
+                  and c not in attributes]
         dtype = self._dtype(words, stars, tree)
         dims = ast.Tuple([self.expression(d) for d in shape.children], ast.Load()) \
             if shape is not None else ast.Tuple([], ast.Load())
         self.declared[-1][str(name)] = (dtype, dims)
         value = self.expression(values[0]) if values else ast.Constant(0)
         declared = self._call("tc", "declare", [value, dtype, dims])
+        for attribute in attributes:
+            # __multipleof(N) / __aligned(N) on a local: a divisibility hint, tl.multiple_of
+            if len(attribute.children) == 2:
+                divisor = int(str(attribute.children[1]).rstrip("uUlL"))
+                declared = self._call("tl", "multiple_of", [declared, ast.Constant(divisor)])
         return self.located(ast.Assign([ast.Name(str(name), ast.Store())], declared), tree)
 
     def assignment(self, tree: Tree):
@@ -226,14 +233,14 @@ class Translator:
             if declared:
                 value = self._call("tc", "declare", [value, *declared])
             return self.located(ast.Assign([ast.Name(name, ast.Store())], value), tree)
-        if operator != "=":
-            raise self.error(tree, f"{operator} through a pointer is not supported; write "
-                                   "*p = *p + ...")
         if target.data == "store_target":
             pointer, keywords = self.expression(target.children[0]), []
         else:   # masked_store_target
             mask, pointer_tree = target.children
             pointer, keywords = self.expression(pointer_tree), [("mask", self.expression(mask))]
+        if operator != "=":   # *p += v: read, combine, write back (under the same mask)
+            current = self._call("tl", "load", [pointer], keywords)
+            value = self._binary(operator[:-1], current, value, tree)
         return self.located(ast.Expr(self._call("tl", "store", [pointer, value], keywords)), tree)
 
     def for_statement(self, tree: Tree) -> list:
