@@ -182,17 +182,28 @@ def build_command(manifest, out_dir, jobs, verbose, static, targets, report_path
     # SIGTERM (a Makefile's or CI's kill) stops the build as Ctrl-C does: the compile
     # workers go with it, the outputs stay as they were, the status is 128 + the signal.
     signal.signal(signal.SIGTERM, stop)
+    result = None
     try:
         result = build(manifest, out_dir=out_dir, jobs=jobs, verbose=verbose, static=static,
                        progress=progress, targets=list(targets) or None)
+        progress.close()
+        _finish_build(manifest, static, targets, started_ns, result, report_path)
     except (ManifestError, aotk.CompilationError, ToolchainError, CacheError) as exc:
         raise UserError(str(exc)) from None
     except KeyboardInterrupt:
+        # A signal held while the outputs were installed arrives right after: the build is
+        # then complete, but stopped all the same (a stopped build's status, for make).
         progress.close()
-        click.echo("\naotk: error: build interrupted; the outputs are as they were", err=True)
+        click.echo("\naotk: error: build interrupted; " +
+                   ("its outputs were already written, complete" if result is not None
+                    else "the outputs are as they were"), err=True)
         sys.exit(128 + (received[0] if received else signal.SIGINT))
     finally:
         progress.close()
+
+
+def _finish_build(manifest, static, targets, started_ns, result, report_path):
+    """The closing summary, the --json report, the build record and the output paths."""
     outputs = [path for path in (result.library, result.header, result.depfile,
                                  result.pkgconfig, result.static_library) if path is not None]
     seconds = (time.time_ns() - started_ns) / 1e9
