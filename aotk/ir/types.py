@@ -165,6 +165,9 @@ class PointerType:
     def is_fp8(self) -> bool:
         return False
 
+    def is_fp8e4b15(self) -> bool:
+        return False
+
 
 _NAMED: dict = {}   # Triton's and aotk's names of each type, for DType(name)
 int1 = DType("int1", "i1", "bool", 1)

@@ -145,11 +145,16 @@ def torch_current_device() -> int:
     this thread runs in. Asked of torch's C binding of cudaGetDevice where it has one (as
     Triton's launcher does: ``torch.cuda.current_device()`` adds a lazy-init check in
     Python to every launch; a CUDA tensor already means torch has initialized CUDA)."""
+    return torch_current_device_function()()
+
+
+def torch_current_device_function():
+    """The callable ``torch_current_device`` asks (imports torch on first use)."""
     global _current_device
     if _current_device is None:
         import torch
         _current_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
-    return _current_device()
+    return _current_device
 
 
 def torch_dtype_names(type_: T.DType) -> tuple:

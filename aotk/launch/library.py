@@ -18,7 +18,8 @@ import os
 
 from ..errors import AotkError
 from ..ir.types import parse_type
-from .arguments import check_devices, check_dtypes, torch_current_device, torch_dtype_names
+from .arguments import (check_devices, check_dtypes, torch_current_device,
+                        torch_current_device_function, torch_dtype_names)
 
 _SCALAR_CTYPES = {"i1": ctypes.c_bool, "i8": ctypes.c_int8, "i16": ctypes.c_int16,
                   "i32": ctypes.c_int32, "i64": ctypes.c_int64, "u8": ctypes.c_uint8,
@@ -182,11 +183,13 @@ class Kernel:
         return scope["call"]
 
     def _bind_torch_dtypes(self):
-        """Gives the fast caller torch's dtype objects to compare with (by identity)."""
+        """Gives the fast caller torch's dtype objects to compare with (by identity), and
+        torch's current-device function itself (no wrapper frame per launch)."""
         import torch
         scope, slots = self._fast_dtypes
         for slot, type_ in slots:
             scope[slot] = getattr(torch, torch_dtype_names(type_.element_ty)[0][len("torch."):])
+        scope["current_device"] = torch_current_device_function()
         self._fast_dtypes = None
 
     def _call(self, args, stream):
