@@ -111,9 +111,16 @@ class TritonCKernel(JITFunction):
                 text, _ = preprocess(self.text, self.filename, {})
             except CompilationError:
                 pass   # reported, with its line, when the kernel is translated
-        for match in _KERNEL_HEAD.finditer(text):
-            if match.group(1) != self.name:
-                continue
+        heads = list(_KERNEL_HEAD.finditer(text))
+        chosen = [m for m in heads if m.group(1) == self.name]
+        if not chosen:
+            # A kernel named by a macro the specialization defines (`__global__ void
+            # KERNEL(...)` with KERNEL = "scale_fp16" among a manifest variant's constants):
+            # by C convention the one head spelled in capitals. translate() checks that the
+            # constants do expand it to this name.
+            chosen = [m for m in heads if m.group(1).isupper()][:2]
+            chosen = chosen if len(chosen) == 1 else []
+        for match in chosen:
             depth, end = 1, match.end()
             while depth and end < len(text):
                 depth += {"(": 1, ")": -1}.get(text[end], 0)
@@ -164,8 +171,11 @@ class TritonCKernel(JITFunction):
                     else None) from None
             kernels = [k for k in tree.children if str(k.children[0]) == self.name]
             if not kernels:
-                raise CompilationError(f"no __global__ function named {self.name!r}",
-                                       self.filename)
+                named = ", ".join(repr(str(k.children[0])) for k in tree.children)
+                raise CompilationError(
+                    f"no __global__ function named {self.name!r}" +
+                    (f" with the macros {dict(macros)} (the file defines {named})"
+                     if macros else ""), self.filename)
             translator = Translator(self.filename, origins)
             module, params = translator.kernel(kernels[0])
             self._translations[key] = (_Translated(self.name, params, module, self.source_info),

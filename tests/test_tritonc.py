@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import aotk
+from aotk.buildsys.manifest import ManifestError
 from aotk.ir.signature import Signature
 
 pytest.importorskip("lark")
@@ -176,6 +177,53 @@ def test_a_manifest_builds_triton_c_beside_python(tmp_path):
         ["*fp16"] * 4 + ["*fp32"] * 2 + ["i32"] * 3 + ["fp32"]
     assert library.matmul.select(16, 32, 48, 2048, 2048, 2048, 2048, 1, 2048, 1, 2048, 1) == \
         "matmul[BLOCK_SIZE_M=128, BLOCK_SIZE_N=256, BLOCK_SIZE_K=64, GROUP_SIZE_M=8] aligned"
+
+
+MACRO_NAMED = """
+__global__ void KERNEL(TYPE *x, int n) {
+  int offs[BLOCK] = get_program_id(0) * BLOCK + 0 ... BLOCK;
+  *?(offs < n)(x + offs) = *?(offs < n)(x + offs) * 2;
+}
+"""
+
+MACRO_MANIFEST = """
+[library]
+name = "scaled"
+targets = ["sm_90"]
+
+[[kernel]]
+name = "scale_fp16"
+source = "scale.tc"
+function = "scale_fp16"
+grid = ["cdiv(n, BLOCK)"]
+
+[[kernel.variant]]
+constants = {{ KERNEL = "scale_fp16", TYPE = "fp16", BLOCK = 256 }}
+
+[[kernel]]
+name = "scale_fp32"
+source = "scale.tc"
+function = "scale_fp32"
+grid = ["cdiv(n, BLOCK)"]
+
+[[kernel.variant]]
+constants = {{ KERNEL = "{fp32_name}", TYPE = "fp32", BLOCK = 256 }}
+"""
+
+
+def test_a_manifest_names_one_source_s_kernel_by_a_macro_per_entry(tmp_path):
+    (tmp_path / "scale.tc").write_text(MACRO_NAMED)
+    (tmp_path / "aotk.toml").write_text(MACRO_MANIFEST.format(fp32_name="scale_fp32"))
+    result = aotk.build(tmp_path / "aotk.toml", out_dir=tmp_path / "out")
+    library = aotk.load(result.library)
+    assert [p["type"] for p in library.kernels["scale_fp16"]["params"]] == ["*fp16", "i32"]
+    assert [p["type"] for p in library.kernels["scale_fp32"]["params"]] == ["*fp32", "i32"]
+    # Constants that expand the macro to another name: the error says what they gave.
+    (tmp_path / "aotk.toml").write_text(MACRO_MANIFEST.format(fp32_name="scale_f32"))
+    with pytest.raises(ManifestError, match=r"no __global__ function named .scale_fp32. with "
+                                             r"the macros .*the file defines 'scale_f32'"):
+        aotk.build(tmp_path / "aotk.toml", out_dir=tmp_path / "out2")
+    assert not (tmp_path / "out2" / "libscaled.so").exists()
 
 
 def _cache_env() -> dict:
