@@ -7,9 +7,10 @@ float a ``float``); it returns nothing and declares every pointer argument as mu
 kernel may write through any of them), so that functionalization keeps the order of reads
 and writes. Its fake (meta) implementation does nothing: outputs are caller-allocated, so
 ``torch.compile(fullgraph=True)`` traces through a call without running it. A call runs on
-the device of its first tensor, on torch's current stream there. Kernels with host tensor
-descriptors (``tensordesc<...>`` parameters) are not registered: a TensorDescriptor is not a
-type an operator schema can hold.
+the device of its first tensor, on torch's current stream there, through the ``Library``'s
+kernel itself: its dtype, device and declared-layout checks (``aotk.load``) hold for the
+operator too. Kernels with host tensor descriptors (``tensordesc<...>`` parameters) are not
+registered: a TensorDescriptor is not a type an operator schema can hold.
 """
 from __future__ import annotations
 

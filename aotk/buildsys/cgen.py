@@ -275,6 +275,9 @@ def info_json(manifest, plans, compiled: dict) -> str:
                                    "padding": layout.padding,
                                    "params": layout.runtime_names(name)}
                             for name, layout in plan.descriptors},
+            # The layouts the manifest declares for pointer arguments: aotk.load checks them.
+            "pointer_layouts": {layout.name: layout.to_json()
+                                for layout in plan.pointer_layouts},
             "grid": plan.kernel.grid,
             "variants": [b.description for b in plan.builds],
             # What each build compiled to, per target: for `aotk inspect` and for reading.
@@ -306,6 +309,16 @@ def _shared_by_arch(metadata: dict):
     return ", ".join(pairs + [f"0u, {max(sizes.values())}u"])
 
 
+def _layout_comment(plan) -> str:
+    """The lines the header adds to a kernel's comment for its declared pointer layouts
+    (the C entry cannot check them: a pointer carries no strides)."""
+    if not plan.pointer_layouts:
+        return ""
+    lines = [f"\n *   {layout.name}: {layout}" for layout in plan.pointer_layouts]
+    return ("\n * pointer layouts (strides in elements; aotk.load checks them, a C caller must "
+            "keep them):" + "".join(lines))
+
+
 def generate(manifest, plans, compiled: dict) -> dict:
     name = manifest.name
     manifest_dir = manifest.path.parent
@@ -320,7 +333,7 @@ def generate(manifest, plans, compiled: dict) -> dict:
         api = f"{name.upper()}_API"
         declarations.append(
             f"/* {plan.kernel.name}: {len(plan.builds)} variant(s), grid "
-            f"({', '.join(plan.kernel.grid)}) */\n"
+            f"({', '.join(plan.kernel.grid)}){_layout_comment(plan)} */\n"
             f"{api} int {name}_{plan.kernel.name}(struct CUstream_st *stream{comma});\n"
             f"/* the variant index that would run, -1 if none; needs no GPU */\n"
             f"{api} int {name}_{plan.kernel.name}_select({parameters or 'void'});\n"

@@ -12,6 +12,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..ir.pointer_layouts import LAYOUT_KEYS, LayoutError, check_declaration
 from ..options import SUPPORTED_TARGETS
 from .expressions import FUNCTIONS
 
@@ -99,6 +100,10 @@ class Kernel:
     explicit_variants: bool = True   # False: no [[kernel.variant]] (an autotuned kernel's
     #                                  configs, or the tuning file, make them)
     tune: Tune | None = None
+    # The layouts its pointer arguments must have (ir/pointer_layouts.py; plan.py checks
+    # the names against the parameters): true or a list of names, {pointer: [stride, ...]}.
+    contiguous: bool | list = False
+    strides: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -113,7 +118,7 @@ class Manifest:
 _LIBRARY_KEYS = {"name", "targets", "out_dir", "redirect_triton"}
 _KERNEL_KEYS = {"name", "source", "function", "signature", "grid", "num_warps", "num_stages",
                 "maxnreg",
-                "specialize", "variant", "constants", "when", "tune"}
+                "specialize", "variant", "constants", "when", "tune", *LAYOUT_KEYS}
 _TUNE_KEYS = {"points", "arguments", "work", "work_unit"}
 _VARIANT_KEYS = {"when", "constants", "num_warps", "num_stages", "signature", "specialize",
                  "maxnreg"}
@@ -271,6 +276,7 @@ def load_manifest(path) -> Manifest:
                         specialize, redirect_triton=redirect_triton,
                         maxnreg=_maxnreg(path, f"{where}.maxnreg", table.get("maxnreg")))
         kernel.explicit_variants = "variant" in table
+        kernel.contiguous, kernel.strides = _pointer_layouts(path, where, table)
         if "tune" in table:
             kernel.tune = _tune(path, f"{where}.tune", table["tune"])
         variants = table.get("variant") or [{}]
@@ -314,6 +320,16 @@ def load_manifest(path) -> Manifest:
         kernels.append(kernel)
     _check_symbols(path, name, kernels)
     return Manifest(path.resolve(), name, list(targets), out_dir, kernels)
+
+
+def _pointer_layouts(path, where: str, table) -> tuple:
+    """``contiguous`` and ``strides`` as written, their types checked."""
+    contiguous, strides = table.get("contiguous", False), table.get("strides", {})
+    try:
+        check_declaration(contiguous, strides)
+    except LayoutError as exc:
+        _fail(path, f"{where}.{exc.key}", str(exc))
+    return contiguous, strides
 
 
 def _tune(path, where: str, table) -> Tune:

@@ -1,13 +1,14 @@
 """Manifest -> the ordered list of builds the library dispatches over.
 
-In: a validated ``Manifest``. Out: per kernel, its ``JITFunction``, C parameter list and
-``Build``s in dispatch order: for each variant (manifest order), with ``specialize =
-"auto"`` (the variant's, else its kernel's), first the build that assumes every pointer
-16-byte aligned and every integer divisible by 16, then the generic one; ``"none"`` keeps
-only the generic build, ``"aligned"`` only the specialized one. Checks against the Python
-function happen here: the signatures (parsed into ``Signature``s against its parameter
-names), constexpr values present, grid and ``when`` naming only scalar parameters and
-constants.
+In: a validated ``Manifest``. Out: per kernel, its ``JITFunction``, C parameter list,
+declared pointer layouts and ``Build``s in dispatch order: for each variant (manifest
+order), with ``specialize = "auto"`` (the variant's, else its kernel's), first the build
+that assumes every pointer 16-byte aligned and every integer divisible by 16, then the
+generic one; ``"none"`` keeps only the generic build, ``"aligned"`` only the specialized
+one. Checks against the Python function happen here: the signatures (parsed into
+``Signature``s against its parameter names), constexpr values present, grid and ``when``
+naming only scalar parameters and constants, the declared pointer layouts naming pointers
+and integer parameters.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 import sys
 
 from ..errors import CompilationError
+from ..ir.pointer_layouts import LayoutError, parse_layouts
 from ..ir.signature import Signature, SignatureError
 from .expressions import ExpressionError, to_total_c
 from .manifest import RESERVED_C_NAMES, ManifestError, Variant, check_expression
@@ -65,6 +67,7 @@ class KernelPlan:
     function: object           # JITFunction
     parameters: tuple          # the kernel signature's SignatureParameters: the C API
     descriptors: tuple = ()    # (name, HostDescriptorLayout) of tensordesc<...> parameters
+    pointer_layouts: tuple = ()   # the PointerLayouts the manifest declares
     builds: list = field(default_factory=list)
     dependencies: list = field(default_factory=list)
     tuned: TunedDispatch | None = None
@@ -118,8 +121,13 @@ def plan_builds(manifest) -> list:
                       f"{kernel.function} is a C keyword or a name the generated C uses; "
                       "rename it")
         scalars = {p.name for p in parameters if not p.type.is_ptr()}
+        try:
+            pointer_layouts = parse_layouts(kernel.contiguous, kernel.strides, parameters,
+                                            kernel_signature.descriptors)
+        except LayoutError as exc:
+            _fail(manifest, f"{where}.{exc.key}", str(exc))
         plan = KernelPlan(kernel, function, parameters, kernel_signature.descriptors,
-                          dependencies=dependencies)
+                          pointer_layouts, dependencies=dependencies)
         variants = kernel.variants
         if tuner is not None and (not kernel.explicit_variants or kernel.tune is not None):
             variants, plan.tuned = _autotuned_variants(manifest, kernel, function, tuner,

@@ -7,7 +7,8 @@ their element and scalar types (DESIGN.md section 7) and, for a GPU launch, a ``
 specialized like Triton's JIT (pointers 16-byte aligned, integers divisible by 16 or equal
 to 1; a kernel's ``do_not_specialize`` parameters get no hint, its
 ``do_not_specialize_on_alignment`` ones no ":16") with each argument as a (value, ctypes
-type) pair for the driver.
+type) pair for the driver. For ``aotk.load``'s calls: a tensor's dtype, device and declared
+layout checked, an error naming the argument where one is wrong.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import os
 import numpy as np
 
 from ..ir import types as T
+from ..ir.pointer_layouts import dense_strides, strides_match
 from ..ir.signature import SPECIALIZED_HINT, Signature, SignatureParameter
 
 NUMPY_DTYPES = {
@@ -203,6 +205,52 @@ def check_devices(kernel_name: str, named_values) -> None:
                 f"{kernel_name}: argument {name!r} is on cuda:{index} but the current device "
                 f"is cuda:{current}; launch inside `with torch.cuda.device({index}):` or call "
                 f"torch.cuda.set_device({index}) first")
+
+
+def tensor_layout(value):
+    """(shape, strides in elements) of a torch tensor or ``__cuda_array_interface__``
+    object; None for a raw address, or an array that does not say its shape."""
+    if type(value).__module__.startswith("torch"):
+        return tuple(value.shape), tuple(value.stride())
+    if not is_cuda_array(value):
+        return None
+    interface = value.__cuda_array_interface__
+    if "shape" not in interface:
+        return None
+    shape = tuple(interface["shape"])
+    strides = interface.get("strides")
+    if strides is None:   # the interface's way of saying dense row-major
+        return shape, dense_strides(shape)
+    itemsize = np.dtype(interface["typestr"]).itemsize
+    # Byte strides that are no multiple of the element size stay fractions: they match no
+    # declaration, and the message shows them.
+    return shape, tuple(s // itemsize if s % itemsize == 0 else s / itemsize for s in strides)
+
+
+def check_layouts(kernel_name: str, layouts, values: dict) -> None:
+    """Raises ValueError naming the first tensor whose layout is not what the kernel declares
+    (``ir.pointer_layouts.PointerLayout``s): ``values`` maps each parameter to the call's value
+    (integers already converted). Raw addresses carry no layout and pass."""
+    for layout in layouts:
+        found = tensor_layout(values[layout.name])
+        if found is None:
+            continue
+        shape, strides = found
+        name = layout.name
+        if layout.strides is None:
+            if not strides_match(shape, strides, dense_strides(shape)):
+                raise ValueError(f"{kernel_name}: argument {name!r} must be contiguous "
+                                 f"(row-major strides {dense_strides(shape)} for shape "
+                                 f"{shape}), got strides {strides}; pass .contiguous()")
+            continue
+        if len(shape) != len(layout.strides):
+            raise ValueError(f"{kernel_name}: argument {name!r} must have "
+                             f"{len(layout.strides)} dimension(s), strides "
+                             f"{layout.expected_text(values)}, got a tensor of shape {shape}")
+        if not strides_match(shape, strides, layout.expected_strides(shape, values)):
+            raise ValueError(f"{kernel_name}: argument {name!r} must have strides "
+                             f"{layout.expected_text(values)}, got {strides}")
+
 
 # Signatures already built, by kernel and argument types and hints: a launch like an
 # earlier one (the common case) skips building and checking a new one.

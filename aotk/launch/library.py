@@ -8,7 +8,10 @@ its base, shape and strides) and raises ``AotkError`` with the library's own mes
 the status is not 0. A launch runs in the thread's current CUDA context (torch's current
 device); a torch tensor of another device, or in unpinned CPU memory, is a ValueError
 naming the argument (``arguments.check_devices``), never a launch on the wrong device; one
-whose dtype is not the pointer's element type a TypeError (``arguments.check_dtypes``).
+whose dtype is not the pointer's element type a TypeError (``arguments.check_dtypes``);
+one whose shape and strides are not the layout the manifest declares for that pointer
+(``contiguous`` / ``strides``, ``ir/pointer_layouts.py``) a ValueError
+(``arguments.check_layouts``).
 """
 from __future__ import annotations
 
@@ -17,8 +20,9 @@ import json
 import os
 
 from ..errors import AotkError
+from ..ir.pointer_layouts import layouts_from_json
 from ..ir.types import parse_type
-from .arguments import (check_devices, check_dtypes, torch_current_device,
+from .arguments import (check_devices, check_dtypes, check_layouts, torch_current_device,
                         torch_current_device_function, torch_dtype_names)
 
 _SCALAR_CTYPES = {"i1": ctypes.c_bool, "i8": ctypes.c_int8, "i16": ctypes.c_int16,
@@ -71,6 +75,8 @@ class Kernel:
         self._variant_name.argtypes = [ctypes.c_int]
         self._variant_name.restype = ctypes.c_char_p
         self._converters = [self._converter(n, t) for n, t in self._params]
+        self._pointer_layouts = layouts_from_json(description.get("pointer_layouts", {}),
+                                                  [n for n, _ in self._params])
         self._descriptors = description.get("descriptors", {})
         # The arguments a call takes: a parameter name, or a descriptor's name standing for
         # its base, shape and strides (which a call may also pass one by one).
@@ -158,6 +164,18 @@ class Kernel:
             same_device = (f"        device = {pointers[0]}.get_device()\n"
                            f"        if device < 0 or device != current_device():\n"
                            f"            return general(args, stream)\n" + same_device)
+        # The declared layouts, only for the kernels that declare some: the exact strides
+        # (else the general path decides, which also forgives dimensions of size 1).
+        variable = {n: v for v, (n, _) in zip(names, self._params)}
+        same_layout = ""
+        for layout in self._pointer_layouts:
+            tensor = variable[layout.name]
+            if layout.strides is None:
+                test = f"not {tensor}.is_contiguous()"
+            else:
+                entries = [variable[e] if isinstance(e, str) else str(e) for e in layout.strides]
+                test = f"{tensor}.stride() != ({', '.join(entries)},)"
+            same_layout += f"        if {test}:\n            return general(args, stream)\n"
         source = (f"def call(self, *args, stream=None):\n"
                   f"    if len(args) != {len(names)}:\n"
                   f"        return general(args, stream)\n"
@@ -165,6 +183,7 @@ class Kernel:
                   f"    try:\n"
                   f"{same_dtype}"
                   f"{same_device}"
+                  f"{same_layout}"
                   f"        status = launch(stream if stream is None or stream.__class__ is int "
                   f"else stream_value(stream), {', '.join(passed)})\n"
                   f"    except (AttributeError, ArgumentError, ImportError):\n"
@@ -198,6 +217,9 @@ class Kernel:
         check_dtypes(qualified, [(n, a, t) for (n, t), a in zip(self._params, args)
                                  if t.is_ptr()])
         check_devices(qualified, [(n, a) for (n, t), a in zip(self._params, args) if t.is_ptr()])
+        if self._pointer_layouts:
+            check_layouts(qualified, self._pointer_layouts, {
+                n: a if t.is_ptr() else c for (n, t), a, c in zip(self._params, args, converted)})
         if getattr(self, "_fast_dtypes", None) and any(
                 type(a).__module__.startswith("torch") for a in args):
             self._bind_torch_dtypes()

@@ -232,6 +232,14 @@ CASES = [
      r"aotk\.toml: kernel\.add\.maxnreg: must be from 16 to 255"),
     ("specialize unknown", LIBRARY + _kernel(specialize='"sometimes"') + VARIANT,
      r"aotk\.toml: kernel\.add\.specialize: expected one of"),
+    ("contiguous of a number", LIBRARY + _kernel(contiguous="1") + VARIANT,
+     r"aotk\.toml: kernel\.add\.contiguous: expected true or a list of pointer parameter"),
+    ("contiguous naming a scalar", LIBRARY + _kernel(contiguous='["n"]') + VARIANT,
+     r"aotk\.toml: kernel\.add\.contiguous\[0\]: 'n' is a parameter of type i32, not a "
+     r"pointer"),
+    ("strides naming no parameter", LIBRARY + _kernel(strides='{ x_ptr = ["x_stride", 1] }')
+     + VARIANT, r"aotk\.toml: kernel\.add\.strides\.x_ptr\[0\]: 'x_stride' is not a "
+     r"parameter of the kernel"),
     ("constants not a table", LIBRARY + ADD + "\n[[kernel.variant]]\nconstants = 3\n",
      r"aotk\.toml: kernel\.add\.variant\[0\]\.constants: expected an inline table"),
     ("constant of a list", LIBRARY + ADD + "\n[[kernel.variant]]\nconstants = { BLOCK = [1] }\n",
