@@ -131,7 +131,9 @@ def test_library_has_no_link_time_cuda_dependency(built):
                      "examples_batched_matmul_select", "examples_batched_matmul_variant_name",
                      "examples_matmul_descriptor", "examples_matmul_descriptor_select",
                      "examples_matmul_descriptor_variant_name",
-                     "examples_last_error", "examples_info", "examples_modules_loaded"}
+                     "examples_last_error", "examples_info", "examples_modules_loaded"} | {
+        f"examples_{kernel}_tc{suffix}" for kernel in ("add", "softmax", "layer_norm", "matmul")
+        for suffix in ("", "_select", "_variant_name")}
     assert "libcuda" not in subprocess.run(["ldd", str(result.library)], capture_output=True,
                                            text=True).stdout
 
@@ -163,7 +165,8 @@ def test_python_load_select_and_errors(built):
     lib = aotk.load(result.library)
     assert set(lib.kernels) == {"add", "copy", "copy2d", "softmax", "layer_norm",
                                 "row_argmax", "transpose", "matmul", "matmul_leaky_relu",
-                                "matmul_descriptor", "batched_matmul"}
+                                "matmul_descriptor", "batched_matmul", "add_tc", "softmax_tc",
+                                "layer_norm_tc", "matmul_tc"}
     assert lib.kernels["add"]["params"][3] == {"name": "n", "type": "i32"}
     assert lib.add.select(256, 512, 768, 4096) == "add[BLOCK=256] aligned"
     assert lib.add.select(260, 512, 768, 1 << 20) == "add[BLOCK=1024] generic"
@@ -340,8 +343,9 @@ def test_inspect_lists_every_variant_and_target(built):
     # add has 4 builds, copy, copy2d and transpose 2 each, softmax and layer_norm 6 each,
     # row_argmax 4, matmul 6 and matmul_leaky_relu 3 (large tiles aligned only, and for
     # matmul one ":8" build), matmul_descriptor 3 (its large build listed by hand),
-    # batched_matmul 5 (specialize = "none"); 2 targets: 86 rows.
-    assert len(lines) == 1 + 86
+    # batched_matmul 5 (specialize = "none"); the Triton-C twins add_tc, softmax_tc and
+    # layer_norm_tc 4 each, matmul_tc 3; 2 targets: 116 rows.
+    assert len(lines) == 1 + 116
     aligned_add = [l for l in lines if "add[BLOCK=1024] aligned" in l and "sm_90" in l][0]
     assert aligned_add.split()[-1] == "4"
     # The large matmul tiles use wgmma on sm_90: the fatbin holds an sm_90a cubin for them

@@ -121,6 +121,19 @@ def _cases(lib, device):
     cases.append(("batched_matmul", (batch_a, batch_b, c4, 2, 128, 128, 64, *batch_a.stride(),
                                      *batch_b.stride(), *c4.stride()),
                   lambda: torch.equal(c4, torch.bmm(batch_a.float(), batch_b.float()).half())))
+    # The Triton-C twins: the same bits as the Python kernels' outputs.
+    add_tc_out, probabilities_tc = torch.empty_like(add_out), torch.empty_like(probabilities)
+    normed_tc = torch.empty_like(normed)
+    mean_tc, rstd_tc = torch.empty_like(mean), torch.empty_like(rstd)
+    c5 = torch.empty_like(c1)
+    cases.append(("add_tc", (x, y, add_tc_out, n), lambda: torch.equal(add_tc_out, add_out)))
+    cases.append(("softmax_tc", (probabilities_tc, logits, 1000, 1000, 64, 1000),
+                  lambda: torch.equal(probabilities_tc, probabilities)))
+    cases.append(("layer_norm_tc", (rows, normed_tc, weight, bias, mean_tc, rstd_tc, 1000, 32,
+                                    1000, 1e-5),
+                  lambda: torch.equal(normed_tc, normed) and torch.equal(rstd_tc, rstd)))
+    cases.append(("matmul_tc", (a, b, c5, 1024, 1024, 64, 64, 1, 1024, 1, 1024, 1),
+                  lambda: torch.equal(c5, product)))
     assert {kernel for kernel, _, _ in cases} == set(lib.kernels)
     return cases
 

@@ -246,3 +246,20 @@ def test_on_the_gpu_the_examples_compute_what_their_twins_do():
     torch.cuda.synchronize()
     assert torch.equal(ours, theirs)
     torch.testing.assert_close(ours, torch.softmax(logits, dim=1))
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_the_root_library_s_triton_c_entries_give_their_twins_bits(tmp_path):
+    """The root manifest's add_tc, softmax_tc, layer_norm_tc and matmul_tc beside the Python
+    kernels of the same library, on the same inputs (tests/test_several_gpus.py's cases)."""
+    torch = pytest.importorskip("torch")
+    from tests.test_several_gpus import _cases
+    library = aotk.load(aotk.build(ROOT / "aotk.toml", out_dir=tmp_path).library)
+    cases = _cases(library, torch.cuda.current_device())
+    for kernel, arguments, _ in cases:
+        getattr(library, kernel)(*arguments)
+    torch.cuda.synchronize()
+    checked = {kernel: check() for kernel, _, check in cases}
+    twins = ("add", "softmax", "layer_norm", "matmul")
+    assert all(checked[k] for k in twins)
+    assert {k: checked[f"{k}_tc"] for k in twins} == {k: True for k in twins}
