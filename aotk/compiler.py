@@ -33,6 +33,7 @@ from .passes.assign_layouts import assign_layouts
 from .passes.descriptors import lower_descriptors
 from .passes.pipeline import MAX_PIPELINE_BYTES, pipeline_dot_loops, tma_loads
 from .passes.prefetch import prefetch_dot_operands
+from .targets import SHARED_BYTES_PER_BLOCK, has_ampere_mma, has_async_copy, has_wgmma
 
 STAGES = ("kir", "gir", "llir", "ptx", "cubin")
 
@@ -72,17 +73,6 @@ class CompiledKernel:
         return written
 
 
-def target_has_async_copy(target: str) -> bool:
-    """cp.async exists from sm_80 on."""
-    return int(target[3:].rstrip("a")) >= 80
-
-
-# The most shared memory one block may use on each target (cudaDevAttrMaxSharedMemoryPerBlockOptin):
-# A100 163 KB, the consumer GPUs (RTX 30/40/50, sm_86/89/120) 99 KB, H100/H200 and B200 227 KB.
-SHARED_BYTES_PER_BLOCK = {"sm_80": 166912, "sm_86": 101376, "sm_89": 101376, "sm_90": 232448,
-                          "sm_100": 232448, "sm_120": 101376}
-
-
 # What the 160 KB pipeline budget leaves of an A100 block: kept free on every target.
 PIPELINE_RESERVE = SHARED_BYTES_PER_BLOCK["sm_80"] - MAX_PIPELINE_BYTES
 
@@ -92,11 +82,6 @@ def pipeline_budget(target: str) -> int:
     block limit minus ``PIPELINE_RESERVE`` is less (the 99 KB GPUs)."""
     limit = SHARED_BYTES_PER_BLOCK[target.rstrip("a")]
     return min(MAX_PIPELINE_BYTES, limit - PIPELINE_RESERVE)
-
-
-def target_has_wgmma(target: str) -> bool:
-    """wgmma exists on sm_90 only, as the arch-specific target sm_90a (not on later GPUs)."""
-    return target == "sm_90"
 
 
 def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target="sm_90",
@@ -127,10 +112,12 @@ def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target
     constants = {**(constants or {}), **dict(signature.descriptors)}
     function = kernel.kir(signature, constants=constants, debug=options.debug,
                           num_warps=num_warps, target=target)
-    wgmma = target_has_wgmma(target)
+    wgmma = has_wgmma(target)
     # Passes below may rewrite the kir; the memoized function stays as generated.
     function = copy.deepcopy(function)
-    pipelined = num_stages > 1 and target_has_async_copy(target)
+    # Without cp.async (sm_75) no loop is pipelined through shared memory; the register
+    # prefetch below still issues its dot's loads one trip early.
+    pipelined = num_stages > 1 and has_async_copy(target)
     # Tensor-descriptor loads that feed a pipelined wgmma loop become TMA copies; every
     # other descriptor op becomes pointer loads and stores first.
     budget = pipeline_budget(target)
@@ -145,7 +132,7 @@ def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target
     left = [op for op in walk(function.body) if op.opcode == "descriptor_load"]
     assert not left, "a TMA loop was not pipelined"
     infos = axis_info.analyze(function)
-    plan = assign_layouts(function, infos, num_warps, wgmma)
+    plan = assign_layouts(function, infos, num_warps, wgmma, has_ampere_mma(target))
     arch = target + "a" if plan.uses_wgmma else target
     module, shared_bytes = lower_to_llvm(function, plan, infos, target)
     limit = SHARED_BYTES_PER_BLOCK[target]

@@ -12,10 +12,10 @@ from dataclasses import dataclass, fields
 
 from .errors import suggestion
 
-# Ampere, Ada, Hopper, and Blackwell (sm_100 data center, sm_120 consumer): what the
-# bundled ptxas 13 assembles and the code generator handles (wgmma on sm_90 only; Blackwell
-# runs its dots as mma.sync).
-SUPPORTED_TARGETS = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120")
+# Turing, Ampere, Ada, Hopper, and Blackwell (sm_100 data center, sm_120 consumer): what
+# the bundled ptxas 13 assembles and the code generator handles (wgmma on sm_90 only;
+# Blackwell runs its dots as mma.sync; what Turing lacks is in ``aotk.targets``).
+SUPPORTED_TARGETS = ("sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120")
 
 
 @dataclass(frozen=True)

@@ -367,13 +367,13 @@ def test_build_target_option_replaces_the_manifest_targets(tmp_path):
     targets = {line.split()[-5] for line in rows.strip().splitlines()[1:]}
     assert targets == {"sm_80"}
     bad = subprocess.run([sys.executable, "-m", "aotk", "build", str(project / "aotk.toml"),
-                          "-o", str(tmp_path / "bad"), "--target", "sm_75"],
+                          "-o", str(tmp_path / "bad"), "--target", "sm_70"],
                          capture_output=True, text=True, cwd=tmp_path,
                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert bad.returncode != 0 and "Traceback" not in bad.stderr
     assert bad.stderr.strip().splitlines() == [
-        "aotk: error: --target: unknown target 'sm_75'; expected one of sm_80, sm_86, sm_89, sm_90, "
-        "sm_100, sm_120"]
+        "aotk: error: --target: unknown target 'sm_70'; expected one of sm_75, sm_80, sm_86, "
+        "sm_89, sm_90, sm_100, sm_120"]
     assert not (tmp_path / "bad").exists()
 
 

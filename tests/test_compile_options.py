@@ -21,8 +21,8 @@ def test_defaults_and_frozen():
 
 
 @pytest.mark.parametrize("keywords, message", [
-    ({"target": "sm_75"}, "unsupported target 'sm_75'; expected one of sm_80, sm_86, sm_89, "
-                          "sm_90"),
+    ({"target": "sm_70"}, "unsupported target 'sm_70'; expected one of sm_75, sm_80, sm_86, "
+                          "sm_89, sm_90"),
     ({"num_warps": 3}, "num_warps must be a power of two from 1 to 32, got 3"),
     ({"num_warps": 64}, "num_warps must be a power of two from 1 to 32, got 64"),
     ({"num_warps": 0}, "num_warps must be a power of two from 1 to 32, got 0"),

@@ -111,9 +111,10 @@ def test_aotk_libdevice_missing_is_clear(monkeypatch, fresh_tools):
 
 def test_doctor_reports_every_row():
     rows = dict(doctor.report())
-    assert list(rows) == ["python", "llvmlite", "nvptx target", "ptxas", "fatbinary",
-                          "libdevice", "cuda driver", "gpu", "fit together"]
+    assert list(rows) == ["python", "llvmlite", "nvptx target", "targets", "ptxas",
+                          "fatbinary", "libdevice", "cuda driver", "gpu", "fit together"]
     assert rows["nvptx target"].startswith("available")
+    assert rows["targets"].startswith("sm_75, sm_80")
     assert all(isinstance(value, str) and value for value in rows.values())
 
 

@@ -6,8 +6,9 @@ are layout roots, see ``passes.layouts``). Out: the old values, as registers in 
 - Each element is applied once: the atom is predicated on the mask AND on the thread owning
   the element (``Distribution.owner_predicate``; thread 0 for a scalar). Threads holding a
   replica get the owner's old value through the shared scratch buffer when it is used.
-- ``atom.global.<sem>.<scope>.<op>.<type>`` (qualifiers need sm_70+; ptxas takes them for
-  sm_80 and sm_90). Values travel as integers of their width (b16 / b32 / b64 registers).
+- ``atom.global.<sem>.<scope>.<op>.<type>`` (qualifiers need sm_70+, as does f16 add; ptxas
+  takes them for every target). Values travel as integers of their width (b16 / b32 / b64
+  registers).
 - bf16 add exists as an instruction from sm_90 on; before, it is a loop of 16-bit
   compare-and-swaps (``atom.cas.b16``, sm_70+) around an fp32 add rounded to bf16.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
+from ..targets import has_bf16_atom_add
 from .llvm_types import I16, I32, I64, llvm_type
 from .registry import lowering, scratch
 from .shared import row_major_index
@@ -61,10 +63,6 @@ def emit_atom(builder, instruction: str, address, predicate, words: list, bits: 
     asm = ir.InlineAsm(ir.FunctionType(_WORD[bits], [o.type for o in operands]), text,
                        ",".join(constraints), side_effect=True)
     return builder.call(asm, operands)
-
-
-def _has_bf16_atom_add(target: str) -> bool:
-    return int(target.split("_")[1].rstrip("a")) >= 90
 
 
 def _bf16_add_loop(ctx, address, predicate, value, qualifiers: str):
@@ -120,7 +118,7 @@ def lower_atomic(ctx, op) -> list:
         instruction = f"atom.global{qualifiers}.{_PTX_OP[kind]}.{_ptx_type(kind, element)}"
     owner = ctx.threads.owner(pointer, layout)
     loop_bf16 = op.opcode == "atomic_rmw" and element.is_bf16() and \
-        not _has_bf16_atom_add(ctx.target)
+        not has_bf16_atom_add(ctx.target)
     old = []
     for index, address in enumerate(addresses):
         predicate = masks[index] if masks is not None else None

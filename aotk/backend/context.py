@@ -23,7 +23,7 @@ class LoweringContext:
         self.function = function
         self.plan = plan
         self.infos = infos
-        self.target = target   # only where an instruction exists on some archs (bf16 atomics)
+        self.target = target   # only where an instruction exists on some archs (``aotk.targets``)
         self.module = module
         self.kernel = kernel
         self.builder = builder

@@ -16,8 +16,9 @@ from ..ir import types as T
 from ..semantic.elementwise import (DIRECTED_ROUNDINGS, LIBDEVICE_BIT_CASTS,
                                     LIBDEVICE_CONVERSIONS, LIBDEVICE_ROUNDINGS,
                                     ROUNDED_ARITHMETIC, operand_signature)
+from ..targets import has_bf16_convert
 from . import float8
-from .llvm_types import I64, declare_function, inline_asm, llvm_type
+from .llvm_types import I16, I32, I64, declare_function, inline_asm, llvm_type
 from .registry import value_lowering
 
 
@@ -244,7 +245,7 @@ def _cast(ctx, op, args):
         # Through f16 (semantic allows f16 and f32 sources): f32 narrowed towards zero first,
         # by the same cvt.rz Triton's conversion uses.
         if not source.is_fp16():
-            x = _narrow_toward_zero(b, x, source, T.float16)
+            x = _narrow_toward_zero(ctx, x, source, T.float16)
         return float8.encode_from_half(b, x)
     if source.is_fp8() or target.is_fp8():
         # Through f32: exact for every fp8 value (a wider source is narrowed to f32 first,
@@ -256,7 +257,7 @@ def _cast(ctx, op, args):
                                           _convert(b, x, source, T.float32), rounding)
         return _convert(b, x, source, target)
     if rounding == "rtz":
-        return _narrow_toward_zero(b, x, source, target)
+        return _narrow_toward_zero(ctx, x, source, target)
     return _convert(b, x, source, target)
 
 
@@ -291,15 +292,28 @@ _TOWARD_ZERO = {("float32", "float16"): ("cvt.rz.f16.f32", "h", "f"),
                 ("float64", "float16"): ("cvt.rz.f16.f64", "h", "d")}
 
 
-def _narrow_toward_zero(b, x, source, target):
+def _narrow_toward_zero(ctx, x, source, target):
     """``fp_downcast_rounding="rtz"`` between the standard float types."""
+    b = ctx.builder
     if (source.name, target.name) == ("float64", "bfloat16"):
         # PTX has no f64 -> bf16 conversion; towards zero twice is towards zero once.
-        x, source = _narrow_toward_zero(b, x, source, T.float32), T.float32
+        x, source = _narrow_toward_zero(ctx, x, source, T.float32), T.float32
+    if target.is_bf16() and not has_bf16_convert(ctx.target):
+        return _bf16_toward_zero(b, x)
     instruction, out, into = _TOWARD_ZERO[(source.name, target.name)]
     result = inline_asm(b, f"{instruction} $0, $1;", f"={out},{into}", [x],
                         ir.IntType(16) if out == "h" else llvm_type(target), side_effect=False)
     return b.bitcast(result, llvm_type(target)) if out == "h" else result
+
+
+def _bf16_toward_zero(b, x):
+    """f32 -> bf16 towards zero without ``cvt.rz.bf16.f32`` (sm_75): bf16 is the high half
+    of an f32, and dropping the low half shortens the magnitude, except that a NaN whose
+    payload sits in that half alone would become an infinity: NaN gives the canonical
+    0x7FFF, as the instruction does."""
+    high = b.trunc(b.lshr(b.bitcast(x, I32), ir.Constant(I32, 16)), I16)
+    nan = b.fcmp_unordered("uno", x, x)
+    return b.bitcast(b.select(nan, ir.Constant(I16, 0x7FFF), high), llvm_type(T.bfloat16))
 
 
 def _addptr(ctx, op, args):

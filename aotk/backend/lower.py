@@ -18,6 +18,7 @@ from . import (atomics, control, creation, debug, dot, elementwise, gather,  # n
                histogram, inline_asm, map_elementwise, memory, pipeline, reduce, scan,
                sort, tma, views)
 from ..passes.layouts import SCALAR, LayoutPlan
+from ..targets import SHARED_BYTES_PER_BLOCK
 from .context import LoweringContext
 from .geometry import ThreadGeometry
 from .llvm_types import I64, llvm_type

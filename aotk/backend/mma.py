@@ -1,5 +1,7 @@
 """Lowering of ``dot`` on tensor cores with ``mma.sync`` (sm_80+): fp16/bf16 inputs with fp32
-accumulation (m16n8k16), fp32 inputs as tf32 (m16n8k8), int8 into int32 (m16n8k32).
+accumulation (m16n8k16), fp32 inputs as tf32 (m16n8k8), int8 into int32 (m16n8k32). On
+Turing (sm_75, fp16 only: ``passes.mma_layout``) each m16n8k16 is two m16n8k8, whose
+fragments are the m16n8k16 ones split at k = 8, so everything else is shared.
 
 In: a [M, K] and b [K, N] in their natural blocked layouts, the accumulator in its ``Mma``
 layout (``passes.mma_layout.choose_mma``). Out: the result's registers in that ``Mma`` layout.
@@ -22,8 +24,9 @@ import llvmlite.ir as ir
 
 from ..passes.layouts import SCALAR, Layout
 from ..passes.mma_layout import MMA_TILE
+from ..targets import has_ampere_mma
 from .llvm_types import I32, inline_asm, llvm_type
-from .swizzle import CHUNK_BYTES, aligned_tile_bytes, tile_of
+from .swizzle import CHUNK_BYTES, SwizzledTile, aligned_tile_bytes, tile_of
 
 F32 = ir.FloatType()
 MMA_K = 16
@@ -101,6 +104,48 @@ def _ldmatrix(ctx, address, transpose: bool):
     return [ctx.builder.extract_value(result, i) for i in range(4)]
 
 
+# Turing's fp16 shape: A's registers 0-1 and B's register 0 of an m16n8k16 fragment hold
+# k 0-7, A's 2-3 and B's 1 hold k 8-15.
+TURING_MMA = ("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 "
+              "{$0, $1, $2, $3}, {$4, $5}, {$6}, {$7, $8, $9, $10};")
+TURING_CONSTRAINTS = ",".join(["=f"] * 4 + ["r"] * 3 + ["f"] * 4)
+
+
+def _turing_mma(builder, a_registers, b_registers, accumulators) -> list:
+    """One m16n8k16 fp16 product as two m16n8k8 (sm_75): the accumulators after both."""
+    for half in (0, 1):
+        operands = a_registers[2 * half:2 * half + 2] + [b_registers[half]] + accumulators
+        result = inline_asm(builder, TURING_MMA, TURING_CONSTRAINTS, operands,
+                            ir.LiteralStructType([F32] * 4), side_effect=False)
+        accumulators = [builder.extract_value(result, i) for i in range(4)]
+    return accumulators
+
+
+def _k_major_b_fragments(ctx, tile_b, b_root, layout, warp_col, kk: int,
+                         chunk_elements: int) -> list:
+    """B's fragments at depth kk, per column tile, from a K-major [N, K] stage: each
+    8-column x 16-byte matrix is what the mma wants (one row of K per column), so plain
+    ``ldmatrix.x4`` serves every element size. Lanes 0-15 address column tile tn (its two
+    16-byte halves of the K slice: lanes 0-7 and 8-15), lanes 16-31 tile tn + 1."""
+    b = ctx.builder
+    c = lambda v: ir.Constant(I32, v)   # noqa: E731
+    lane = ctx.threads.lane
+    tiles_n = tile_b.rows // layout.tile(1)
+    pair = 1 if tiles_n > 1 else 0
+    lane_row = b.add(b.add(warp_col, b.urem(lane, c(8))),
+                     b.mul(b.udiv(lane, c(16)), c(pair * layout.tile(1))))
+    lane_chunk = b.urem(b.udiv(lane, c(8)), c(2))
+    fragments = []
+    for tn in range(0, tiles_n, 2):
+        offset = tile_b.split_offset(b, lane_row, lane_chunk, tn * layout.tile(1),
+                                     kk // chunk_elements)
+        registers = _ldmatrix(ctx, b.add(b_root, offset), False)
+        fragments.append(registers[0:2])
+        if pair:
+            fragments.append(registers[2:4])
+    return fragments
+
+
 def _instruction(element) -> tuple:
     """(k depth, mma.sync text, accumulator asm constraint) for operands of ``element``."""
     operands = "{$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};"
@@ -120,7 +165,10 @@ def lower_mma(ctx, op) -> list:
     (m, k), (_, n) = a.type.shape, b_operand.type.shape
     element = a.element
     size = element.itemsize
-    tile_a, tile_b = tile_of(a), tile_of(b_operand)
+    # A pipelined loop may stage B as loaded, [N, K] (``shared_read`` with ``transposed``).
+    k_major_b = staged(b_operand) and b_operand.owner.attrs.get("transposed", False)
+    tile_a = tile_of(a)
+    tile_b = SwizzledTile(n, k, element) if k_major_b else tile_of(b_operand)
     root, a_base, b_base = place_operands(ctx, a, b_operand, aligned_tile_bytes(tile_a),
                                           tile_a.element_offset, tile_b.element_offset)
     # 32-bit shared-window addresses: ldmatrix takes them, and they cost half the adds.
@@ -135,6 +183,7 @@ def lower_mma(ctx, op) -> list:
     group, thread_in_group = b.udiv(lane, c(4)), b.urem(lane, c(4))
     tiles_m, tiles_n = m // layout.tile(0), n // layout.tile(1)
     depth, mma_text, accumulator_kind = _instruction(element)
+    ampere = has_ampere_mma(ctx.target)
     per_register = 4 // size                 # elements of one operand register
     chunk_elements = CHUNK_BYTES // size
 
@@ -177,7 +226,10 @@ def lower_mma(ctx, op) -> list:
             offset = tile_a.split_offset(b, lane_row, half, tm * layout.tile(0),
                                          kk // chunk_elements)
             a_fragments.append(_ldmatrix(ctx, b.add(a_root, offset), False))
-        if size != 2:
+        if k_major_b:
+            b_fragments = _k_major_b_fragments(ctx, tile_b, b_root, layout, warp_col, kk,
+                                               chunk_elements)
+        elif size != 2:
             b_fragments = [b_fragment(kk, tn) for tn in range(tiles_n)]
         else:
             b_fragments = []
@@ -196,6 +248,12 @@ def lower_mma(ctx, op) -> list:
             for tn in range(tiles_n):
                 slots = [(2 * tm + i) * columns_per_thread_row + 2 * tn + j
                          for i in (0, 1) for j in (0, 1)]
+                if not ampere:
+                    products = _turing_mma(b, a_fragments[tm], b_fragments[tn],
+                                           [accumulators[s] for s in slots])
+                    for slot, product in zip(slots, products):
+                        accumulators[slot] = product
+                    continue
                 result = inline_asm(b, mma_text, constraints,
                                     a_fragments[tm] + b_fragments[tn] +
                                     [accumulators[s] for s in slots],

@@ -16,8 +16,8 @@ import re
 import llvmlite.binding as llvm
 
 TRIPLE = "nvptx64-nvidia-cuda"
-# The PTX ISA a target's PTX declares: 8.0 (ptxas from CUDA 12.0 on) up to Hopper; the
-# first versions that know Blackwell for it (CUDA 12.8).
+# The PTX ISA a target's PTX declares: 8.0 (ptxas from CUDA 12.0 on) from Turing up to
+# Hopper; the first versions that know Blackwell for it (CUDA 12.8).
 PTX_FEATURES = {"sm_100": "+ptx86", "sm_120": "+ptx87"}
 DEFAULT_PTX_FEATURES = "+ptx80"
 

@@ -7,7 +7,8 @@ largest user, and the helpers every user goes through: ``begin_use`` (a barrier 
 earlier use may still be read), ``pointer`` (above a pipelined loop's operand stages while
 that loop runs), ``stage_pointer`` (the stages themselves), ``barrier`` and ``convert`` (a
 value from one layout to another, through padded rows so that reading down columns stays
-free of bank conflicts).
+free of bank conflicts; unpadded where only that fits the block's shared memory, as a
+128x256 fp16 tile does in Turing's 64 KB).
 
 Each use (a layout conversion, a reduction's cross-warp step, a scan's, a shuffle, a dot's
 operands, an atomic's result broadcast) is live only from its first store to its last load,
@@ -32,12 +33,12 @@ def row_padding(shape, element) -> int:
     return max(1, 4 // max(1, element.itemsize))
 
 
-def padded_bytes(shape, element) -> int:
-    """Bytes of a buffer of ``shape`` with padded rows."""
+def padded_bytes(shape, element, padded: bool = True) -> int:
+    """Bytes of a buffer of ``shape`` with padded rows (unpadded if not ``padded``)."""
     rows = 1
     for s in shape[:-1]:
         rows *= s
-    pitch = (shape[-1] if shape else 1) + row_padding(shape, element)
+    pitch = (shape[-1] if shape else 1) + (row_padding(shape, element) if padded else 0)
     return rows * pitch * max(1, element.itemsize)
 
 
@@ -106,7 +107,7 @@ class RowMajorBuffer:
 class SharedMemory:
     """The scratch buffer of one kernel being lowered (see the module text)."""
 
-    def __init__(self, module, builder, plan, threads, pipeline_bytes: dict):
+    def __init__(self, module, builder, plan, threads, pipeline_bytes: dict, limit: int):
         self.module = module
         self.builder = builder
         self.plan = plan
@@ -119,6 +120,10 @@ class SharedMemory:
         self.in_use = False
         # Bytes below which other users stay out while a pipelined loop's stages are live.
         self.floor = 0
+        # The most a block may use on the target; layout conversions give up their row
+        # padding (and its freedom from bank conflicts) only where that alone fits it.
+        self.limit = limit
+        self.pad_conversions = True
 
     def _bytes_of(self, ops) -> int:
         """The largest scratch use among ``ops`` (nested ones included)."""
@@ -133,16 +138,28 @@ class SharedMemory:
             for value in values:
                 home = plan.homes.get(value)
                 if home is not None and any(lay != home for lay in plan.demands[value]):
-                    needed = max(needed, padded_bytes(value.type.shape, value.element))
+                    needed = max(needed, padded_bytes(value.type.shape, value.element,
+                                                      self.pad_conversions))
         return needed
 
-    def allocate(self, function):
-        """Declares the scratch buffer, sized for the largest user (see the module's text)."""
+    def _needed(self, function) -> int:
         needed = self._bytes_of(function.body)
         for op in walk(function.body):
             if op.opcode == "for" and op.attrs.get("pipeline") is not None:
                 needed = max(needed, self.pipeline_bytes[op.attrs["pipeline"]] +
                              self._bytes_of(op.regions[0].body))
+        return needed
+
+    def allocate(self, function):
+        """Declares the scratch buffer, sized for the largest user (see the module's text)."""
+        needed = self._needed(function)
+        if needed > self.limit:
+            self.pad_conversions = False
+            unpadded = self._needed(function)
+            if unpadded <= self.limit:
+                needed = unpadded
+            else:   # too large either way: the compile error names the padded size
+                self.pad_conversions = True
         if needed:
             # Dynamic shared memory (`extern .shared`): the launch passes its size, so a
             # kernel may use more than the 48 KB a static allocation is limited to.
@@ -182,9 +199,9 @@ class SharedMemory:
         shape = value.type.shape
         indices = [slot_indices[layout.parent_axis(dim)] for dim in range(len(shape))]
         # Padded rows, as for shuffles: a conversion that reads down columns stays
-        # free of bank conflicts.
-        byte = row_major_index(b, indices, shape, row_padding(shape, value.element),
-                               max(1, value.element.itemsize))
+        # free of bank conflicts (unless only unpadded ones fit: ``allocate``).
+        padding = row_padding(shape, value.element) if self.pad_conversions else 0
+        byte = row_major_index(b, indices, shape, padding, max(1, value.element.itemsize))
         memory_type = I8 if value.element.is_bool() else llvm_type(value.element)
         return self.pointer(byte, memory_type), memory_type
 

@@ -1,8 +1,8 @@
 """Layout assignment: kir + axis info -> gir, the distribution of every block over threads.
 
-In: a kir ``Function``, its axis info, ``num_warps``, whether the target has ``wgmma``.
-Out: a ``LayoutPlan`` (``passes.layouts``): data only; ``aotk.backend`` alone turns it into
-code. The pass runs in three steps:
+In: a kir ``Function``, its axis info, ``num_warps``, whether the target has ``wgmma`` and
+Ampere's ``mma.sync`` shapes. Out: a ``LayoutPlan`` (``passes.layouts``): data only;
+``aotk.backend`` alone turns it into code. The pass runs in three steps:
 
 1. Facts: the vector width of each memory op (from axis info), one blocked layout per
    block rank (shaped by that rank's largest block and its narrowest access), the layouts
@@ -377,13 +377,13 @@ DEMANDS = {
 
 
 def assign_layouts(function: Function, infos: dict, num_warps: int,
-                   wgmma: bool = False) -> LayoutPlan:
+                   wgmma: bool = False, ampere_mma: bool = True) -> LayoutPlan:
     memory_ops = [op for op in walk(function.body)
                   if op.opcode in ("load", "store", "async_copy")]
     vector_width = {op: memory_vector_width(op, infos) for op in memory_ops}
     plan = LayoutPlan(num_warps, _blocked_by_rank(function, vector_width, num_warps),
                       vector_width, preferred=copy_layouts(function, vector_width, num_warps))
-    plan.mma = {op: choose_mma(op, num_warps, wgmma)
+    plan.mma = {op: choose_mma(op, num_warps, wgmma, ampere_mma)
                 for op in walk(function.body) if op.opcode == "dot"}
     demands = Demands(plan, epilogue_layouts(plan, function))
     demands.solve(function.body)

@@ -1,7 +1,8 @@
 """Tensor-core accumulator layouts: which instruction computes a ``dot`` and where its
 result's elements live.
 
-In: a kir ``dot`` op, ``num_warps``, whether the target has Hopper's ``wgmma``. Out: an
+In: a kir ``dot`` op, ``num_warps``, whether the target has Hopper's ``wgmma`` and
+Ampere's ``mma.sync`` shapes (``targets.has_ampere_mma``; Turing has fp16 only). Out: an
 ``Mma`` layout naming the instruction (``wgmma`` or ``mma.sync``) and how warps tile the
 result, or None when the dot runs on CUDA cores. ``passes.layouts`` gives the dot's result
 (and a loop's accumulator) this layout; ``passes.pipeline`` stages the operands for the
@@ -61,18 +62,20 @@ def wgmma_fits(op, num_warps: int) -> bool:
         k % row_elements == 0 and n % row_elements == 0
 
 
-def choose_mma(op, num_warps: int, wgmma: bool = False):
+def choose_mma(op, num_warps: int, wgmma: bool = False, ampere_mma: bool = True):
     """The accumulator layout of a ``dot`` that tensor cores can compute, else None (the dot
     then runs on CUDA cores). With ``wgmma`` (an sm_90 target) and a dot ``wgmma_fits``,
     warps stack along M as warpgroups need. Otherwise mma.sync (fp16 / bf16, fp32 as tf32,
-    int8; K a multiple of the instruction's depth), its warps splitting M and N as evenly as
-    the tile counts allow (Triton's rule)."""
+    int8; K a multiple of the instruction's depth; fp16 alone without ``ampere_mma``), its
+    warps splitting M and N as evenly as the tile counts allow (Triton's rule)."""
     if wgmma and wgmma_fits(op, num_warps):
         return Mma((num_warps, 1), "wgmma")
     a, b = op.operands[:2]
     if len(op.result.type.shape) != 2 or a.element != b.element:
         return None
     element = a.element
+    if not ampere_mma and not element.is_fp16():
+        return None
     if element.is_fp16() or element.is_bf16():
         depth = 16
     elif element.is_fp32() and op.attrs.get("precision") == "tf32":

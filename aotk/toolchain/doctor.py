@@ -30,6 +30,11 @@ def _nvptx_target() -> str:
     return f"available ({TRIPLE})"
 
 
+def _targets() -> str:
+    from ..options import SUPPORTED_TARGETS
+    return ", ".join(SUPPORTED_TARGETS)
+
+
 def _ptxas() -> str:
     from .ptxas import find_ptxas
     info = find_ptxas()
@@ -115,6 +120,7 @@ def report() -> list[tuple[str, str]]:
         ("python", platform.python_version()),
         ("llvmlite", _try(_llvmlite)),
         ("nvptx target", _try(_nvptx_target)),
+        ("targets", _try(_targets)),
         ("ptxas", _try(_ptxas)),
         ("fatbinary", _try(_fatbinary)),
         ("libdevice", _try(_libdevice)),

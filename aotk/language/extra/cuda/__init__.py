@@ -5,6 +5,7 @@ programmatic dependent launch (``gdc_wait``, ``gdc_launch_dependents``), and Tri
 float8e4b15 conversions by name (``convert_custom_float8_sm80`` / ``_sm70``)."""
 from .... import semantic
 from ....ir.types import int32
+from ....targets import has_grid_dependency_control
 from ...core import builtin, constexpr
 from ...missing import module_getattr
 from . import libdevice
@@ -34,9 +35,17 @@ def num_threads():
     return constexpr(32 * semantic.launch_num_warps())
 
 
-def _grid_dependency_control(instruction: str):
+def _grid_dependency_control(instruction: str, name: str):
+    # PTX has griddepcontrol from sm_90 on: for an older target the call is a compile error
+    # naming it, not a ptxas failure on the asm below.
+    target = semantic.compile_target()
+    if target is not None and not has_grid_dependency_control(target):
+        raise NotImplementedError(
+            f"tl.extra.cuda.{name}() needs sm_90 or later (griddepcontrol), and this kernel "
+            f"is compiled for {target}: call it under `if tl.target_info.cuda_capability_geq"
+            f"(9, 0):`, or leave {target} out of the targets")
     # As Triton emits it: an impure one-register asm statement, so that it is neither
-    # removed nor moved; the register is a dummy. PTX has griddepcontrol from sm_90 on.
+    # removed nor moved; the register is a dummy.
     semantic.inline_asm_elementwise(f"griddepcontrol.{instruction}; // dummy $0", "=r", [],
                                     int32, False, 1)
 
@@ -46,14 +55,14 @@ def gdc_wait():
     """Waits until the grids this launch depends on have finished (or signalled with
     gdc_launch_dependents) and their memory is visible; a no-op for a launch without a
     programmatic dependency. sm_90 and later."""
-    _grid_dependency_control("wait")
+    _grid_dependency_control("wait", "gdc_wait")
 
 
 @builtin
 def gdc_launch_dependents():
     """Lets the launches that depend on this grid start before it finishes. sm_90 and
     later."""
-    _grid_dependency_control("launch_dependents")
+    _grid_dependency_control("launch_dependents", "gdc_launch_dependents")
 
 
 @builtin
