@@ -67,8 +67,11 @@ def plan_buffers(function) -> PipelineBuffers:
     found, tma_stages = {}, {}
     for op in walk(function.body):
         if op.opcode == "shared_read":
-            found[op.attrs["buffer"]] = (op.result.type.shape, op.result.element,
-                                         op.attrs["stages"], op.attrs.get("async_proxy", False))
+            shape = op.result.type.shape
+            # A transposed read's stage holds the tile as loaded: [K, M] for a [M, K] view.
+            found[op.attrs["buffer"]] = (shape[::-1] if op.attrs.get("transposed") else shape,
+                                         op.result.element, op.attrs["stages"],
+                                         op.attrs.get("async_proxy", False))
         if op.opcode == "tma_init":
             tma_stages[op.attrs["loop"]] = op.attrs["stages"]
     buffers, totals = {}, {}
@@ -104,8 +107,10 @@ def lower_async_copy(ctx, op):
     owner = ctx.threads.distribution(layout, pointer.type.shape).owner_predicate()
     base = staged.stage_base(b, stage)
     shared_root = b.ptrtoint(ctx.shared.stage_pointer(ir.Constant(I32, 0)), I32)
+    # A tile loaded with size-1 dims fills the stage of its two other dims.
+    tile_dims = op.attrs.get("tile_dims", (0, 1))
     for group in vector_groups(ctx, op, layout, len(pointers)):
-        row, column = indices[group[0]]
+        row, column = (indices[group[0]][dim] for dim in tile_dims)
         offset = b.add(base, staged.tile_offset(b, row, column))
         destination = b.add(shared_root, offset)
         width_bytes = len(group) * size

@@ -16,13 +16,17 @@ one ``wgmma.mma_async.m64nNk16`` per slice and N-chunk (N up to 256):
   between 8-row groups (SBO) 1024 bytes; each k16 step moves 32 bytes along the row.
 * B is N-major (imm-trans-b = 1): the descriptor starts at the N-chunk's first panel, the
   stride between panels (LBO) is K * 128 bytes, between 8-row groups of K (SBO) 1024; each
-  k16 step moves 16 rows = 2048 bytes.
+  k16 step moves 16 rows = 2048 bytes. A pipelined loop that staged B as loaded through a
+  transpose (``shared_read`` with ``transposed``: an [N, K] tile) has it K-major, read as
+  A is (imm-trans-b = 0), the N-chunk starting at its row.
 Order: ``wgmma.fence`` (accumulator registers were written by ordinary instructions), the
 instructions, ``wgmma.commit_group``, then ``wgmma.wait_group 0`` whose asm ties every
 accumulator register, so nothing reads them before the tensor cores are done. A pipelined
 loop's dot (attribute ``wgmma_in_flight`` = 1, ``passes.pipeline``) waits only for the
 previous trip's group, so the tensor cores work while the next copies are issued; the
-loop's exit waits for the last (``wgmma_in_flight`` on the ``for``). Operands
+loop's exit waits for the last (``wgmma_in_flight`` on the ``for``). With n dots per trip
+each waits until n groups are left (this trip's), and only the last one (the others carry
+``wgmma_barrier`` = False) adds the barrier before the stages are refilled. Operands
 written by ordinary stores (or cp.async) reach the tensor cores through the async proxy:
 the writers run ``fence.proxy.async.shared::cta`` before the barrier that publishes them.
 """
@@ -110,8 +114,11 @@ def lower_wgmma(ctx, op) -> list:
     block_rows = layout.tile(0)
     a_start = b.add(b.add(root, a_base), b.mul(warpgroup, c(WGMMA_ROWS * SWIZZLE_BYTES)))
     desc_a = _descriptor(b, a_start, _descriptor_high(16, SWIZZLE_ATOM_BYTES))
+    # A pipelined loop may stage B as loaded, [N, K]: K-major like A, read untransposed.
+    k_major_b = staged(b_operand) and b_operand.owner.attrs.get("transposed", False)
     desc_b = _descriptor(b, b.add(root, b_base),
-                         _descriptor_high(k * SWIZZLE_BYTES, SWIZZLE_ATOM_BYTES))
+                         _descriptor_high(16 if k_major_b else k * SWIZZLE_BYTES,
+                                          SWIZZLE_ATOM_BYTES))
 
     accumulator_regs = ctx.regs(acc, Layout(layout))
     widen = acc.element.bits == 16
@@ -123,7 +130,7 @@ def lower_wgmma(ctx, op) -> list:
     outputs = ", ".join(f"${i}" for i in range(count))
     # scale-d is a predicate operand (true: D = A*B + D), as ptxas wants for chaining.
     text = (f"wgmma.mma_async.sync.aligned.m64n{chunk}k16.f32.{kind}.{kind} "
-            f"{{{outputs}}}, ${count}, ${count + 1}, ${count + 2}, 1, 1, 0, 1;")
+            f"{{{outputs}}}, ${count}, ${count + 1}, ${count + 2}, 1, 1, 0, {int(not k_major_b)};")
     constraints = ",".join(["=f"] * count + ["l", "l", "b"] + [str(i) for i in range(count)])
     result_type = ir.LiteralStructType([F32] * count)
     accumulate = ir.Constant(ir.IntType(1), 1)
@@ -146,7 +153,11 @@ def lower_wgmma(ctx, op) -> list:
                 k_bytes = kk * size
                 a_k = (k_bytes // SWIZZLE_BYTES) * m * SWIZZLE_BYTES + k_bytes % SWIZZLE_BYTES
                 descriptor_a = offset(desc_a, a_k + tm * block_rows * SWIZZLE_BYTES)
-                descriptor_b = offset(desc_b, panel * k * SWIZZLE_BYTES + kk * SWIZZLE_BYTES)
+                if k_major_b:
+                    b_k = (k_bytes // SWIZZLE_BYTES) * n * SWIZZLE_BYTES + k_bytes % SWIZZLE_BYTES
+                    descriptor_b = offset(desc_b, b_k + first_column * SWIZZLE_BYTES)
+                else:
+                    descriptor_b = offset(desc_b, panel * k * SWIZZLE_BYTES + kk * SWIZZLE_BYTES)
                 result = inline_asm(b, text, constraints,
                                     [descriptor_a, descriptor_b, accumulate] +
                                     [accumulators[i] for i in indices], result_type)
@@ -155,9 +166,9 @@ def lower_wgmma(ctx, op) -> list:
     inline_asm(b, "wgmma.commit_group.sync.aligned;", "", [])
     in_flight = op.attrs.get("wgmma_in_flight", 0)
     accumulators = wait_for_wgmma(b, accumulators, in_flight)
-    if in_flight:
-        # Each warp waits for its own share of the previous group: all are done before
-        # anyone overwrites that group's stage.
+    if in_flight and op.attrs.get("wgmma_barrier", True):
+        # Each warp waits for its own share of the previous groups: all are done before
+        # anyone overwrites their stages (with several dots in the loop, after the last).
         ctx.shared.barrier()
     if widen:
         return [b.fptrunc(r, llvm_type(acc.element)) for r in accumulators]

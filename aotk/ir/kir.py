@@ -95,14 +95,17 @@ Side effects (never removed or reordered; layout roots like stores, see ``SIDE_E
 
 Software pipelining (made by ``passes.pipeline`` for the GPU only; never interpreted):
 
-  async_copy                  (ptr, [mask], stage:i32) buffer, stages, has_mask, first
-                              -> no result; copies the block ptr points at into slot stage
-                              of the shared buffer (masked-off elements become 0)
+  async_copy                  (ptr, [mask], stage:i32) buffer, stages, has_mask, first,
+                              [tile_dims] -> no result; copies the block ptr points at into
+                              slot stage of the shared buffer (masked-off elements become
+                              0); a block with size-1 dims fills the slot of its tile_dims
+
   async_commit                ()                      -> closes the group of copies issued
   async_wait                  ()                      pending -> waits until at most pending
                               groups are in flight, then a CTA barrier
-  shared_read                 (stage:i32)             buffer, stages -> the block in slot
-                              stage of buffer (only a dot that mma computes reads one)
+  shared_read                 (stage:i32)             buffer, stages, [transposed] -> the
+                              block in slot stage of buffer, or its transpose (only a dot
+                              that mma computes reads one)
 
   With TMA (operands read through tensor descriptors, on wgmma): one mbarrier per stage.
   tma_init                    ()                      loop, stages -> the stages' mbarriers

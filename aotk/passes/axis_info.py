@@ -256,7 +256,7 @@ def _analyze_ops(ops, infos):
             info = AxisInfo(*(tuple(part[d] for d in order) for part in
                               (src.contiguity, src.divisibility, src.constancy)), src.constant)
         elif kind in ("reshape", "join", "split", "dot", "atomic_rmw", "atomic_cas",
-                      "scan", "sort", "gather", "histogram"):
+                      "scan", "sort", "gather", "histogram", "descriptor_load"):
             # elements move across dimensions, or come from memory: claim nothing
             info = _uniform(shape)
         elif kind == "hint":

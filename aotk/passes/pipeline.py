@@ -3,9 +3,10 @@ copied global -> shared with ``cp.async`` while the tensor cores work on the cur
 
 In: a kir ``Function`` that the pass may edit (the compiler hands it a copy), its axis info,
 ``num_warps`` and ``num_stages`` (S). Out: the same function where each qualifying ``for``
-loop is rewritten over S shared-memory stages per operand:
+loop is rewritten over S shared-memory stages per distinct operand load:
 
     before:  for i (c):   a = load(pa(i, c)); b = load(pb(i, c)); acc = dot(a, b, acc)
+                          (any number of dots, over any number of loads)
                           yield ..., c' = next(i, c)
     after:   for s in 0 .. S-2 (unrolled): copy the tiles of trip s into stage s; commit
              for i (c, stage):            # c now holds the values of trip i + S-1
@@ -21,10 +22,15 @@ i's copies into it, so one barrier per trip suffices. Every trip commits one gro
 past the end), which keeps the count of pending groups exact.
 
 A loop qualifies when its step is positive, its body holds no stores, side effects or
-nested regions, exactly one dot that tensor cores compute (``mma_layout.choose_mma``), whose
-operands are two loads used by nothing else, with no ``other`` or a zero one (cp.async
-zero-fills masked-off elements) and vectors of at least 4 bytes proven by axis info
-(cp.async copies 4, 8 or 16 bytes). The loads' addresses and masks
+nested regions, and dots that tensor cores compute, all with the same instruction
+(``mma_layout.choose_mma``), whose operands are loads of the body that nothing else reads
+(``rewrite.dot_operand_loads``): a load may feed several dots, and reach one through
+permutes and reshapes that only add or drop size-1 dims. Each distinct load gets one
+buffer of S stages holding its tile without the size-1 dims (``async_copy`` attribute
+``tile_dims``); a dot reads it through ``shared_read``, as loaded or, for B only,
+``transposed`` (B staged [N, K]: K-major, which ldmatrix and wgmma read directly). The
+loads take no ``other`` or a zero one (cp.async zero-fills masked-off elements) and
+vectors of at least 4 bytes proven by axis info (cp.async copies 4, 8 or 16 bytes). The loads' addresses and masks
 must be pure functions of the induction variable, values from outside the loop and
 carried values ``c`` that nothing else reads (their next values computed from themselves
 alone): those are the values the rewrite shifts S-1 trips ahead. The stages must fit in
@@ -36,8 +42,8 @@ Stages hold each tile in the swizzled layout of ``backend.swizzle``, which both 
 ``async_proxy`` of the copies and reads): then each ``async_wait`` carries ``proxy_fence``,
 ordering the copies before the dot, and stages start on 1024-byte swizzle atoms.
 
-TMA (``tma_loads``): when both operands are tensor-descriptor loads that TMA can copy
-(``tensor_maps.tensor_map_recipe``) and the dot runs on wgmma, the copies are one elected
+TMA (``tma_loads``): when all the operands are 2-d tensor-descriptor loads that TMA can copy
+(``tensor_maps.tensor_map_recipe``) and the dots run on wgmma, the copies are one elected
 thread's ``tma_expect`` + ``tma_copy`` per trip into the same stages, completing on one
 mbarrier per stage; ``async_wait`` becomes ``tma_wait`` on a carried phase bit that flips
 each time the stages wrap, and the loop is bracketed by ``tma_init`` / ``tma_release``.
@@ -50,10 +56,13 @@ The copies come after the dot because ptxas never moves a shared-memory read abo
 ``ldmatrix`` and so the tensor cores until all of them were issued. After the dot, ptxas
 interleaves their address math with the last ``mma.sync`` instructions.
 
-With wgmma and an fp32 accumulator, the dot does not wait for its own tensor-core work
-(``wgmma_in_flight`` = 1 on the dot and the loop): it waits for the previous trip's group,
-then a barrier, before the copies refill the stage that group read. So the tensor cores
-run trip i while the threads issue the copies and reach trip i+1's barrier.
+With wgmma and fp32 accumulators that only their dot reads and only the yield takes
+(``_chained``), the dots do not wait for their own tensor-core work: with n dots per trip
+each has ``wgmma_in_flight`` = n, waiting until only this trip's n groups are left, and
+the last one alone then runs the barrier (the others carry ``wgmma_barrier`` = False)
+before the copies refill the stages the previous trip's groups read; ``wgmma_in_flight``
+on the loop drains them after it. So the tensor cores run trip i while the threads issue
+the copies and reach trip i+1's barrier.
 """
 from __future__ import annotations
 
@@ -66,7 +75,7 @@ from .layouts import memory_vector_width
 from .mma_layout import choose_mma
 from .tensor_maps import tensor_map_recipe
 from .rewrite import (body_slice, clone_ops, constant, dot_operand_loads, new_op,
-                      remove_unused_pure_ops, upward_for_loops, users_of)
+                      remove_unused_pure_ops, tile_shape, upward_for_loops, users_of)
 
 # Leaves room (of the H100/H200's 227 KB per block) for the epilogue's layout conversion.
 MAX_PIPELINE_BYTES = 160 * 1024
@@ -120,9 +129,11 @@ def _copyable(load, infos) -> bool:
 @dataclass
 class _LoopShape:
     """What ``_analyze`` found in a loop it can pipeline."""
-    dot: kir.Op
-    loads: list              # the dot's two operand loads
-    load_ops: list           # the ops computing them, in body order
+    dots: list               # the dots, in body order
+    loads: list              # their distinct operand loads: one staged buffer each
+    operands: list           # per dot: [(index into loads, transposed) for a, b]
+    view_ops: list           # permutes / reshapes between loads and dots (dropped)
+    load_ops: list           # the ops computing the loads, in body order
     async_proxy: bool        # the dot runs on wgmma
     in_flight: bool          # ... and leaves its group running across trips
     shifted: list            # indices of the carried values the addresses read
@@ -134,7 +145,7 @@ class _LoopShape:
 def _analyze(function, loop, infos, users, num_warps: int, num_stages: int,
              wgmma: bool, budget: int = MAX_PIPELINE_BYTES) -> _LoopShape | None:
     """The loop's shape when it qualifies (see the module text), else None. Operands
-    loaded through tensor descriptors qualify only as TMA copies (wgmma, both operands,
+    loaded through tensor descriptors qualify only as TMA copies (wgmma, every operand load,
     ``tensor_maps.tensor_map_recipe``); ``infos`` is only read for pointer loads (None:
     looking for TMA loops only)."""
     region = loop.regions[0]
@@ -143,13 +154,17 @@ def _analyze(function, loop, infos, users, num_warps: int, num_stages: int,
     shape = dot_operand_loads(loop)
     if shape is None:
         return None
-    dot, loads, load_ops = shape
-    layout = choose_mma(dot, num_warps, wgmma)
-    if layout is None:
+    dots, loads, load_ops = shape.dots, shape.loads, shape.load_ops
+    layouts = [choose_mma(dot, num_warps, wgmma) for dot in dots]
+    if None in layouts or len({layout.instruction for layout in layouts}) != 1:
         return None
-    async_proxy = layout.instruction == "wgmma"
-    # wgmma runs asynchronously across trips, keeping the accumulator in fp32 registers.
-    in_flight = async_proxy and dot.result.element.is_fp32()
+    # A stage is read as it was loaded or, for B, transposed (a K-major B).
+    if any(operands[0][1] for operands in shape.operands):
+        return None
+    async_proxy = layouts[0].instruction == "wgmma"
+    # wgmma runs asynchronously across trips, keeping the accumulators in fp32 registers.
+    in_flight = async_proxy and all(dot.result.element.is_fp32() and
+                                    _chained(dot, region, users) for dot in dots)
     recipes = None
     if any(load.opcode == "descriptor_load" for load in loads):
         recipes = [tensor_map_recipe(load, function) for load in loads]
@@ -185,14 +200,28 @@ def _analyze(function, loop, infos, users, num_warps: int, num_stages: int,
             return None
 
     stages = num_stages
-    per_stage = sum(staged_tile_bytes(l.result.type.shape, l.result.element, async_proxy)
+    per_stage = sum(staged_tile_bytes(tile_shape(l), l.result.element, async_proxy)
                     for l in loads) + (MBARRIER_BYTES if recipes else 0)
     while stages > 2 and stages * per_stage > budget:
         stages -= 1
     if stages * per_stage > budget:
         return None
-    return _LoopShape(dot, loads, load_ops, async_proxy, in_flight, shifted, update_slice,
-                      stages, recipes)
+    return _LoopShape(dots, loads, shape.operands, shape.view_ops, load_ops, async_proxy,
+                      in_flight, shifted, update_slice, stages, recipes)
+
+
+def _chained(dot, region, users) -> bool:
+    """Whether ``dot``'s accumulator is a carried value that only it reads and its result
+    only the yield, back into that carried value: its wgmma group may then stay in flight
+    into the next trip, as nothing else touches those registers."""
+    accumulator = dot.operands[2]
+    carried = region.args[1:]
+    terminator = region.terminator
+    if not any(accumulator is arg for arg in carried):
+        return False
+    index = next(i for i, arg in enumerate(carried) if arg is accumulator)
+    return terminator.operands[index] is dot.result and \
+        users.get(accumulator) == [dot] and users.get(dot.result) == [terminator]
 
 
 def tma_loads(function: kir.Function, num_warps: int, num_stages: int, wgmma: bool,
@@ -219,7 +248,7 @@ def _rewrite(function, parent: list, loop, infos, users, num_warps: int, num_sta
     ops = region.body
     terminator = region.terminator
     induction, carried = region.args[0], region.args[1:]
-    dot, loads, load_ops = shape.dot, shape.loads, shape.load_ops
+    dots, loads, load_ops = shape.dots, shape.loads, shape.load_ops
     async_proxy, in_flight, stages = shape.async_proxy, shape.in_flight, shape.stages
     shifted, update_slice = shape.shifted, shape.update_slice
     tma = shape.recipes is not None
@@ -229,7 +258,7 @@ def _rewrite(function, parent: list, loop, infos, users, num_warps: int, num_sta
     update_ops = [o for o in ops if id(o) in update_slice]
     start, end, step = loop.operands[:3]
     index_type = induction.type
-    buffers = [(number, operand) for operand in range(2)]
+    buffers = [(number, index) for index in range(len(loads))]
     position = parent.index(loop)
 
     def copies(mapping, trip, stage_value, first=False) -> list:
@@ -246,15 +275,19 @@ def _rewrite(function, parent: list, loop, infos, users, num_warps: int, num_sta
             cloned.remove(copied)
             has_mask = copied.attrs.get("has_mask", False)
             operands = copied.operands[:2 if has_mask else 1] + [stage_value]
+            # A tile loaded with size-1 dims: the dims of size > 1 are the stage's.
+            squeezed = {} if copied.result.type.rank == 2 else {"tile_dims": [
+                dim for dim, size in enumerate(copied.result.type.shape) if size != 1]}
             emitted_copy = new_op("async_copy", operands, None, has_mask=has_mask,
                                   buffer=buffers[loads.index(load)], stages=stages,
-                                  async_proxy=async_proxy, first=first and load is loads[0])
+                                  async_proxy=async_proxy, first=first and load is loads[0],
+                                  **squeezed)
             emitted_copy.loc = load.loc
             cloned.append(emitted_copy)
         return emitted + cloned + [new_op("async_commit", [], None)]
 
     def tma_copies(mapping, in_range, stage_value) -> list:
-        """One elected thread arms the stage's mbarrier with the bytes of both tiles and
+        """One elected thread arms the stage's mbarrier with the bytes of all tiles and
         issues their TMA copies (nothing when the trip is past the end)."""
         emitted = clone_ops([o for o in load_ops if o not in loads], mapping)
         tile_bytes = sum(l.result.type.numel * l.result.element.itemsize for l in loads)
@@ -322,24 +355,33 @@ def _rewrite(function, parent: list, loop, infos, users, num_warps: int, num_sta
     body += copies(mapping, ahead.result, write_stage.result)
     mapping = {induction: ahead.result}
     body += clone_ops(update_ops, mapping)
-    reads = []
-    for load, buffer in zip(loads, buffers):
-        read = new_op("shared_read", [stage], load.result.type, buffer=buffer, stages=stages,
-                      async_proxy=async_proxy)
-        read.result.hint_name = load.result.hint_name
-        reads.append(read)
-    dot.operands[0], dot.operands[1] = reads[0].result, reads[1].result
+    reads = {}   # (load index, transposed) -> the shared_read of that view of its stage
+    for dot, operands in zip(dots, shape.operands):
+        for position, (index, transposed) in enumerate(operands):
+            if (index, transposed) not in reads:
+                view = {"transposed": True} if transposed else {}
+                read = new_op("shared_read", [stage], dot.operands[position].type,
+                              buffer=buffers[index], stages=stages,
+                              async_proxy=async_proxy, **view)
+                read.result.hint_name = loads[index].result.hint_name
+                reads[index, transposed] = read
+            dot.operands[position] = reads[index, transposed].result
+    reads = list(reads.values())
     next_stage = new_op("add", [stage, wrap[2].result], BlockType(T.int32))
     next_past = new_op("cmp", [next_stage.result, wrap[1].result], BlockType(T.int1),
                        predicate="ge")
     zero = constant(0, T.int32)
     stage_after = new_op("select", [next_past.result, zero.result, next_stage.result],
                          BlockType(T.int32))
-    remaining = [o for o in ops if o is not terminator and o not in loads]
+    replaced = {id(o) for o in loads + shape.view_ops}
+    remaining = [o for o in ops if o is not terminator and id(o) not in replaced]
     if in_flight:
-        # The dot leaves its wgmma group running and waits for the previous trip's, whose
-        # stage the copies then refill.
-        dot.attrs["wgmma_in_flight"] = 1
+        # Each dot leaves its wgmma group running and waits for the previous trip's groups,
+        # whose stages the copies then refill; after the last dot's wait, a barrier.
+        for dot in dots:
+            dot.attrs["wgmma_in_flight"] = len(dots)
+            if dot is not dots[-1]:
+                dot.attrs["wgmma_barrier"] = False
         loop.attrs["wgmma_in_flight"] = 1
     # The copies go after the dot: their target stage was last read in the previous trip,
     # and the wait's barrier ordered those reads first. Shared-memory reads cannot move

@@ -3,9 +3,13 @@
 In: kir ops and values. Out: new ops (``new_op``), copies of a slice of a loop body with
 operands renamed (``clone_ops``), and the queries those rewrites need: who uses a value
 (``users_of``), which body ops a value depends on (``body_slice``), each op with the list
-that holds it (``ops_with_blocks``).
+that holds it (``ops_with_blocks``), and the loop shape both rewrites start from: dots whose
+operands are loads of the body, seen directly or through size-1 views and transposes
+(``dot_operand_loads``).
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from ..ir import kir
 from ..ir import types as T
@@ -91,35 +95,102 @@ def clone_ops(ops, mapping: dict, in_range=None) -> list:
     return copies
 
 
-def dot_operand_loads(loop) -> tuple | None:
-    """(dot, [load a, load b], their address ops in body order) when ``loop``'s body holds
-    no nested regions, stores or side effects, exactly one dot, and its two operands are
-    distinct loads (pointer or tensor-descriptor ones) used by nothing else whose
-    addresses and masks are pure functions of the body's arguments and outside values;
-    else None. The loop shape that moving a dot's loads to earlier trips (``prefetch``,
-    ``pipeline``) starts from."""
+@dataclass
+class DotOperands:
+    """The dots of a loop body whose operands are all loads of that body (``dot_operand_loads``).
+
+    A load may feed several dots, and reach a dot through views: ``permute`` and ``reshape``
+    ops that only add or drop size-1 dims. The load's tile keeps its two dims of size > 1
+    (``tile_shape``); each dot operand reads it as is or transposed."""
+    dots: list          # the dots, in body order
+    loads: list         # the distinct loads feeding them, in order of first use
+    operands: list      # per dot: [(index into loads, transposed) for operand a, b]
+    view_ops: list      # the permutes and reshapes between the loads and the dots
+    load_ops: list      # the loads and the ops computing their addresses, in body order
+
+
+def tile_shape(load) -> tuple:
+    """A load's tile without its size-1 dims: the [rows, columns] tile that is staged."""
+    return tuple(d for d in load.result.type.shape if d != 1)
+
+
+def _view_of_load(value, body_ids: set):
+    """(load, the views from it to ``value``, transposed) when ``value`` is a body load's
+    tile seen through views that keep its two dims of size > 1 (module ``DotOperands``),
+    else None."""
+    views = []
+    while value.owner is not None and value.owner.opcode in ("permute", "reshape") \
+            and id(value.owner) in body_ids:
+        views.append(value.owner)
+        value = value.owner.operands[0]
+    load = value.owner
+    if load is None or id(load) not in body_ids or \
+            load.opcode not in ("load", "descriptor_load") or len(tile_shape(load)) != 2:
+        return None
+    # Which of the tile's two dims each dim of the current view holds (None: size 1).
+    next_axis = iter((0, 1))
+    axes = [None if d == 1 else next(next_axis) for d in load.result.type.shape]
+    for view in reversed(views):
+        if view.opcode == "permute":
+            axes = [axes[i] for i in view.attrs["order"]]
+            continue
+        before = [d for d, axis in zip(view.operands[0].type.shape, axes) if axis is not None]
+        if [d for d in view.result.type.shape if d != 1] != before:
+            return None
+        kept = iter([axis for axis in axes if axis is not None])
+        axes = [None if d == 1 else next(kept) for d in view.result.type.shape]
+    if axes not in ([0, 1], [1, 0]):
+        return None
+    return load, views, axes == [1, 0]
+
+
+def dot_operand_loads(loop) -> DotOperands | None:
+    """The loop's dots and the loads feeding them when ``loop``'s body holds no nested
+    regions, stores or side effects, at least one dot, and each dot operand is a load of
+    the body (pointer or tensor-descriptor one), possibly seen through views
+    (``DotOperands``), where those loads and views are read by nothing but each other and
+    the dots' operands a and b, and the loads' addresses and masks are pure functions of
+    the body's arguments and outside values; else None. The loop shape that moving the
+    dots' loads to earlier trips (``prefetch``, ``pipeline``) starts from."""
     ops = loop.regions[0].body
     if any(o.regions or o.opcode in ("store", "descriptor_store")
            or o.opcode in kir.SIDE_EFFECT_OPS for o in ops):
         return None
     dots = [o for o in ops if o.opcode == "dot"]
-    if len(dots) != 1:
-        return None
-    dot = dots[0]
-    users = users_of(ops)
-    loads = [v.owner for v in dot.operands[:2]]
-    if any(l is None or l.opcode not in ("load", "descriptor_load")
-           or users.get(l.result) != [dot] for l in loads) \
-            or loads[0] is loads[1]:
+    if not dots:
         return None
     body_ids = {id(o) for o in ops}
+    loads, operands, view_ops = [], [], {}
+    for dot in dots:
+        found = []
+        for value in dot.operands[:2]:
+            seen = _view_of_load(value, body_ids)
+            if seen is None:
+                return None
+            load, views, transposed = seen
+            if not any(load is known for known in loads):
+                loads.append(load)
+            view_ops.update((id(v), v) for v in views)
+            found.append((next(i for i, known in enumerate(loads) if known is load),
+                          transposed))
+        operands.append(found)
+    # Loads and views feed only views and the dots' operands a and b (not an accumulator).
+    readers = set(view_ops) | {id(d) for d in dots}
+    users = users_of(ops)
+    for produced in loads + list(view_ops.values()):
+        for user in users.get(produced.result, []):
+            if id(user) not in readers or \
+                    (user.opcode == "dot" and user.operands[2] is produced.result):
+                return None
     needed = {}
     for load in loads:
         for o in body_slice(load.result, body_ids):
             needed[id(o)] = o
-    if any(o.opcode not in kir.PURE_OPS and o not in loads for o in needed.values()):
+    if any(o.opcode not in kir.PURE_OPS and not any(o is load for load in loads)
+           for o in needed.values()):
         return None
-    return dot, loads, [o for o in ops if id(o) in needed]
+    return DotOperands(dots, loads, operands, [o for o in ops if id(o) in view_ops],
+                       [o for o in ops if id(o) in needed])
 
 
 def remove_unused_pure_ops(body: list) -> None:

@@ -1,0 +1,108 @@
+"""Dot loops whose operand loads the pipeline stages beyond one dot of two plain loads
+(tests/test_pipeline_shapes.py): two dots sharing a tile, a transposed B, a 3-d descriptor
+tile reshaped to 2-d, and liger-kernel's fused SwiGLU forward, which has all three."""
+import aotk
+import aotk.language as tl
+
+
+@aotk.jit
+def two_dots_kernel(a_ptr, b_ptr, b2_ptr, c_ptr, c2_ptr, M, N, K,
+                    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """c = a @ b, c2 = a @ b2: one tile of a feeds both dots. a [M, K], b, b2 [K, N]."""
+    rows = tl.program_id(0) * BM + tl.arange(0, BM)
+    cols = tl.program_id(1) * BN + tl.arange(0, BN)
+    depth = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), tl.float32)
+    acc2 = tl.zeros((BM, BN), tl.float32)
+    for k in range(0, K, BK):
+        x = tl.load(a_ptr + rows[:, None] * K + (k + depth)[None, :])
+        w = tl.load(b_ptr + (k + depth)[:, None] * N + cols[None, :])
+        w2 = tl.load(b2_ptr + (k + depth)[:, None] * N + cols[None, :])
+        acc = tl.dot(x, w, acc)
+        acc2 = tl.dot(x, w2, acc2)
+    out = rows[:, None] * N + cols[None, :]
+    tl.store(c_ptr + out, acc)
+    tl.store(c2_ptr + out, acc2)
+
+
+@aotk.jit
+def trans_b_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
+                   BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """c = a @ b.T with b [N, K] (a linear layer's weight)."""
+    rows = tl.program_id(0) * BM + tl.arange(0, BM)
+    cols = tl.program_id(1) * BN + tl.arange(0, BN)
+    depth = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in range(0, K, BK):
+        x = tl.load(a_ptr + rows[:, None] * K + (k + depth)[None, :])
+        w = tl.load(b_ptr + cols[:, None] * K + (k + depth)[None, :])
+        acc = tl.dot(x, tl.trans(w), acc)
+    tl.store(c_ptr + rows[:, None] * N + cols[None, :], acc)
+
+
+@aotk.jit
+def trans_b_descriptor_kernel(a_desc, b_desc, c_ptr, M, N, K,
+                              BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """c = a @ b.T through host descriptors: a [M, K] blocks [BM, BK], b [N, K] [BN, BK]."""
+    row, col = tl.program_id(0) * BM, tl.program_id(1) * BN
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in range(0, K, BK):
+        acc = tl.dot(a_desc.load([row, k]), tl.trans(b_desc.load([col, k])), acc)
+    rows = row + tl.arange(0, BM)
+    cols = col + tl.arange(0, BN)
+    tl.store(c_ptr + rows[:, None] * N + cols[None, :], acc)
+
+
+@aotk.jit
+def reshape_3d_kernel(x_desc, w_desc, c_ptr, S, N, K,
+                      BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """c[batch] = x[batch] @ w: x [B, S, K] read in [1, BM, BK] blocks, w [K, N]."""
+    batch = tl.program_id(2)
+    row, col = tl.program_id(0) * BM, tl.program_id(1) * BN
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in range(0, K, BK):
+        x = tl.reshape(x_desc.load([batch, row, k]), [BM, BK])
+        acc = tl.dot(x, w_desc.load([k, col]), acc)
+    rows = row + tl.arange(0, BM)
+    cols = col + tl.arange(0, BN)
+    tl.store(c_ptr + batch * S * N + rows[:, None] * N + cols[None, :], acc)
+
+
+@aotk.jit
+def reshape_3d_device_descriptor_kernel(x_ptr, w_ptr, c_ptr, B, S, N, K,
+                                        BM: tl.constexpr, BN: tl.constexpr,
+                                        BK: tl.constexpr):
+    """``reshape_3d_kernel`` with descriptors made in the kernel."""
+    x_desc = tl.make_tensor_descriptor(x_ptr, shape=[B, S, K], strides=[S * K, K, 1],
+                                       block_shape=[1, BM, BK])
+    w_desc = tl.make_tensor_descriptor(w_ptr, shape=[K, N], strides=[N, 1],
+                                       block_shape=[BK, BN])
+    batch = tl.program_id(2)
+    row, col = tl.program_id(0) * BM, tl.program_id(1) * BN
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in range(0, K, BK):
+        x = tl.reshape(x_desc.load([batch, row, k]), [BM, BK])
+        acc = tl.dot(x, w_desc.load([k, col]), acc)
+    rows = row + tl.arange(0, BM)
+    cols = col + tl.arange(0, BN)
+    tl.store(c_ptr + batch * S * N + rows[:, None] * N + cols[None, :], acc)
+
+
+@aotk.jit
+def swiglu_kernel(x_desc, wg_desc, wu_desc, out_ptr, S, N, K,
+                  BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """liger-kernel's fused SwiGLU forward: out = silu(x @ wg.T) * (x @ wu.T), x [B, S, K]
+    in [1, BM, BK] blocks, wg and wu [N, K]: one tile of x feeds both dots."""
+    batch = tl.program_id(2)
+    row, col = tl.program_id(0) * BM, tl.program_id(1) * BN
+    acc_gate = tl.zeros((BM, BN), tl.float32)
+    acc_up = tl.zeros((BM, BN), tl.float32)
+    for k in range(0, K, BK):
+        x = tl.reshape(x_desc.load([batch, row, k]), [BM, BK])
+        acc_gate = tl.dot(x, tl.trans(wg_desc.load([col, k])), acc=acc_gate)
+        acc_up = tl.dot(x, tl.trans(wu_desc.load([col, k])), acc=acc_up)
+    out = acc_gate * tl.sigmoid(acc_gate) * acc_up
+    rows = row + tl.arange(0, BM)
+    cols = col + tl.arange(0, BN)
+    tl.store(out_ptr + batch * S * N + rows[:, None] * N + cols[None, :],
+             out.to(out_ptr.dtype.element_ty))
