@@ -28,11 +28,25 @@ from .shared import SharedMemory
 from .tma import tensor_map_parameters
 
 
+def _drain_after(ops, index):
+    """The op after ``ops[index]`` when it drains that pipelined loop's copies (the
+    ``async_wait(0)`` / ``tma_release`` that ``passes.pipeline`` puts right after it)."""
+    if ops[index].opcode != "for" or "pipeline" not in ops[index].attrs \
+            or index + 1 == len(ops):
+        return None
+    after = ops[index + 1]
+    if (after.opcode == "async_wait" and after.attrs.get("pending") == 0) or \
+            after.opcode == "tma_release":
+        return after
+    return None
+
+
 def _lower_ops(ctx: LoweringContext, ops):
     plan = ctx.plan
-    for op in ops:
+    drained = set()
+    for index, op in enumerate(ops):
         ctx.builder.comment = None
-        if not plan.is_live(op):
+        if id(op) in drained or not plan.is_live(op):
             continue
         value_rule = VALUE_LOWERINGS.get(op.opcode)
         if value_rule is not None:
@@ -47,6 +61,13 @@ def _lower_ops(ctx: LoweringContext, ops):
         if op_rule is None:
             raise missing_lowering(op.opcode)
         lowered = op_rule(ctx, op)
+        drain = _drain_after(ops, index)
+        if drain is not None:
+            # Before the loop's results are defined: defining one converts it to its other
+            # layouts through shared memory, which the loop's last copies (zero-filled
+            # past the end) may still be writing.
+            OP_LOWERINGS[drain.opcode](ctx, drain)
+            drained.add(id(drain))
         for value, registers in zip(op.results, lowered or ()):
             if value in plan.demands:
                 ctx.define(value, registers)
@@ -66,7 +87,8 @@ def lower_to_llvm(function, plan: LayoutPlan, infos: dict, target: str = "sm_90"
     builder = ir.IRBuilder(entry)
     buffers = plan_buffers(function)
     threads = ThreadGeometry(builder, 32 * plan.num_warps)
-    shared = SharedMemory(module, builder, plan, threads, buffers.loop_bytes)
+    shared = SharedMemory(module, builder, plan, threads, buffers.loop_bytes,
+                          SHARED_BYTES_PER_BLOCK[target.rstrip("a")])
     ctx = LoweringContext(function, plan, infos, target, module, kernel, builder, threads,
                           shared, buffers, lambda ops: _lower_ops(ctx, ops))
     for param, arg in zip(function.params, kernel.args):
