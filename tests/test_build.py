@@ -254,13 +254,18 @@ def test_noop_rebuild_is_fast_and_identical(tmp_path):
 
 def test_editing_one_kernel_recompiles_only_its_variants(tmp_path):
     project = _project(tmp_path)
-    aotk.build(project / "aotk.toml")
+    first = aotk.build(project / "aotk.toml")
     copy_py = project / "examples" / "kernels" / "copy.py"
     copy_py.write_text(copy_py.read_text().replace("tl.load(src + offs, mask=mask)",
-                                                   "tl.load(src + offs, mask=mask) * 2.0"))
+                                                   "tl.load(src + offs, mask=mask) * 5.0"))
     result = aotk.build(project / "aotk.toml")
-    # copy has one variant, built aligned and generic: exactly those two recompile.
-    assert (result.compiled, result.linked) == (2, True)
+    # copy has one variant, built aligned and generic: exactly those two change (and are
+    # compiled, unless the session's cache holds the same code from another test).
+    before = {(v["kernel"], v["index"]): v["key"] for v in first.variants}
+    changed = {(v["kernel"], v["index"]) for v in result.variants
+               if before[(v["kernel"], v["index"])] != v["key"]}
+    assert changed == {("copy", 0), ("copy", 1)}
+    assert result.compiled <= 2 and result.linked
 
 
 def test_builds_from_two_directories_are_byte_identical(tmp_path):

@@ -263,3 +263,25 @@ def test_on_the_gpu_the_root_library_s_triton_c_entries_give_their_twins_bits(tm
     twins = ("add", "softmax", "layer_norm", "matmul")
     assert all(checked[k] for k in twins)
     assert {k: checked[f"{k}_tc"] for k in twins} == {k: True for k in twins}
+
+
+def test_the_root_library_compiles_each_triton_c_twin_once_with_its_python_kernel(tmp_path):
+    """Identical code shares one cache key (the listing leaves source lines out), so the
+    Triton-C entries of the root manifest cost no compile beyond their Python twins'."""
+    result = aotk.build(ROOT / "aotk.toml", out_dir=tmp_path)
+    keys = {}
+    for entry in result.variants:
+        keys.setdefault(entry["kernel"], set()).add(entry["key"])
+    for twin in ("add", "softmax", "layer_norm"):
+        assert keys[f"{twin}_tc"] <= keys[twin], twin
+    # A kernel whose assert reports its file and line keys on them.
+    listing = aotk.ir.kir.cache_listing(_asserting.kir(Signature.parse("*i32", ["x_ptr"]), debug=True))
+    assert f"// file {__file__}" in listing and "// line" in listing
+    assert "// line" not in aotk.ir.kir.cache_listing(_asserting.kir(Signature.parse("*i32", ["x_ptr"]), debug=False))
+
+
+@aotk.jit
+def _asserting(x_ptr):
+    value = aotk.language.load(x_ptr)
+    aotk.language.device_assert(value > 0, "x must be positive")
+    aotk.language.store(x_ptr, value + 1)

@@ -2,8 +2,8 @@
 
 In: the ``KernelPlan``s and the manifest's targets. Out: per build a ``CompiledBuild``
 (fatbin bytes, entry name, shared memory, per-target registers/spills/vector widths).
-The cache key is the kir listing of the build (it fixes everything code generation sees:
-source, inlined callees, types, hints, constants) with options, targets and the aotk, LLVM
+The cache key is the kir listing of the build (``kir.cache_listing``: it fixes everything
+code generation sees: source, inlined callees, types, hints, constants) with options, targets and the aotk, LLVM
 and ptxas versions; entries are written atomically. ``verbose`` prints each build and
 every tool call, the workers' included; ``progress(done, total, what)`` hears of each
 compiled build.
@@ -19,7 +19,9 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 from .. import cache
+from ..ir import kir
 from ..options import CompileOptions
+from ..targets import capability
 from ..toolchain.locate import show_commands
 
 
@@ -56,7 +58,7 @@ def _compile_one(job) -> tuple:
     cubins, per_target, lowest_ptx, name, shared, tensor_maps = {}, {}, None, None, 0, []
     # Oldest GPU first (sm_100 after sm_90): the fatbin's PTX is the oldest target's, which
     # every newer GPU can compile.
-    for target in sorted(targets, key=lambda t: int(t[3:])):
+    for target in sorted(targets, key=capability):
         compiled = compile(kernel, signature, constants,
                            options=dataclasses.replace(options, target=target))
         # A kernel on wgmma is an sm_90a cubin: the fatbin entry says so.
@@ -87,9 +89,9 @@ def compile_builds(plans, targets, jobs=None, verbose=False, progress=None) -> d
         for build in plan.builds:
             # The kir for the lowest target stands for all of them: the targets are in the key,
             # and a kernel that asks tl.target_info differs only as they do.
-            kir_text = str(plan.function.kir(build.signature, constants=build.constants,
-                                             num_warps=build.variant.num_warps,
-                                             target=min(targets)))
+            kir_text = kir.cache_listing(plan.function.kir(
+                build.signature, constants=build.constants, num_warps=build.variant.num_warps,
+                target=min(targets, key=capability)))
             options = CompileOptions(num_warps=build.variant.num_warps,
                                      num_stages=build.variant.num_stages,
                                      maxnreg=build.variant.maxnreg)

@@ -304,8 +304,20 @@ def _format_attr(value) -> str:
     return str(value)
 
 
-def print_function(function: Function, value_note=None, op_note=None) -> str:
-    """The kir listing: one op per line, values numbered in definition order.
+def cache_listing(function: Function) -> str:
+    """The listing compile caches key on: everything that fixes the generated code. Source
+    lines reach the code only through a device_assert's message (file and line), so
+    elsewhere they are left out, and the same kernel written in two places (a Triton-C
+    kernel and its Python twin) shares one entry."""
+    if any(op.opcode == "device_assert" for op in walk(function.body)):
+        return f"// file {function.filename}\n" + print_function(function)
+    return print_function(function, locations=False)
+
+
+def print_function(function: Function, value_note=None, op_note=None,
+                   locations: bool = True) -> str:
+    """The kir listing: one op per line, values numbered in definition order, each op's
+    source line noted (unless ``locations`` is off).
 
     ``value_note(value)`` and ``op_note(op)`` (optional) return text printed after a
     value's type and after an op's attributes: the gir listing shows layouts this way."""
@@ -329,12 +341,12 @@ def print_function(function: Function, value_note=None, op_note=None) -> str:
     if function.constants:
         consts = ", ".join(f"{k}={v!r}" for k, v in function.constants.items())
         lines.append(f"  // constexprs: {consts}")
-    _print_ops(function.body, name_of, typed, op_note, lines, "  ")
+    _print_ops(function.body, name_of, typed, op_note, lines, "  ", locations)
     lines.append("}")
     return "\n".join(lines) + "\n"
 
 
-def _print_ops(ops, name_of, typed, op_note, lines, indent):
+def _print_ops(ops, name_of, typed, op_note, lines, indent, locations=True):
     for op in ops:
         args = ", ".join(name_of(v) for v in op.operands)
         attrs = " ".join(f"{k}={_format_attr(v)}" for k, v in op.attrs.items()
@@ -353,7 +365,7 @@ def _print_ops(ops, name_of, typed, op_note, lines, indent):
             text = f"{names} = {text} : {types}"
         if op.regions:
             text += " {"
-        if op.loc is not None:
+        if op.loc is not None and locations:
             text += f"    // line {op.loc[1]}"
         lines.append(indent + text)
         for index, region in enumerate(op.regions):
@@ -361,6 +373,6 @@ def _print_ops(ops, name_of, typed, op_note, lines, indent):
                 lines.append(indent + "} {")
             block_args = ", ".join(f"{name_of(a)}: {typed(a)}" for a in region.args)
             lines.append(indent + f"^({block_args}):")
-            _print_ops(region.body, name_of, typed, op_note, lines, indent + "  ")
+            _print_ops(region.body, name_of, typed, op_note, lines, indent + "  ", locations)
         if op.regions:
             lines.append(indent + "}")

@@ -10,6 +10,7 @@ import ctypes
 import threading
 
 from .. import cache
+from ..ir import kir
 from ..errors import AotkError
 from ..options import CompileOptions
 from .arguments import address_of, check_devices, specialize
@@ -84,7 +85,7 @@ def current_device() -> str:
 def _compiled(kernel, signature, constants, options):
     function = kernel.kir(signature, constants=constants, num_warps=options.num_warps,
                           target=options.target)
-    key = cache.cache_key(str(function), options.cache_key(), cache.versions())
+    key = cache.cache_key(kir.cache_listing(function), options.cache_key(), cache.versions())
     hit = cache.load(key)
     if hit is None:
         from ..compiler import compile
