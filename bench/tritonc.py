@@ -17,6 +17,7 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
+from bench.liger import kernel_gpu_us  # noqa: E402
 from bench.timing import KERNELS, time_ms, triton_port  # noqa: E402
 
 
@@ -141,6 +142,16 @@ def main(argv=None):
                "metric": metric, "python_ms": statistics.median(times["python"]),
                "tritonc_ms": statistics.median(times["tritonc"])}
         row["ratio"] = row["tritonc_ms"] / row["python_ms"]
+        # The GPU's own time of the kernels (torch profiler): no launch path in it.
+        names = {python_kernel.name}
+        profiled = {}
+        for round_ in range(4):
+            for side, kernel in (sides if round_ % 2 == 0 else sides[::-1]):
+                profiled.setdefault(side, []).append(kernel_gpu_us(
+                    lambda: launch(kernel, out_py), names, reps=50))
+        row["python_kernel_us"] = statistics.median(profiled["python"])
+        row["tritonc_kernel_us"] = statistics.median(profiled["tritonc"])
+        row["kernel_ratio"] = row["tritonc_kernel_us"] / row["python_kernel_us"]
         if reference is not None:
             row["cublas_ms"] = time_ms(reference)
             row["python_of_cublas"] = row["cublas_ms"] / row["python_ms"]
@@ -149,14 +160,17 @@ def main(argv=None):
         row["tritonc_value"] = amount / row["tritonc_ms"] / scale
         rows.append(row)
     lines = [f"GPU: {torch.cuda.get_device_name(0)}", "",
-             "| case | same bits | same PTX | Python ms | Triton-C ms | Triton-C / Python | Triton-C "
-             "| Python of cuBLAS | Triton-C of cuBLAS |", "|---|---|---|---|---|---|---|---|---|"]
+             "| case | same bits | same PTX | Python ms | Triton-C ms | Triton-C / Python | kernel "
+             "us Python | kernel us Triton-C | kernel Triton-C / Python | Triton-C "
+             "| Python of cuBLAS | Triton-C of cuBLAS |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         cublas = (f"{r['python_of_cublas']:.2f} | {r['tritonc_of_cublas']:.2f}"
                   if "cublas_ms" in r else "- | -")
         lines.append(f"| {r['case']} | {'yes' if r['same_bits'] else 'NO'} | "
                      f"{'yes' if r['same_ptx'] else 'no'} | "
                      f"{r['python_ms']:.4f} | {r['tritonc_ms']:.4f} | {r['ratio']:.3f} | "
+                     f"{r['python_kernel_us']:.1f} | {r['tritonc_kernel_us']:.1f} | "
+                     f"{r['kernel_ratio']:.3f} | "
                      f"{r['tritonc_value']:.0f} {r['metric']} | {cublas} |")
     table = "\n".join(lines)
     print(table)
