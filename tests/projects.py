@@ -1,4 +1,9 @@
-"""Small projects the build tests write: one add kernel (``ADD_KERNEL``) and its manifest."""
+"""Small projects the build tests write: one add kernel (``ADD_KERNEL``) and its manifest;
+a copy of the example kernels and the root manifest (``root_project``)."""
+import shutil
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
 
 ADD_KERNEL = """\
 import aotk
@@ -22,3 +27,11 @@ def add_manifest(name: str = "small", source: str = "add.py", blocks=(256,)) -> 
             'signature = "*fp32, *fp32, *fp32, i32"\ngrid = ["cdiv(n, BLOCK)"]\n')
     return text + "".join(f"\n[[kernel.variant]]\nconstants = {{ BLOCK = {block} }}\n"
                           for block in blocks)
+
+
+def root_project(tmp_path: Path, name: str = "proj") -> Path:
+    """A copy of the example kernels and the root manifest under ``tmp_path / name``."""
+    project = tmp_path / name
+    shutil.copytree(ROOT / "examples" / "kernels", project / "examples" / "kernels")
+    shutil.copy(ROOT / "aotk.toml", project / "aotk.toml")
+    return project

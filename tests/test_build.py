@@ -1,7 +1,6 @@
 """aotk build: manifest -> lib<name>.so + header + depfile, checked without a GPU."""
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -15,16 +14,11 @@ from aotk.buildsys.manifest import ManifestError
 from aotk.toolchain.locate import wheel_directories
 from aotk_cli.main import main
 from tests.conftest import cuda_available, run_c_program
+from tests.projects import root_project as _project
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _project(tmp_path: Path, name="proj") -> Path:
-    """A copy of the example kernels and the root manifest."""
-    project = tmp_path / name
-    shutil.copytree(ROOT / "examples" / "kernels", project / "examples" / "kernels")
-    shutil.copy(ROOT / "aotk.toml", project / "aotk.toml")
-    return project
 
 
 @pytest.fixture(scope="module")
@@ -250,22 +244,6 @@ def test_noop_rebuild_is_fast_and_identical(tmp_path):
     assert elapsed < 2.0
     assert second.library.read_bytes() == library_bytes
     assert second.header.read_bytes() == header_bytes
-
-
-def test_editing_one_kernel_recompiles_only_its_variants(tmp_path):
-    project = _project(tmp_path)
-    first = aotk.build(project / "aotk.toml")
-    copy_py = project / "examples" / "kernels" / "copy.py"
-    copy_py.write_text(copy_py.read_text().replace("tl.load(src + offs, mask=mask)",
-                                                   "tl.load(src + offs, mask=mask) * 5.0"))
-    result = aotk.build(project / "aotk.toml")
-    # copy has one variant, built aligned and generic: exactly those two change (and are
-    # compiled, unless the session's cache holds the same code from another test).
-    before = {(v["kernel"], v["index"]): v["key"] for v in first.variants}
-    changed = {(v["kernel"], v["index"]) for v in result.variants
-               if before[(v["kernel"], v["index"])] != v["key"]}
-    assert changed == {("copy", 0), ("copy", 1)}
-    assert result.compiled <= 2 and result.linked
 
 
 def test_builds_from_two_directories_are_byte_identical(tmp_path):

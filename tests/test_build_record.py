@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from aotk_cli import buildrecord
-from tests.projects import add_manifest
+from tests.projects import add_manifest, root_project
 
 ROOT = Path(__file__).resolve().parent.parent
 UP_TO_DATE = "aotk: nothing changed since the last build"
@@ -179,3 +179,20 @@ def test_a_manifest_that_cannot_be_read_goes_to_the_full_build(project):
                             capture_output=True, text=True)
     assert result.returncode == 1
     assert result.stderr.count("aotk: error:") == 1 and "aotk.toml" in result.stderr
+
+
+def test_editing_one_kernel_recompiles_only_its_variants(tmp_path):
+    import aotk
+    project = root_project(tmp_path)
+    first = aotk.build(project / "aotk.toml")
+    copy_py = project / "examples" / "kernels" / "copy.py"
+    copy_py.write_text(copy_py.read_text().replace("tl.load(src + offs, mask=mask)",
+                                                   "tl.load(src + offs, mask=mask) * 5.0"))
+    result = aotk.build(project / "aotk.toml")
+    # copy has one variant, built aligned and generic: exactly those two change (and are
+    # compiled, unless the session's cache holds the same code from another test).
+    before = {(v["kernel"], v["index"]): v["key"] for v in first.variants}
+    changed = {(v["kernel"], v["index"]) for v in result.variants
+               if before[(v["kernel"], v["index"])] != v["key"]}
+    assert changed == {("copy", 0), ("copy", 1)}
+    assert result.compiled <= 2 and result.linked
