@@ -4,7 +4,10 @@ import stat
 
 import pytest
 
+import aotk
+from aotk.buildsys.manifest import ManifestError
 from aotk.toolchain import ToolchainError, doctor, find_libdevice, locate, ptxas
+from tests.projects import ADD_KERNEL, add_manifest
 
 # Stores 7 through the pointer parameter: the smallest kernel that exercises ld.param,
 # a global store and register allocation.
@@ -134,3 +137,44 @@ def test_doctor_survives_missing_tools(monkeypatch, fresh_tools):
 ])
 def test_doctor_judges_whether_tools_fit(ptxas_version, driver, verdict):
     assert doctor.fit(ptxas_version, driver).startswith(verdict)
+
+
+OLD_PTXAS = """#!/bin/sh
+case "$1" in
+  --version) echo 'Cuda compilation tools, release 12.4, V12.4.131' ;;
+  --help) cat <<'HELP'
+--gpu-name <gpu name>                               (-arch)
+        Specify name of NVIDIA GPU to generate code for.
+        Allowed values for this option:  'compute_50','compute_90a','sm_50','sm_75',
+        'sm_80','sm_86','sm_89','sm_90','sm_90a'.
+        Default value:  'sm_52'.
+HELP
+  ;;
+esac
+"""
+
+
+def test_a_target_this_ptxas_cannot_build_is_named_before_anything_compiles(
+        tmp_path, monkeypatch, fresh_tools):
+    monkeypatch.setenv("AOTK_PTXAS", str(_fake_tool(tmp_path, "ptxas", OLD_PTXAS)))
+    assert ptxas.ptxas_gpu_names(ptxas.find_ptxas().path) >= {"sm_75", "sm_90", "sm_90a"}
+    assert ptxas.unbuildable_targets(["sm_80", "sm_100", "sm_120"]) == ["sm_100", "sm_120"]
+    assert dict(doctor.report())["targets"] == (
+        "sm_75, sm_80, sm_86, sm_89, sm_90; not by this ptxas: sm_100, sm_120")
+    (tmp_path / "add.py").write_text(ADD_KERNEL)
+    (tmp_path / "aotk.toml").write_text(add_manifest().replace('["sm_80"]',
+                                                                '["sm_80", "sm_120"]'))
+    with pytest.raises(ManifestError, match=r"library.targets: the ptxas in use \(.*12.4.131\) "
+                                            r"cannot build sm_120; .*PTX \(for sm_80\)"):
+        aotk.build(tmp_path / "aotk.toml", out_dir=tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("major, minor, says", [
+    (9, 0, "sm_90: cubins for sm_90, sm_90a; PTX of sm_75, sm_80, sm_86, sm_89, sm_90 "),
+    (8, 9, "sm_89: cubins for sm_80, sm_86, sm_89; PTX of sm_75, sm_80, sm_86, sm_89 "),
+    (12, 1, "sm_121: cubins for sm_120; PTX of sm_75, sm_80, sm_86, sm_89, sm_90, sm_100, "),
+    (7, 0, "sm_70: none of the targets (the oldest, sm_75, is newer)")])
+def test_doctor_says_what_the_gpu_runs(major, minor, says):
+    targets = ["sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120"]
+    assert doctor.runnable(targets, major, minor).startswith(says)

@@ -27,7 +27,8 @@ from ..version import __version__
 from ..toolchain.errors import ToolchainError
 from ..toolchain.libdevice import find_libdevice
 from ..toolchain.locate import find_tool
-from ..toolchain.ptxas import find_ptxas
+from ..targets import capability
+from ..toolchain.ptxas import find_ptxas, unbuildable_targets
 from ..data import resource_dir
 from ..files import write_atomic
 from .cgen import generate, template
@@ -116,6 +117,16 @@ def prepare(manifest_path, out_dir=None, targets=None) -> tuple:
             manifest.targets = check_targets(list(targets))
         except ValueError as exc:
             raise ManifestError(f"--target: {exc}") from None
+    missing = unbuildable_targets(manifest.targets)
+    if missing:
+        tool = find_ptxas()
+        source = "--target" if targets else f"{manifest.path}: library.targets"
+        raise ManifestError(
+            f"{source}: the ptxas in use ({tool.path}, {tool.version}) cannot build "
+            f"{', '.join(missing)}; point AOTK_PTXAS at a newer one, or leave "
+            f"{'it' if len(missing) == 1 else 'them'} out: the fatbin's PTX (for "
+            f"{min(manifest.targets, key=capability)}) still runs on such a GPU through "
+            "the driver's JIT compiler")
     out = Path(out_dir) if out_dir is not None else manifest.out_dir
     out = out.resolve()
     for folder in [out, *out.parents]:

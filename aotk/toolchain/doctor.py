@@ -32,7 +32,27 @@ def _nvptx_target() -> str:
 
 def _targets() -> str:
     from ..options import SUPPORTED_TARGETS
-    return ", ".join(SUPPORTED_TARGETS)
+    from .ptxas import unbuildable_targets
+    missing = unbuildable_targets(SUPPORTED_TARGETS)
+    buildable = [t for t in SUPPORTED_TARGETS if t not in missing]
+    return ", ".join(buildable) + (f"; not by this ptxas: {', '.join(missing)}" if missing
+                                   else " (this ptxas builds them all)")
+
+
+def runnable(targets, major: int, minor: int) -> str:
+    """What a GPU of compute capability ``major.minor`` runs of each target's code: a cubin
+    of its own major version and a minor no newer (sm_90a only on 9.0 itself), and the PTX
+    of any target up to its capability (the driver compiles it on first load)."""
+    from ..targets import capability
+    own = major * 10 + minor
+    cubins = [t for t in targets if capability(t) // 10 == major and capability(t) <= own]
+    if own == 90 and "sm_90" in cubins:
+        cubins.append("sm_90a")
+    ptx = [t for t in targets if capability(t) <= own]
+    if not ptx:
+        return f"sm_{own}: none of the targets (the oldest, {targets[0]}, is newer)"
+    return (f"sm_{own}: cubins for {', '.join(cubins) or 'none'}; PTX of "
+            f"{', '.join(ptx)} through the driver's JIT compiler")
 
 
 def _ptxas() -> str:
@@ -71,6 +91,13 @@ def _driver_and_gpu() -> tuple[str, str]:
     name = ctypes.create_string_buffer(256)
     libcuda.cuDeviceGetName(name, len(name), device)
     more = f" (+{count.value - 1} more)" if count.value > 1 else ""
+    major, minor = ctypes.c_int(0), ctypes.c_int(0)
+    # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR / _MINOR
+    libcuda.cuDeviceGetAttribute(ctypes.byref(major), 75, device)
+    libcuda.cuDeviceGetAttribute(ctypes.byref(minor), 76, device)
+    if major.value:
+        from ..options import SUPPORTED_TARGETS
+        more += f"; runs {runnable(list(SUPPORTED_TARGETS), major.value, minor.value)}"
     return driver, name.value.decode(errors="replace") + more
 
 

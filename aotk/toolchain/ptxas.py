@@ -28,6 +28,7 @@ def reset_caches():
     from .libdevice import find_libdevice
     find_tool.cache_clear()
     find_ptxas.cache_clear()
+    ptxas_gpu_names.cache_clear()
     find_libdevice.cache_clear()
 
 
@@ -44,6 +45,33 @@ def find_ptxas() -> ToolInfo:
         return ToolInfo(tool.path, tool.origin, match.group(1))
     lines = output.strip().splitlines()
     return ToolInfo(tool.path, tool.origin, lines[-1] if lines else "unknown")
+
+
+@functools.lru_cache(maxsize=None)
+def ptxas_gpu_names(path: str) -> frozenset:
+    """The real GPU targets (``sm_XY``, ``sm_XYa``...) the ptxas at ``path`` can build: the
+    values its ``--help`` allows for ``--gpu-name``. Empty when the help does not say."""
+    try:
+        text = subprocess.run([path, "--help"], capture_output=True, text=True,
+                              timeout=60).stdout
+    except OSError as exc:
+        raise ToolchainError(f"cannot run {path}: {exc}") from None
+    option = text.find("--gpu-name")
+    allowed = text.find("Allowed values for this option:", option)
+    if option < 0 or allowed < 0:
+        return frozenset()
+    end = text.find("Default value", allowed)
+    return frozenset(re.findall(r"'(sm_\w+)'", text[allowed:end if end > 0 else None]))
+
+
+def unbuildable_targets(targets) -> list:
+    """The targets of ``targets`` the ptxas in use cannot build ([] when its help does not
+    list what it can: ptxas itself is then the judge)."""
+    try:
+        names = ptxas_gpu_names(find_ptxas().path)
+    except ToolchainError:
+        return []   # no usable ptxas: the compile says so, naming the tool
+    return [t for t in targets if names and t not in names]
 
 
 def ptxas_version() -> tuple[int, ...]:
