@@ -30,9 +30,10 @@ class KernelFunction(KernelSource):
     def kir(self, signature, hints: dict | None = None, constants: dict | None = None,
             debug: bool | None = None, num_warps: int | None = None,
             target: str | None = None):
-        """The kir specialized on a ``Signature`` (or {param: type} with ``hints``), the
-        constexpr values, the debug flag and the number of warps it will run with, for
-        ``tl.extra.cuda.num_warps()``, and the target, for ``tl.target_info`` (memoized)."""
+        """The kir specialized on a ``Signature`` (a signature string, or {param: type} with
+        ``hints``), the constexpr values, the debug flag and the number of warps it will run
+        with, for ``tl.extra.cuda.num_warps()``, and the target, for ``tl.target_info``
+        (memoized)."""
         debug = self.debug if debug is None else bool(debug)
         constants = dict(constants or {})
         for name in self.constexpr_names:
@@ -46,7 +47,10 @@ class KernelFunction(KernelSource):
             raise TypeError(f"{self.name}: {sorted(unknown)} are not tl.constexpr parameters "
                             "(a runtime parameter can only be given as None, or as the "
                             "HostDescriptorLayout of a host tensor descriptor)")
-        if not isinstance(signature, Signature):
+        if isinstance(signature, str):   # "*fp32:16, i32", as aotk.compile takes it
+            signature = Signature.parse(
+                signature, runtime_parameter_names(self.runtime_names, constants), self.name)
+        elif not isinstance(signature, Signature):
             names = runtime_parameter_names(self.runtime_names, constants)
             signature = Signature.from_types(signature, hints, names)
         key = (signature.cache_key,
