@@ -325,12 +325,16 @@ def _inline_asm(demands, op):
 
 @_value_op
 def _load(demands, op, wanted):
-    """Loaded once, in a full (unsliced) layout when one is wanted: that is where the
-    vector width was proven."""
-    wanted.sort(key=lambda layout: layout is SCALAR or bool(layout.sliced))
-    demands.homes[op.result] = wanted[0]
+    """Loaded once, in a full (unsliced) blocked layout when one is wanted: that is where the
+    vector width was proven. A load wanted only in a dot's mma layout (added to the
+    accumulator a loop keeps in it) is loaded in its natural layout and converted."""
+    memory = [layout for layout in wanted
+              if layout is SCALAR or not isinstance(layout.blocked, Mma)]
+    memory.sort(key=lambda layout: layout is SCALAR or bool(layout.sliced))
+    home = memory[0] if memory else demands.plan.natural(op.result)
+    demands.homes[op.result] = home
     for value in op.operands:
-        demands.want(value, wanted[0])
+        demands.want(value, home)
 
 
 @_value_op

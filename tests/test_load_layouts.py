@@ -1,0 +1,67 @@
+"""A load whose value is wanted only in a dot's mma layout is loaded in a blocked layout and
+converted (``passes.assign_layouts._load``): a tile added to the accumulator a K loop keeps
+in its mma layout crashed the backend ('Mma' object has no attribute 'order') before."""
+import numpy as np
+import pytest
+
+import aotk
+import aotk.language as tl
+
+
+@aotk.jit
+def dot_plus_tile_per_trip(a_ptr, b_ptr, d_ptr, c_ptr, M, N, K, BM: tl.constexpr,
+                           BN: tl.constexpr, BK: tl.constexpr):
+    rows = tl.program_id(0) * BM + tl.arange(0, BM)
+    cols = tl.program_id(1) * BN + tl.arange(0, BN)
+    inner = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in range(0, K, BK):
+        a = tl.load(a_ptr + rows[:, None] * K + (k + inner)[None, :])
+        b = tl.load(b_ptr + (k + inner)[:, None] * N + cols[None, :])
+        acc = tl.dot(a, b, acc)
+        acc += tl.load(d_ptr + rows[:, None] * N + cols[None, :])
+    tl.store(c_ptr + rows[:, None] * N + cols[None, :], acc)
+
+
+TILES = dict(BM=64, BN=64, BK=32)
+SIGNATURE = "*fp16:16, *fp16:16, *fp32:16, *fp32:16, i32:16, i32:16, i32:16"
+
+
+def _expected(a, b, d, K):
+    return a.astype(np.float32) @ b.astype(np.float32) + (K // TILES["BK"]) * d
+
+
+@pytest.mark.parametrize("target", ["sm_75", "sm_80", "sm_90"])
+@pytest.mark.parametrize("stages", [1, 3])
+def test_it_compiles(target, stages):
+    compiled = aotk.compile(dot_plus_tile_per_trip, SIGNATURE, constants=TILES, num_warps=4,
+                            num_stages=stages, target=target)
+    assert "mma" in compiled.asm["ptx"]
+
+
+def test_on_the_interpreter():
+    M, N, K = 64, 128, 96
+    rng = np.random.default_rng(0)
+    a = (rng.standard_normal((M, K)) / 4).astype(np.float16)
+    b = (rng.standard_normal((K, N)) / 4).astype(np.float16)
+    d = rng.standard_normal((M, N)).astype(np.float32)
+    c = np.zeros((M, N), np.float32)
+    dot_plus_tile_per_trip[(M // 64, N // 64)](a, b, d, c, M, N, K, **TILES)
+    np.testing.assert_allclose(c, _expected(a, b, d, K), rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("stages", [1, 3])
+def test_on_the_gpu(stages):
+    torch = pytest.importorskip("torch")
+    M, N, K = 128, 128, 256
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    a = (torch.randn(M, K, device="cuda", generator=generator) / 4).half()
+    b = (torch.randn(K, N, device="cuda", generator=generator) / 4).half()
+    d = torch.randn(M, N, device="cuda", generator=generator)
+    c = torch.empty(M, N, device="cuda")
+    dot_plus_tile_per_trip[(M // 64, N // 64)](a, b, d, c, M, N, K, **TILES, num_warps=4,
+                                               num_stages=stages)
+    torch.cuda.synchronize()
+    expected = a.float() @ b.float() + (K // TILES["BK"]) * d
+    torch.testing.assert_close(c, expected, rtol=1e-2, atol=1e-2)
