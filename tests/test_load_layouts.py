@@ -5,25 +5,10 @@ import numpy as np
 import pytest
 
 import aotk
-import aotk.language as tl
+from tests.kernels.pipeline_shapes import matmul_fp32_out_kernel as dot_plus_tile_per_trip
 
 
-@aotk.jit
-def dot_plus_tile_per_trip(a_ptr, b_ptr, d_ptr, c_ptr, M, N, K, BM: tl.constexpr,
-                           BN: tl.constexpr, BK: tl.constexpr):
-    rows = tl.program_id(0) * BM + tl.arange(0, BM)
-    cols = tl.program_id(1) * BN + tl.arange(0, BN)
-    inner = tl.arange(0, BK)
-    acc = tl.zeros((BM, BN), tl.float32)
-    for k in range(0, K, BK):
-        a = tl.load(a_ptr + rows[:, None] * K + (k + inner)[None, :])
-        b = tl.load(b_ptr + (k + inner)[:, None] * N + cols[None, :])
-        acc = tl.dot(a, b, acc)
-        acc += tl.load(d_ptr + rows[:, None] * N + cols[None, :])
-    tl.store(c_ptr + rows[:, None] * N + cols[None, :], acc)
-
-
-TILES = dict(BM=64, BN=64, BK=32)
+TILES = dict(BM=64, BN=64, BK=32, ADD_TILE=True)
 SIGNATURE = "*fp16:16, *fp16:16, *fp32:16, *fp32:16, i32:16, i32:16, i32:16"
 
 

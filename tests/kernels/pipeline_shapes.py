@@ -106,3 +106,22 @@ def swiglu_kernel(x_desc, wg_desc, wu_desc, out_ptr, S, N, K,
     cols = col + tl.arange(0, BN)
     tl.store(out_ptr + batch * S * N + rows[:, None] * N + cols[None, :],
              out.to(out_ptr.dtype.element_ty))
+
+
+@aotk.jit
+def matmul_fp32_out_kernel(a_ptr, b_ptr, d_ptr, c_ptr, M, N, K, BM: tl.constexpr,
+                           BN: tl.constexpr, BK: tl.constexpr, ADD_TILE: tl.constexpr):
+    """c = a @ b stored as the fp32 accumulator itself (tests/test_pipeline_drain.py); with
+    ADD_TILE, the [M, N] tile d is also added to the accumulator every trip, a load wanted
+    only in the dot's mma layout (tests/test_load_layouts.py)."""
+    rows = tl.program_id(0) * BM + tl.arange(0, BM)
+    cols = tl.program_id(1) * BN + tl.arange(0, BN)
+    depth = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in range(0, K, BK):
+        a = tl.load(a_ptr + rows[:, None] * K + (k + depth)[None, :])
+        b = tl.load(b_ptr + (k + depth)[:, None] * N + cols[None, :])
+        acc = tl.dot(a, b, acc)
+        if ADD_TILE:
+            acc += tl.load(d_ptr + rows[:, None] * N + cols[None, :])
+    tl.store(c_ptr + rows[:, None] * N + cols[None, :], acc)
