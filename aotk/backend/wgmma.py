@@ -1,5 +1,6 @@
 """Lowering of ``dot`` on Hopper tensor cores with ``wgmma.mma_async`` (sm_90a): fp16 / bf16
-inputs, fp32 accumulation, both operands read by the tensor cores from shared memory.
+inputs, or fp32 ones read as tf32, fp32 accumulation, both operands read by the tensor cores
+from shared memory.
 
 In: a [M, K] and b [K, N] (already in shared memory when a pipelined loop staged them, else
 in their natural blocked layouts), the accumulator in its ``Mma`` layout with warps
@@ -10,15 +11,19 @@ are whole 128-byte panels (``mma_layout.wgmma_fits``): inside each 8-row group t
 chunk c of row r sits at chunk c ^ (r % 8), the hardware's 128B swizzle. Tiles start on
 1024-byte boundaries (the swizzle atom), so the descriptors' base offset is 0.
 
-Each warpgroup (4 warps) owns 64-row slices of C, and for every 16-deep slice of K issues
-one ``wgmma.mma_async.m64nNk16`` per slice and N-chunk (N up to 256):
+Each warpgroup (4 warps) owns 64-row slices of C, and for every 32-byte slice of K (16
+fp16 / bf16 elements, 8 tf32 ones) issues one ``wgmma.mma_async.m64nNk16`` (``k8`` for
+tf32) per slice and N-chunk (N up to 256):
 * A is K-major: the descriptor starts at the slice's row in the panel holding k, stride
-  between 8-row groups (SBO) 1024 bytes; each k16 step moves 32 bytes along the row.
+  between 8-row groups (SBO) 1024 bytes; each k step moves 32 bytes along the row.
 * B is N-major (imm-trans-b = 1): the descriptor starts at the N-chunk's first panel, the
   stride between panels (LBO) is K * 128 bytes, between 8-row groups of K (SBO) 1024; each
   k16 step moves 16 rows = 2048 bytes. A pipelined loop that staged B as loaded through a
   transpose (``shared_read`` with ``transposed``: an [N, K] tile) has it K-major, read as
-  A is (imm-trans-b = 0), the N-chunk starting at its row.
+  A is (imm-trans-b = 0), the N-chunk starting at its row. tf32 has no imm-trans operands
+  and takes K-major operands only: fp32 dots come here only with such a B
+  (``mma_layout.wgmma_fits``). The descriptors are the same bytes as fp16's: a K-major
+  128B-swizzled layout is defined in 16-byte units whatever the element size.
 Order: ``wgmma.fence`` (accumulator registers were written by ordinary instructions), the
 instructions, ``wgmma.commit_group``, then ``wgmma.wait_group 0`` whose asm ties every
 accumulator register, so nothing reads them before the tensor cores are done. A pipelined
@@ -41,7 +46,7 @@ from .mma import place_operands, staged
 from .swizzle import SWIZZLE_ATOM_BYTES, tile_of
 
 F32 = ir.FloatType()
-WGMMA_K = 16
+K_STEP_BYTES = 32        # bytes of K per instruction: k16 of fp16 / bf16, k8 of tf32
 MAX_N = 256
 PROXY_FENCE = "fence.proxy.async.shared::cta;"
 
@@ -125,12 +130,17 @@ def lower_wgmma(ctx, op) -> list:
     accumulators = [b.fpext(r, F32) if widen else r for r in accumulator_regs]
     chunk = _n_chunk(n)
     per_row = 2 * (n // 8)               # accumulator registers per slot row (Mma layout)
-    kind = "bf16" if element.is_bf16() else "f16"
+    k_step = K_STEP_BYTES // size
     count = chunk // 2                   # accumulator registers of one instruction
     outputs = ", ".join(f"${i}" for i in range(count))
     # scale-d is a predicate operand (true: D = A*B + D), as ptxas wants for chaining.
-    text = (f"wgmma.mma_async.sync.aligned.m64n{chunk}k16.f32.{kind}.{kind} "
-            f"{{{outputs}}}, ${count}, ${count + 1}, ${count + 2}, 1, 1, 0, {int(not k_major_b)};")
+    operands = f"{{{outputs}}}, ${count}, ${count + 1}, ${count + 2}, 1, 1"
+    if element.is_fp32():
+        text = f"wgmma.mma_async.sync.aligned.m64n{chunk}k{k_step}.f32.tf32.tf32 {operands};"
+    else:
+        kind = "bf16" if element.is_bf16() else "f16"
+        text = (f"wgmma.mma_async.sync.aligned.m64n{chunk}k{k_step}.f32.{kind}.{kind} "
+                f"{operands}, 0, {int(not k_major_b)};")
     constraints = ",".join(["=f"] * count + ["l", "l", "b"] + [str(i) for i in range(count)])
     result_type = ir.LiteralStructType([F32] * count)
     accumulate = ir.Constant(ir.IntType(1), 1)
@@ -149,7 +159,7 @@ def lower_wgmma(ctx, op) -> list:
         for first_column in range(0, n, chunk):
             indices = slots(tm, first_column)
             panel = first_column * size // SWIZZLE_BYTES
-            for kk in range(0, k, WGMMA_K):
+            for kk in range(0, k, k_step):
                 k_bytes = kk * size
                 a_k = (k_bytes // SWIZZLE_BYTES) * m * SWIZZLE_BYTES + k_bytes % SWIZZLE_BYTES
                 descriptor_a = offset(desc_a, a_k + tm * block_rows * SWIZZLE_BYTES)

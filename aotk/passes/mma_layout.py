@@ -48,13 +48,31 @@ WGMMA_ROWS = 64          # rows of C one warpgroup's wgmma computes
 SWIZZLE_BYTES = 128      # wgmma operands: 128-byte rows, 128B-swizzled (backend.wgmma)
 
 
-def wgmma_fits(op, num_warps: int) -> bool:
+def k_major_staged(op) -> bool:
+    """Whether a pipelined loop staged both operands of ``op`` K-major: A as loaded
+    ([M, K]) and B through a transpose (``shared_read`` with ``transposed``: an [N, K]
+    stage)."""
+    a, b = (value.owner for value in op.operands[:2])
+    return a is not None and a.opcode == "shared_read" and not a.attrs.get("transposed") \
+        and b is not None and b.opcode == "shared_read" and b.attrs.get("transposed", False)
+
+
+def wgmma_fits(op, num_warps: int, k_major: bool | None = None) -> bool:
     """Whether Hopper's ``wgmma`` can compute this dot: fp16 / bf16 operands (the only ones
-    whose B may be N-major, as it is staged), whole warpgroups, M a multiple of 64 rows per
-    warpgroup, and K (A's rows) and N (B's rows) whole 128-byte swizzle rows."""
+    whose B may be N-major, as it is staged), or fp32 ones read as tf32 when both are staged
+    K-major (wgmma has no transpose for tf32); whole warpgroups, M a multiple of 64 rows
+    per warpgroup, and K (A's rows) and N (B's rows) whole 128-byte swizzle rows.
+    ``k_major``: whether the operands are (``passes.pipeline``, before it stages them, says
+    whether it will); None: ``k_major_staged``."""
     a, b = op.operands[:2]
-    if len(op.result.type.shape) != 2 or a.element != b.element or \
-            not (a.element.is_fp16() or a.element.is_bf16()):
+    if len(op.result.type.shape) != 2 or a.element != b.element:
+        return False
+    if a.element.is_fp32():
+        # input_precision "ieee" and "tf32x3" stay off tensor cores' single tf32 product.
+        if op.attrs.get("precision") != "tf32" or \
+                not (k_major_staged(op) if k_major is None else k_major):
+            return False
+    elif not (a.element.is_fp16() or a.element.is_bf16()):
         return False
     (m, k), (_, n) = a.type.shape, b.type.shape
     row_elements = SWIZZLE_BYTES // a.element.itemsize
@@ -62,13 +80,15 @@ def wgmma_fits(op, num_warps: int) -> bool:
         k % row_elements == 0 and n % row_elements == 0
 
 
-def choose_mma(op, num_warps: int, wgmma: bool = False, ampere_mma: bool = True):
+def choose_mma(op, num_warps: int, wgmma: bool = False, ampere_mma: bool = True,
+               k_major: bool | None = None):
     """The accumulator layout of a ``dot`` that tensor cores can compute, else None (the dot
     then runs on CUDA cores). With ``wgmma`` (an sm_90 target) and a dot ``wgmma_fits``,
     warps stack along M as warpgroups need. Otherwise mma.sync (fp16 / bf16, fp32 as tf32,
     int8; K a multiple of the instruction's depth; fp16 alone without ``ampere_mma``), its
-    warps splitting M and N as evenly as the tile counts allow (Triton's rule)."""
-    if wgmma and wgmma_fits(op, num_warps):
+    warps splitting M and N as evenly as the tile counts allow (Triton's rule). ``k_major``:
+    as ``wgmma_fits`` takes it."""
+    if wgmma and wgmma_fits(op, num_warps, k_major):
         return Mma((num_warps, 1), "wgmma")
     a, b = op.operands[:2]
     if len(op.result.type.shape) != 2 or a.element != b.element:

@@ -38,9 +38,11 @@ the target's budget of shared memory (``MAX_PIPELINE_BYTES`` at most; less where
 gets less, ``compiler.pipeline_budget``); S shrinks (down to 2) until they do.
 
 Stages hold each tile in the swizzled layout of ``backend.swizzle``, which both ``ldmatrix``
-(mma.sync) and ``wgmma`` read. wgmma reads them through the async proxy (attribute
-``async_proxy`` of the copies and reads): then each ``async_wait`` carries ``proxy_fence``,
-ordering the copies before the dot, and stages start on 1024-byte swizzle atoms.
+(mma.sync) and ``wgmma`` read. fp32 (tf32) dots run on wgmma only when their B is staged
+transposed (``mma_layout.wgmma_fits`` with ``k_major``), else on mma.sync. wgmma reads
+the stages through the async proxy (attribute ``async_proxy`` of the copies and reads):
+then each ``async_wait`` carries ``proxy_fence``, ordering the copies before the dot, and
+stages start on 1024-byte swizzle atoms.
 
 TMA (``tma_loads``): when all the operands are 2-d tensor-descriptor loads that TMA can copy
 (``tensor_maps.tensor_map_recipe``) and the dots run on wgmma, the copies are one elected
@@ -155,11 +157,13 @@ def _analyze(function, loop, infos, users, num_warps: int, num_stages: int,
     if shape is None:
         return None
     dots, loads, load_ops = shape.dots, shape.loads, shape.load_ops
-    layouts = [choose_mma(dot, num_warps, wgmma) for dot in dots]
-    if None in layouts or len({layout.instruction for layout in layouts}) != 1:
-        return None
     # A stage is read as it was loaded or, for B, transposed (a K-major B).
     if any(operands[0][1] for operands in shape.operands):
+        return None
+    # Staged, B read through a transpose is K-major, as fp32 (tf32) operands need on wgmma.
+    layouts = [choose_mma(dot, num_warps, wgmma, k_major=operands[1][1])
+               for dot, operands in zip(dots, shape.operands)]
+    if None in layouts or len({layout.instruction for layout in layouts}) != 1:
         return None
     async_proxy = layouts[0].instruction == "wgmma"
     # wgmma runs asynchronously across trips, keeping the accumulators in fp32 registers.
