@@ -87,7 +87,9 @@ def test_the_loop_is_pipelined(name, dtype, target):
     assert "cp.async.wait_group" in ptx or "mbarrier.try_wait" in ptx
     # Every operand tile arrives by cp.async / TMA; the epilogue only stores.
     assert "ld.global" not in ptx
-    wgmma = target == "sm_90" and dtype == np.float16
+    # fp32 (tf32) dots take wgmma only with B staged K-major: the transposed-B kernels.
+    k_major_b = name in ("trans_b", "trans_b_descriptor", "swiglu")
+    wgmma = target == "sm_90" and (dtype == np.float16 or k_major_b)
     assert ("wgmma.mma_async" in ptx) == wgmma and ("mma.sync" in ptx) == (not wgmma)
     # TMA where both tiles are 2-d descriptor loads that wgmma reads.
     assert tma == (wgmma and name == "trans_b_descriptor")

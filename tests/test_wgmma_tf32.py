@@ -1,0 +1,204 @@
+"""fp32 dots (tf32 products) on Hopper's ``wgmma`` (``mma_layout.wgmma_fits``): only where a
+pipelined loop stages both operands K-major (A as loaded, B through a transpose), since
+tf32 wgmma has no transpose. Compiled for sm_90 without a GPU (the instruction in the PTX,
+ptxas's registers and spills against the mma.sync build of sm_80), run on the interpreter
+against numpy, and (marked ``gpu``) launched against torch."""
+import re
+
+import numpy as np
+import pytest
+
+import aotk
+import aotk.language as tl
+from aotk.launch.arguments import specialize
+from aotk.tools.tensor_descriptor import TensorDescriptor
+from tests.kernels import pipeline_shapes as kernels
+
+TF32_WGMMA = re.compile(r"wgmma\.mma_async\.sync\.aligned\.m64n\d+k8\.f32\.tf32\.tf32 "
+                        r"\{[^}]*\}, %rd\d+, %rd\d+, %p\d+, 1, 1;")
+
+
+@aotk.jit
+def trans_b_precision_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr,
+                             BN: tl.constexpr, BK: tl.constexpr, PRECISION: tl.constexpr):
+    """``kernels.trans_b_kernel`` with an explicit input_precision."""
+    rows = tl.program_id(0) * BM + tl.arange(0, BM)
+    cols = tl.program_id(1) * BN + tl.arange(0, BN)
+    depth = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in range(0, K, BK):
+        x = tl.load(a_ptr + rows[:, None] * K + (k + depth)[None, :])
+        w = tl.load(b_ptr + cols[:, None] * K + (k + depth)[None, :])
+        acc = tl.dot(x, tl.trans(w), acc, input_precision=PRECISION)
+    tl.store(c_ptr + rows[:, None] * N + cols[None, :], acc)
+
+
+def _arguments(name, M, N, K, bm, bn, bk, empty=np.empty, batches=2):
+    """(kernel, arguments, grid) of fp32 case ``name`` with [bm, bn, bk] blocks."""
+    f32 = np.float32
+    a, b, bt, bt2 = empty((M, K), f32), empty((K, N), f32), empty((N, K), f32), \
+        empty((N, K), f32)
+    grid = (M // bm, N // bn)
+    if name == "trans_b":
+        return kernels.trans_b_kernel, dict(a_ptr=a, b_ptr=bt, c_ptr=empty((M, N), f32),
+                                            M=M, N=N, K=K), grid
+    if name == "trans_b_descriptor":
+        return kernels.trans_b_descriptor_kernel, dict(
+            a_desc=TensorDescriptor.from_tensor(a, [bm, bk]),
+            b_desc=TensorDescriptor.from_tensor(bt, [bn, bk]), c_ptr=empty((M, N), f32),
+            M=M, N=N, K=K), grid
+    if name == "n_major_b":
+        return kernels.two_dots_kernel, dict(
+            a_ptr=a, b_ptr=b, b2_ptr=empty((K, N), f32), c_ptr=empty((M, N), f32),
+            c2_ptr=empty((M, N), f32), M=M, N=N, K=K), grid
+    x3 = empty((batches, M, K), f32)
+    return kernels.swiglu_kernel, dict(
+        x_desc=TensorDescriptor.from_tensor(x3, [1, bm, bk]),
+        wg_desc=TensorDescriptor.from_tensor(bt, [bn, bk]),
+        wu_desc=TensorDescriptor.from_tensor(bt2, [bn, bk]),
+        out_ptr=empty((batches, M, N), f32), S=M, N=N, K=K), grid + (batches,)
+
+
+def _compile(kernel, arguments, blocks, warps, target="sm_90", stages=3):
+    runtime, constants = kernel._split_arguments((), {**arguments, **blocks})
+    signature, _ = specialize(kernel, runtime, host_memory=True)
+    return aotk.compile(kernel, signature, constants, warps, stages, target=target)
+
+
+# (BM, BN, BK, warps): Triton-sized fp32 tiles on 4 warps, a 128x128 tile on 8.
+CONFIGS = [(64, 64, 32, 4), (64, 128, 64, 4), (128, 128, 64, 8)]
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: "x".join(map(str, c)))
+@pytest.mark.parametrize("name", ["trans_b", "trans_b_descriptor", "swiglu"])
+def test_a_staged_transposed_b_runs_on_tf32_wgmma(name, config):
+    bm, bn, bk, warps = config
+    blocks = dict(BM=bm, BN=bn, BK=bk)
+    kernel, arguments, _ = _arguments(name, 512, 512, 512, bm, bn, bk)
+    compiled = _compile(kernel, arguments, blocks, warps)
+    if name == "swiglu" and bm == 128:
+        # Three 32 KB tiles per stage: two stages pass the pipeline's budget, so the
+        # operands are not staged and the dots stay on mma.sync.
+        assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in compiled.ptx
+        return
+    ptx = compiled.ptx
+    assert TF32_WGMMA.search(ptx), "no tf32 wgmma without imm-trans operands"
+    assert "mma.sync" not in ptx
+    assert ("cp.async.bulk.tensor.2d" in ptx) == (name == "trans_b_descriptor")
+    # ptxas's count against the same kernel on sm_80's mma.sync.
+    mma_sync = _compile(kernel, arguments, blocks, warps, target="sm_80").metadata
+    metadata = compiled.metadata
+    assert metadata["spills"] == 0, metadata
+    assert metadata["registers"] < mma_sync["registers"] or \
+        mma_sync["spills"] > 0, (metadata, mma_sync)
+
+
+def test_an_n_major_b_stays_on_mma_sync():
+    """B staged [K, N] is N-major, which tf32 wgmma cannot read."""
+    kernel, arguments, _ = _arguments("n_major_b", 512, 512, 512, 64, 64, 32)
+    ptx = _compile(kernel, arguments, dict(BM=64, BN=64, BK=32), 4).ptx
+    assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in ptx
+    assert "wgmma" not in ptx
+
+
+@pytest.mark.parametrize("precision", ["ieee", "tf32x3"])
+def test_other_input_precisions_stay_off_wgmma(precision):
+    """ieee and tf32x3 keep their CUDA-core products: one tf32 product each is too coarse."""
+    f32 = np.float32
+    arguments = dict(a_ptr=np.empty((256, 256), f32), b_ptr=np.empty((256, 256), f32),
+                     c_ptr=np.empty((256, 256), f32), M=256, N=256, K=256)
+    blocks = dict(BM=64, BN=64, BK=32, PRECISION=precision)
+    ptx = _compile(trans_b_precision_kernel, arguments, blocks, 4).ptx
+    assert "wgmma" not in ptx and "mma.sync" not in ptx
+    tf32 = _compile(trans_b_precision_kernel, arguments, {**blocks, "PRECISION": "tf32"}, 4)
+    assert TF32_WGMMA.search(tf32.ptx)
+
+
+def test_the_k_steps_move_32_bytes():
+    """BK = 64 fp32 is two 128-byte panels of four k8 steps each: eight instructions per
+    trip, one chain over K per accumulator."""
+    kernel, arguments, _ = _arguments("trans_b_descriptor", 512, 512, 512, 64, 128, 64)
+    ptx = _compile(kernel, arguments, dict(BM=64, BN=128, BK=64), 4).ptx
+    assert len(TF32_WGMMA.findall(ptx)) == 64 // 8
+
+
+def _reference(name, arguments):
+    """(output, expected fp32 values) per output of an fp32 case, in float64 numpy."""
+    base = lambda key: (arguments[key].base if isinstance(arguments[key], TensorDescriptor)   # noqa: E731
+                        else arguments[key]).astype(np.float64)
+    if name == "trans_b":
+        return [(arguments["c_ptr"], base("a_ptr") @ base("b_ptr").T)]
+    if name == "trans_b_descriptor":
+        return [(arguments["c_ptr"], base("a_desc") @ base("b_desc").T)]
+    gate = base("x_desc") @ base("wg_desc").T
+    up = base("x_desc") @ base("wu_desc").T
+    return [(arguments["out_ptr"], gate / (1 + np.exp(-gate)) * up)]
+
+
+def _inputs(arguments, outputs):
+    written = {id(out) for out, _ in outputs}
+    for value in arguments.values():
+        array = value.base if isinstance(value, TensorDescriptor) else value
+        if hasattr(array, "shape") and id(array) not in written:
+            yield array
+
+
+@pytest.mark.parametrize("name", ["trans_b", "trans_b_descriptor", "swiglu"])
+def test_the_interpreter_matches_numpy(name, monkeypatch):
+    monkeypatch.setenv("AOTK_INTERPRET", "1")
+    rng = np.random.default_rng(0)
+    kernel, arguments, grid = _arguments(name, 128, 128, 128, 64, 64, 32, empty=np.zeros)
+    for array in _inputs(arguments, _reference(name, arguments)):
+        array[...] = rng.standard_normal(array.shape).astype(np.float32) / 4
+    kernel[grid](**arguments, BM=64, BN=64, BK=32)
+    for out, expected in _reference(name, arguments):
+        np.testing.assert_allclose(out, expected, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("config", CONFIGS[:2], ids=lambda c: "x".join(map(str, c)))
+@pytest.mark.parametrize("name", ["trans_b", "trans_b_descriptor", "swiglu"])
+def test_the_gpu_matches_torch(name, config):
+    """Several tiles and 8 K trips (stages wrap, the last groups drain); the kernel is the
+    one whose sm_90 PTX has tf32 wgmma. Reference: fp32 torch (tf32 off); tolerance of
+    tf32 products (10 mantissa bits) summed over K."""
+    torch = pytest.importorskip("torch")
+    bm, bn, bk, warps = config
+    M, N, K = 3 * bm, 2 * bn, 8 * bk
+    empty = lambda shape, _: torch.empty(shape, dtype=torch.float32, device="cuda")   # noqa: E731
+    kernel, arguments, grid = _arguments(name, M, N, K, bm, bn, bk, empty=empty)
+    blocks = dict(BM=bm, BN=bn, BK=bk)
+    _, host_arguments, _ = _arguments(name, M, N, K, bm, bn, bk)
+    assert TF32_WGMMA.search(_compile(kernel, host_arguments, blocks, warps).ptx)
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    outputs = _torch_reference(torch, name, arguments)
+    written = {id(out) for out, _ in outputs}
+    for value in arguments.values():
+        tensor = value.base if isinstance(value, TensorDescriptor) else value
+        if not hasattr(tensor, "is_cuda"):
+            continue
+        if id(tensor) in written:
+            tensor.fill_(float("nan"))
+        else:
+            tensor.copy_(torch.randn(tensor.shape, generator=generator, device="cuda") / 4)
+    kernel[grid](**arguments, **blocks, num_warps=warps, num_stages=3)
+    torch.cuda.synchronize()
+    for out, expected in _torch_reference(torch, name, arguments):
+        torch.testing.assert_close(out, expected(), rtol=2e-2, atol=3e-2)
+
+
+def _torch_reference(torch, name, arguments):
+    """(output, a function giving its expected values) per output; the function runs after
+    the inputs are filled, in fp32 with tf32 off."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    base = lambda key: (arguments[key].base if isinstance(arguments[key], TensorDescriptor)   # noqa: E731
+                        else arguments[key])
+    if name == "trans_b":
+        return [(arguments["c_ptr"], lambda: base("a_ptr") @ base("b_ptr").T)]
+    if name == "trans_b_descriptor":
+        return [(arguments["c_ptr"], lambda: base("a_desc") @ base("b_desc").T)]
+
+    def swiglu():
+        gate = torch.matmul(base("x_desc"), base("wg_desc").T)
+        return torch.nn.functional.silu(gate) * torch.matmul(base("x_desc"), base("wu_desc").T)
+    return [(arguments["out_ptr"], swiglu)]
