@@ -65,8 +65,9 @@ def _compile(kernel, arguments, blocks, warps, target="sm_90", stages=3):
     return aotk.compile(kernel, signature, constants, warps, stages, target=target)
 
 
-# (BM, BN, BK, warps): Triton-sized fp32 tiles on 4 warps, a 128x128 tile on 8.
-CONFIGS = [(64, 64, 32, 4), (64, 128, 64, 4), (128, 128, 64, 8)]
+# (BM, BN, BK, warps): Triton-sized fp32 tiles on 4 warps; liger's SwiGLU tile on 8 (two
+# warpgroups split N: ``mma_layout.wgmma_warps``); a 128x128 tile on 8.
+CONFIGS = [(64, 64, 32, 4), (64, 128, 64, 4), (64, 128, 64, 8), (128, 128, 64, 8)]
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: "x".join(map(str, c)))
@@ -114,6 +115,15 @@ def test_other_input_precisions_stay_off_wgmma(precision):
     assert TF32_WGMMA.search(tf32.ptx)
 
 
+def test_two_warpgroups_split_n_of_a_64_row_tile():
+    """64 rows on 8 warps: each warpgroup computes half of N (m64n64 for N = 128)."""
+    kernel, arguments, _ = _arguments("swiglu", 512, 512, 512, 64, 128, 64)
+    compiled = _compile(kernel, arguments, dict(BM=64, BN=128, BK=64), 8)
+    instructions = TF32_WGMMA.findall(compiled.ptx)
+    assert instructions and all(".m64n64k8." in i for i in instructions)
+    assert compiled.metadata["spills"] == 0
+
+
 def test_the_k_steps_move_32_bytes():
     """BK = 64 fp32 is two 128-byte panels of four k8 steps each: eight instructions per
     trip, one chain over K per accumulator."""
@@ -156,7 +166,7 @@ def test_the_interpreter_matches_numpy(name, monkeypatch):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("config", CONFIGS[:2], ids=lambda c: "x".join(map(str, c)))
+@pytest.mark.parametrize("config", CONFIGS[:3], ids=lambda c: "x".join(map(str, c)))
 @pytest.mark.parametrize("name", ["trans_b", "trans_b_descriptor", "swiglu"])
 def test_the_gpu_matches_torch(name, config):
     """Several tiles and 8 K trips (stages wrap, the last groups drain); the kernel is the

@@ -114,22 +114,32 @@ def lower_wgmma(ctx, op) -> list:
                                           tile_of(a).element_offset,
                                           tile_of(b_operand).element_offset, proxy_fence)
 
-    # Warpgroup g's slices of C start at row 64 g of each block of 64 * warpgroups rows.
     warpgroup = b.udiv(ctx.threads.warp, c(4))
     block_rows = layout.tile(0)
-    a_start = b.add(b.add(root, a_base), b.mul(warpgroup, c(WGMMA_ROWS * SWIZZLE_BYTES)))
-    desc_a = _descriptor(b, a_start, _descriptor_high(16, SWIZZLE_ATOM_BYTES))
     # A pipelined loop may stage B as loaded, [N, K]: K-major like A, read untransposed.
     k_major_b = staged(b_operand) and b_operand.owner.attrs.get("transposed", False)
-    desc_b = _descriptor(b, b.add(root, b_base),
+    groups_n = layout.warps_per_cta[1]
+    if groups_n == 1:
+        # Warpgroup g's slices of C start at row 64 g of each block of 64 * warpgroups rows.
+        a_start = b.add(b.add(root, a_base), b.mul(warpgroup, c(WGMMA_ROWS * SWIZZLE_BYTES)))
+    else:
+        a_start = b.add(root, a_base)
+    desc_a = _descriptor(b, a_start, _descriptor_high(16, SWIZZLE_ATOM_BYTES))
+    b_start = b.add(root, b_base)
+    if groups_n > 1:
+        # One 64-row block; warpgroup g has every groups_n-th 8-column group from g: the
+        # K-major B's 8-row groups g, g + groups_n, ... (stride groups_n atoms).
+        b_start = b.add(b_start, b.mul(warpgroup, c(SWIZZLE_ATOM_BYTES)))
+    desc_b = _descriptor(b, b_start,
                          _descriptor_high(16 if k_major_b else k * SWIZZLE_BYTES,
-                                          SWIZZLE_ATOM_BYTES))
+                                          groups_n * SWIZZLE_ATOM_BYTES))
 
     accumulator_regs = ctx.regs(acc, Layout(layout))
     widen = acc.element.bits == 16
     accumulators = [b.fpext(r, F32) if widen else r for r in accumulator_regs]
-    chunk = _n_chunk(n)
-    per_row = 2 * (n // 8)               # accumulator registers per slot row (Mma layout)
+    columns = n // groups_n              # this warpgroup's columns of C
+    chunk = _n_chunk(columns)
+    per_row = 2 * (columns // 8)         # accumulator registers per slot row (Mma layout)
     k_step = K_STEP_BYTES // size
     count = chunk // 2                   # accumulator registers of one instruction
     outputs = ", ".join(f"${i}" for i in range(count))
@@ -156,7 +166,7 @@ def lower_wgmma(ctx, op) -> list:
     inline_asm(b, "wgmma.fence.sync.aligned;", "", [])
     # One accumulator's whole chain over K, then the next (the order Triton issues them in).
     for tm in range(m // block_rows):
-        for first_column in range(0, n, chunk):
+        for first_column in range(0, columns, chunk):
             indices = slots(tm, first_column)
             panel = first_column * size // SWIZZLE_BYTES
             for kk in range(0, k, k_step):
@@ -165,7 +175,8 @@ def lower_wgmma(ctx, op) -> list:
                 descriptor_a = offset(desc_a, a_k + tm * block_rows * SWIZZLE_BYTES)
                 if k_major_b:
                     b_k = (k_bytes // SWIZZLE_BYTES) * n * SWIZZLE_BYTES + k_bytes % SWIZZLE_BYTES
-                    descriptor_b = offset(desc_b, b_k + first_column * SWIZZLE_BYTES)
+                    descriptor_b = offset(desc_b,
+                                          b_k + first_column * groups_n * SWIZZLE_BYTES)
                 else:
                     descriptor_b = offset(desc_b, panel * k * SWIZZLE_BYTES + kk * SWIZZLE_BYTES)
                 result = inline_asm(b, text, constraints,

@@ -57,39 +57,56 @@ def k_major_staged(op) -> bool:
         and b is not None and b.opcode == "shared_read" and b.attrs.get("transposed", False)
 
 
-def wgmma_fits(op, num_warps: int, k_major: bool | None = None) -> bool:
-    """Whether Hopper's ``wgmma`` can compute this dot: fp16 / bf16 operands (the only ones
-    whose B may be N-major, as it is staged), or fp32 ones read as tf32 when both are staged
-    K-major (wgmma has no transpose for tf32); whole warpgroups, M a multiple of 64 rows
-    per warpgroup, and K (A's rows) and N (B's rows) whole 128-byte swizzle rows.
+def wgmma_warps(op, num_warps: int, k_major: bool | None = None) -> tuple | None:
+    """How warps tile the result when Hopper's ``wgmma`` can compute this dot, else None:
+    fp16 / bf16 operands (the only ones whose B may be N-major, as it is staged), or fp32
+    ones read as tf32 when both are staged K-major (wgmma has no transpose for tf32);
+    whole warpgroups, K (A's rows) and N (B's rows) whole 128-byte swizzle rows.
+    Warpgroups stack along M, 64 rows each, (num_warps, 1); a tf32 dot with fewer rows
+    than that splits N among them, (4, num_warps / 4): warpgroup g takes every
+    (num_warps / 4)-th 8-column group, as the Mma layout places them, which a K-major B
+    descriptor reads with a stride of that many 8-row groups (``backend.wgmma``).
     ``k_major``: whether the operands are (``passes.pipeline``, before it stages them, says
     whether it will); None: ``k_major_staged``."""
     a, b = op.operands[:2]
-    if len(op.result.type.shape) != 2 or a.element != b.element:
-        return False
-    if a.element.is_fp32():
+    if len(op.result.type.shape) != 2 or a.element != b.element or num_warps % 4:
+        return None
+    tf32 = a.element.is_fp32()
+    if tf32:
         # input_precision "ieee" and "tf32x3" stay off tensor cores' single tf32 product.
         if op.attrs.get("precision") != "tf32" or \
                 not (k_major_staged(op) if k_major is None else k_major):
-            return False
+            return None
     elif not (a.element.is_fp16() or a.element.is_bf16()):
-        return False
+        return None
     (m, k), (_, n) = a.type.shape, b.type.shape
     row_elements = SWIZZLE_BYTES // a.element.itemsize
-    return num_warps % 4 == 0 and m % (WGMMA_ROWS * num_warps // 4) == 0 and \
-        k % row_elements == 0 and n % row_elements == 0
+    if k % row_elements or n % row_elements:
+        return None
+    warpgroups = num_warps // 4
+    if m % (WGMMA_ROWS * warpgroups) == 0:
+        return (num_warps, 1)
+    if tf32 and m % WGMMA_ROWS == 0 and n % (MMA_TILE[1] * warpgroups) == 0:
+        return (4, warpgroups)
+    return None
+
+
+def wgmma_fits(op, num_warps: int, k_major: bool | None = None) -> bool:
+    """Whether Hopper's ``wgmma`` can compute this dot (``wgmma_warps``)."""
+    return wgmma_warps(op, num_warps, k_major) is not None
 
 
 def choose_mma(op, num_warps: int, wgmma: bool = False, ampere_mma: bool = True,
                k_major: bool | None = None):
     """The accumulator layout of a ``dot`` that tensor cores can compute, else None (the dot
     then runs on CUDA cores). With ``wgmma`` (an sm_90 target) and a dot ``wgmma_fits``,
-    warps stack along M as warpgroups need. Otherwise mma.sync (fp16 / bf16, fp32 as tf32,
+    warps as ``wgmma_warps`` places them. Otherwise mma.sync (fp16 / bf16, fp32 as tf32,
     int8; K a multiple of the instruction's depth; fp16 alone without ``ampere_mma``), its
     warps splitting M and N as evenly as the tile counts allow (Triton's rule). ``k_major``:
     as ``wgmma_fits`` takes it."""
-    if wgmma and wgmma_fits(op, num_warps, k_major):
-        return Mma((num_warps, 1), "wgmma")
+    warps = wgmma_warps(op, num_warps, k_major) if wgmma else None
+    if warps is not None:
+        return Mma(warps, "wgmma")
     a, b = op.operands[:2]
     if len(op.result.type.shape) != 2 or a.element != b.element:
         return None
