@@ -5,8 +5,10 @@ The pipeline, one line per stage:
   (desc)  passes.descriptors: tensor-descriptor loads and stores become pointer ones, except
           those a pipelined wgmma loop copies with TMA (passes.pipeline.tma_loads)
   (pipe)  passes.pipeline: with num_stages > 1, loads feeding a dot become cp.async (or TMA)
-          copies num_stages - 1 trips ahead into shared memory; passes.prefetch: loops it
-          could not pipeline get their dot's loads issued one trip early, in registers
+          copies num_stages - 1 trips ahead into shared memory, whose stages may take the
+          whole block unless the kernel then needs more than it has (then the stages keep
+          PIPELINE_RESERVE free); passes.prefetch: loops it could not pipeline get their
+          dot's loads issued one trip early, in registers
   axis    passes.axis_info: contiguity / divisibility / constancy of every value
   gir     passes.assign_layouts: a distributed layout per value, vector width per memory op, and
           which tensor-core instruction computes each dot (wgmma on sm_90, else mma.sync)
@@ -73,56 +75,56 @@ class CompiledKernel:
         return written
 
 
-# What the 160 KB pipeline budget leaves of an A100 block: kept free on every target.
+# What the 160 KB pipeline budget leaves of an A100 block: kept free for the shared memory
+# a loop's body may need besides its stages (layout conversions, reductions), when the
+# stages alone would not leave room for it.
 PIPELINE_RESERVE = SHARED_BYTES_PER_BLOCK["sm_80"] - MAX_PIPELINE_BYTES
 
 
 def pipeline_budget(target: str) -> int:
-    """The shared memory dot pipelines may take on ``target``: 160 KB, or less where the
-    block limit minus ``PIPELINE_RESERVE`` is less (the 99 KB GPUs)."""
+    """The shared memory dot pipelines may take on ``target`` while keeping the reserve:
+    160 KB, or less where the block limit minus ``PIPELINE_RESERVE`` is less (the 99 KB
+    GPUs)."""
     limit = SHARED_BYTES_PER_BLOCK[target.rstrip("a")]
     return min(MAX_PIPELINE_BYTES, limit - PIPELINE_RESERVE)
 
 
-def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target="sm_90",
-            debug=None, tma=True, maxnreg=None, num_ctas=1, *,
-            options: CompileOptions | None = None):
-    """Compiles one specialization. ``signature``: text, a {param: entry} mapping or a
-    ``Signature``. ``options`` replaces the keyword options, which must then be left out.
-    ``tma=False`` keeps tensor-descriptor loads on pointer loads even where TMA could copy
-    them (the JIT launcher's build for sizes a tensor map cannot describe)."""
-    from .backend.lower import lower_to_llvm
-    from .backend.ptx import emit_ptx
-    from .backend.tma import grid_constant_params
-    from .toolchain.ptxas import assemble
+def whole_block_budget(target: str) -> int:
+    """The shared memory dot pipelines may take on ``target`` when nothing else needs any
+    while their stages are live: the whole block. The stages' bytes (``passes.pipeline``)
+    already count their alignment and TMA mbarriers, and what runs after a loop reuses
+    its stages' bytes (its drain comes first), so only the loop body's other users can
+    push the kernel past the block limit: ``compile`` then retries with ``pipeline_budget``."""
+    return SHARED_BYTES_PER_BLOCK[target.rstrip("a")]
 
-    keywords = dict(num_warps=num_warps, num_stages=num_stages, target=target, debug=debug,
-                    tma=tma, maxnreg=maxnreg, num_ctas=num_ctas)
-    if options is None:
-        options = CompileOptions(**keywords)
-    elif keywords != {k: v for k, v in asdict(CompileOptions()).items() if k in keywords}:
-        raise TypeError("compile() takes options= or the keyword options, not both")
-    num_warps, num_stages, target, tma = (options.num_warps, options.num_stages,
-                                          options.target, options.tma)
-    # A runtime parameter given in ``constants`` as None is not in the signature; one given
-    # a HostDescriptorLayout is there as its base, shape and strides, and so is one the
-    # signature writes as tensordesc<...>.
-    signature = Signature.parse(signature, runtime_parameter_names(kernel.runtime_names,
-                                                                   constants or {}), kernel.name)
-    constants = {**(constants or {}), **dict(signature.descriptors)}
-    function = kernel.kir(signature, constants=constants, debug=options.debug,
-                          num_warps=num_warps, target=target)
+
+@dataclass
+class _Lowered:
+    """One run of the passes and the backend over a copy of the kir."""
+    function: object       # the rewritten kir.Function
+    plan: object           # its LayoutPlan
+    module: object         # the llvmlite module
+    shared_bytes: int
+    fits: bool             # within the block limit, layout conversions padded
+    stage_bytes: int       # the most any pipelined loop's stages (and mbarriers) take
+
+
+def _lower(generated, kernel_options: CompileOptions, target: str, budget: int) -> _Lowered:
+    """The passes and the backend over a copy of ``generated`` (the memoized kir stays as
+    it is), the dot pipelines' stages taking at most ``budget`` bytes."""
+    from .backend.lower import lower_to_llvm
+    from .backend.pipeline import plan_buffers
+
+    num_warps, num_stages = kernel_options.num_warps, kernel_options.num_stages
     wgmma = has_wgmma(target)
-    # Passes below may rewrite the kir; the memoized function stays as generated.
-    function = copy.deepcopy(function)
+    function = copy.deepcopy(generated)
     # Without cp.async (sm_75) no loop is pipelined through shared memory; the register
     # prefetch below still issues its dot's loads one trip early.
     pipelined = num_stages > 1 and has_async_copy(target)
     # Tensor-descriptor loads that feed a pipelined wgmma loop become TMA copies; every
     # other descriptor op becomes pointer loads and stores first.
-    budget = pipeline_budget(target)
     tma_copied = tma_loads(function, num_warps, num_stages, wgmma, budget) \
-        if pipelined and tma else set()
+        if pipelined and kernel_options.tma else set()
     lower_descriptors(function, keep=tma_copied)
     if num_stages > 1:
         if pipelined:
@@ -133,8 +135,46 @@ def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target
     assert not left, "a TMA loop was not pipelined"
     infos = axis_info.analyze(function)
     plan = assign_layouts(function, infos, num_warps, wgmma, has_ampere_mma(target))
+    module, shared_bytes, padded = lower_to_llvm(function, plan, infos, target)
+    fits = shared_bytes <= SHARED_BYTES_PER_BLOCK[target] and padded
+    stage_bytes = max(plan_buffers(function).loop_bytes.values(), default=0)
+    return _Lowered(function, plan, module, shared_bytes, fits, stage_bytes)
+
+
+def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target="sm_90",
+            debug=None, tma=True, maxnreg=None, num_ctas=1, *,
+            options: CompileOptions | None = None):
+    """Compiles one specialization. ``signature``: text, a {param: entry} mapping or a
+    ``Signature``. ``options`` replaces the keyword options, which must then be left out.
+    ``tma=False`` keeps tensor-descriptor loads on pointer loads even where TMA could copy
+    them (the JIT launcher's build for sizes a tensor map cannot describe)."""
+    from .backend.ptx import emit_ptx
+    from .backend.tma import grid_constant_params
+    from .toolchain.ptxas import assemble
+
+    keywords = dict(num_warps=num_warps, num_stages=num_stages, target=target, debug=debug,
+                    tma=tma, maxnreg=maxnreg, num_ctas=num_ctas)
+    if options is None:
+        options = CompileOptions(**keywords)
+    elif keywords != {k: v for k, v in asdict(CompileOptions()).items() if k in keywords}:
+        raise TypeError("compile() takes options= or the keyword options, not both")
+    num_warps, num_stages, target = options.num_warps, options.num_stages, options.target
+    # A runtime parameter given in ``constants`` as None is not in the signature; one given
+    # a HostDescriptorLayout is there as its base, shape and strides, and so is one the
+    # signature writes as tensordesc<...>.
+    signature = Signature.parse(signature, runtime_parameter_names(kernel.runtime_names,
+                                                                   constants or {}), kernel.name)
+    constants = {**(constants or {}), **dict(signature.descriptors)}
+    generated = kernel.kir(signature, constants=constants, debug=options.debug,
+                           num_warps=num_warps, target=target)
+    # The stages may take the whole block. Where that leaves too little for the loop body's
+    # other shared memory (or only unpadded conversions fit), the stages keep the reserve
+    # instead: a second run, only when the first used more than the reserved budget.
+    lowered = _lower(generated, options, target, whole_block_budget(target))
+    if not lowered.fits and lowered.stage_bytes > pipeline_budget(target):
+        lowered = _lower(generated, options, target, pipeline_budget(target))
+    function, plan, shared_bytes = lowered.function, lowered.plan, lowered.shared_bytes
     arch = target + "a" if plan.uses_wgmma else target
-    module, shared_bytes = lower_to_llvm(function, plan, infos, target)
     limit = SHARED_BYTES_PER_BLOCK[target]
     if shared_bytes > limit:
         source = kernel.source_info
@@ -142,7 +182,7 @@ def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target
             f"{function.name} needs {shared_bytes} bytes of shared memory, but a block on "
             f"{target} may use at most {limit}: use smaller blocks, fewer num_stages or "
             "num_warps, or leave this target out", source.filename, source.first_line)
-    llvm_text = grid_constant_params(str(module), len(function.tensor_maps))
+    llvm_text = grid_constant_params(str(lowered.module), len(function.tensor_maps))
     llir, ptx = emit_ptx(llvm_text, arch, function.name, num_warps, options.maxnreg)
     cubin, ptxas_info = assemble(ptx, arch)
     vector_widths = sorted({w for w in plan.vector_width.values()})

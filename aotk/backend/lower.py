@@ -74,7 +74,8 @@ def _lower_ops(ctx: LoweringContext, ops):
 
 
 def lower_to_llvm(function, plan: LayoutPlan, infos: dict, target: str = "sm_90") -> tuple:
-    """(llvmlite module, bytes of dynamic shared memory the kernel needs)."""
+    """(llvmlite module, bytes of dynamic shared memory the kernel needs, whether its
+    layout conversions through shared memory kept their padded rows)."""
     module = ir.Module(name=function.name)
     module.triple = "nvptx64-nvidia-cuda"
     arg_types = [ir.PointerType(addrspace=1) if p.value.element.is_ptr()
@@ -106,4 +107,4 @@ def lower_to_llvm(function, plan: LayoutPlan, infos: dict, target: str = "sm_90"
     shared.allocate(function)
     _lower_ops(ctx, function.body)
     builder.ret_void()
-    return module, shared.bytes
+    return module, shared.bytes, shared.pad_conversions

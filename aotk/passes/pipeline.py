@@ -34,8 +34,10 @@ vectors of at least 4 bytes proven by axis info (cp.async copies 4, 8 or 16 byte
 must be pure functions of the induction variable, values from outside the loop and
 carried values ``c`` that nothing else reads (their next values computed from themselves
 alone): those are the values the rewrite shifts S-1 trips ahead. The stages must fit in
-the target's budget of shared memory (``MAX_PIPELINE_BYTES`` at most; less where a block
-gets less, ``compiler.pipeline_budget``); S shrinks (down to 2) until they do.
+the budget of shared memory the compiler gives (the whole block,
+``compiler.whole_block_budget``, or where the loop body then lacks room for its own shared
+memory, ``compiler.pipeline_budget``: ``MAX_PIPELINE_BYTES`` at most); S shrinks (down to
+2) until they do. A stage's bytes count its alignment and, for TMA, its mbarrier.
 
 Stages hold each tile in the swizzled layout of ``backend.swizzle``, which both ``ldmatrix``
 (mma.sync) and ``wgmma`` read. fp32 (tf32) dots run on wgmma only when their B is staged
@@ -79,7 +81,7 @@ from .tensor_maps import tensor_map_recipe
 from .rewrite import (body_slice, clone_ops, constant, dot_operand_loads, new_op,
                       remove_unused_pure_ops, tile_shape, upward_for_loops, users_of)
 
-# Leaves room (of the H100/H200's 227 KB per block) for the epilogue's layout conversion.
+# Leaves room (3 KB of an A100's 163 KB block) for shared memory the loop body needs.
 MAX_PIPELINE_BYTES = 160 * 1024
 STAGE_ALIGNMENT = 128             # one 128-byte line: every stage starts a swizzle phase
 WGMMA_STAGE_ALIGNMENT = 1024      # wgmma descriptors assume whole 1024-byte swizzle atoms

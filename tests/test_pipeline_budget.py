@@ -1,0 +1,229 @@
+"""How much shared memory a dot pipeline's stages may take (``compiler.whole_block_budget``
+and ``pipeline_budget``).
+
+The stages may take the whole block: what runs after the loop reuses their bytes (the
+drain comes first), so only shared memory the loop body itself needs can push the kernel
+past the block limit. Then the compiler builds it again with the stages keeping
+``PIPELINE_RESERVE`` free, as every kernel was built before. On an H100/H200 (227 KB a
+block) that gives two 96 KB stages to liger's fused SwiGLU in fp32 at 128x128x64 and to two
+dots sharing a tile in fp16 at 128x128x128 (Triton takes 196,640 bytes for the former),
+four 48 KB stages to the latter at 128x128x64; a 99 KB GPU (sm_86) keeps what it had.
+Compiled without a GPU; the kernels that gained stages run against torch (``gpu``).
+"""
+import re
+
+import numpy as np
+import pytest
+
+import aotk
+import aotk.language as tl
+from aotk import compiler
+from aotk.ir.signature import Signature
+from aotk.launch.arguments import specialize
+from aotk.tools.tensor_descriptor import TensorDescriptor
+from tests.kernels import pipeline_shapes as kernels
+
+TWO_DOTS_SIGNATURE = "*fp16:16, *fp16:16, *fp16:16, *fp32:16, *fp32:16, i32:16, i32:16, i32:16"
+
+
+def _two_dots(target, tiles, num_stages):
+    signature = Signature.parse(TWO_DOTS_SIGNATURE, kernels.two_dots_kernel.runtime_names)
+    return aotk.compile(kernels.two_dots_kernel, signature, tiles, 8, num_stages,
+                        target=target)
+
+
+TILES_128x128x64 = dict(BM=128, BN=128, BK=64)
+
+
+def _swiglu_arguments(empty, S=512, N=512, K=512):
+    """liger's SwiGLU forward at 128x128x64: x [2, S, K], both weights [N, K], out
+    [2, S, N], each from ``empty(shape)``."""
+    x, gate, up, out = empty((2, S, K)), empty((N, K)), empty((N, K)), empty((2, S, N))
+    return dict(x_desc=TensorDescriptor.from_tensor(x, [1, 128, 64]),
+                wg_desc=TensorDescriptor.from_tensor(gate, [128, 64]),
+                wu_desc=TensorDescriptor.from_tensor(up, [128, 64]), out_ptr=out,
+                S=S, N=N, K=K)
+
+
+def _swiglu(target, num_stages):
+    """liger's SwiGLU forward in fp32 at 128x128x64 on 8 warps."""
+    kernel = kernels.swiglu_kernel
+    arguments = _swiglu_arguments(lambda shape: np.empty(shape, np.float32))
+    runtime, constants = kernel._split_arguments((), {**arguments, **TILES_128x128x64})
+    signature, _ = specialize(kernel, runtime, host_memory=True)
+    return aotk.compile(kernel, signature, constants, 8, num_stages, target=target)
+
+
+@pytest.fixture
+def reserved_budget(monkeypatch):
+    """Builds as before: the stages keep ``PIPELINE_RESERVE`` free on every target."""
+    monkeypatch.setattr(compiler, "whole_block_budget", compiler.pipeline_budget)
+
+
+def test_the_budgets():
+    assert compiler.whole_block_budget("sm_90") == 232448
+    assert compiler.whole_block_budget("sm_90a") == 232448
+    assert compiler.pipeline_budget("sm_90") == 160 * 1024
+    assert compiler.whole_block_budget("sm_86") == 101376
+    assert compiler.pipeline_budget("sm_86") == 101376 - compiler.PIPELINE_RESERVE
+
+
+def _in_loop_wait(ptx):
+    """The ``cp.async.wait_group N`` inside the loop: N = stages - 2 (0 also drains)."""
+    return max(int(n) for n in re.findall(r"cp\.async\.wait_group (\d+);", ptx))
+
+
+@pytest.mark.parametrize("tiles, num_stages, gained, before", [
+    (dict(BM=128, BN=128, BK=128), 2, 2 * 3 * 32768, 66048),   # not pipelined before
+    (dict(BM=128, BN=128, BK=64), 4, 4 * 3 * 16384, 3 * 3 * 16384),
+])
+def test_two_dots_gain_stages_on_sm_90(tiles, num_stages, gained, before, request):
+    compiled = _two_dots("sm_90", tiles, num_stages)
+    metadata, ptx = compiled.metadata, compiled.ptx
+    # The epilogue's conversion of the accumulators reuses the stages' bytes.
+    assert metadata["shared"] == gained
+    assert "wgmma.mma_async" in ptx and "cp.async.cg.shared.global" in ptx
+    assert _in_loop_wait(ptx) == num_stages - 2
+    assert metadata["spills"] == 0
+    request.getfixturevalue("reserved_budget")
+    assert _two_dots("sm_90", tiles, num_stages).metadata["shared"] == before
+
+
+def test_swiglu_fp32_gains_two_stages_on_sm_90(request):
+    compiled = _swiglu("sm_90", 3)
+    ptx = compiled.ptx
+    # Three 128x64 fp32 tiles a stage (x, both weights), two stages: Triton's 196,640 bytes
+    # less its own barriers.
+    assert compiled.metadata["shared"] == 2 * 3 * 32768
+    assert compiled.metadata["arch"] == "sm_90a" and "wgmma.mma_async" in ptx
+    assert "cp.async.cg.shared.global" in ptx and compiled.metadata["spills"] == 0
+    lines = ptx.splitlines()
+    last_copy = max(i for i, line in enumerate(lines) if "cp.async.cg" in line)
+    drain = min(i for i, line in enumerate(lines) if i > last_copy and
+                "cp.async.wait_group 0" in line)
+    epilogue = [i for i, line in enumerate(lines) if i > last_copy and "st.shared" in line]
+    assert epilogue and drain < epilogue[0]
+    request.getfixturevalue("reserved_budget")
+    before = _swiglu("sm_90", 3)
+    assert "cp.async" not in before.ptx and "wgmma" not in before.ptx
+
+
+@pytest.mark.parametrize("build", ["two_dots_128", "two_dots_64_s4", "swiglu"])
+def test_a_99_kb_gpu_keeps_its_build(build, monkeypatch):
+    def compile_for_sm_86():
+        if build == "swiglu":
+            return _swiglu("sm_86", 3)
+        bk, stages = (128, 2) if build == "two_dots_128" else (64, 4)
+        return _two_dots("sm_86", dict(BM=128, BN=128, BK=bk), stages)
+
+    now = compile_for_sm_86()
+    monkeypatch.setattr(compiler, "whole_block_budget", compiler.pipeline_budget)
+    assert now.ptx == compile_for_sm_86().ptx
+
+
+@aotk.jit
+def two_dots_converting_in_loop(a_ptr, b_ptr, b2_ptr, c_ptr, c2_ptr, M, N, K,
+                                BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """Two dots sharing a tile, one accumulator taking the other's transpose every trip:
+    a 128x128 fp32 layout conversion through shared memory (66 KB) while the stages are
+    live."""
+    rows = tl.program_id(0) * BM + tl.arange(0, BM)
+    cols = tl.program_id(1) * BN + tl.arange(0, BN)
+    depth = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), tl.float32)
+    acc2 = tl.zeros((BM, BN), tl.float32)
+    for k in range(0, K, BK):
+        x = tl.load(a_ptr + rows[:, None] * K + (k + depth)[None, :])
+        w = tl.load(b_ptr + (k + depth)[:, None] * N + cols[None, :])
+        w2 = tl.load(b2_ptr + (k + depth)[:, None] * N + cols[None, :])
+        acc = tl.dot(x, w, acc)
+        acc2 = tl.dot(x, w2, acc2)
+        acc2 += tl.trans(acc)
+    out = rows[:, None] * N + cols[None, :]
+    tl.store(c_ptr + out, acc)
+    tl.store(c2_ptr + out, acc2)
+
+
+def _converting(tiles, budgets, monkeypatch):
+    """Compiles ``two_dots_converting_in_loop`` for sm_90, noting each run's budget."""
+    lower = compiler._lower
+
+    def noting(generated, options, target, budget):
+        budgets.append(budget)
+        return lower(generated, options, target, budget)
+
+    monkeypatch.setattr(compiler, "_lower", noting)
+    signature = Signature.parse(TWO_DOTS_SIGNATURE, two_dots_converting_in_loop.runtime_names)
+    return aotk.compile(two_dots_converting_in_loop, signature, tiles, 8, 3, target="sm_90")
+
+
+def test_stages_that_leave_too_little_for_the_loop_keep_the_reserve(monkeypatch):
+    """Two 96 KB stages and the 66 KB conversion exceed 227 KB: the second run keeps the
+    reserve, where 96 KB stages do not fit at all (no pipeline, as before)."""
+    budgets = []
+    compiled = _converting(dict(BM=128, BN=128, BK=128), budgets, monkeypatch)
+    assert budgets == [compiler.whole_block_budget("sm_90"), compiler.pipeline_budget("sm_90")]
+    assert compiled.metadata["shared"] == 66048
+    assert "cp.async" not in compiled.ptx
+    monkeypatch.setattr(compiler, "whole_block_budget", compiler.pipeline_budget)
+    before = _converting(dict(BM=128, BN=128, BK=128), [], monkeypatch)
+    assert compiled.ptx == before.ptx
+
+
+def test_no_second_run_when_the_stages_fit_the_reserved_budget(monkeypatch):
+    """Three 48 KB stages (144 KB, within 160 KB) and the conversion above them: one run."""
+    budgets = []
+    compiled = _converting(dict(BM=128, BN=128, BK=64), budgets, monkeypatch)
+    assert budgets == [compiler.whole_block_budget("sm_90")]
+    assert compiled.metadata["shared"] == 3 * 3 * 16384 + 66048
+
+
+def test_a_kernel_too_large_either_way_names_the_limit(monkeypatch):
+    """On an A100 (163 KB) the 144 KB stages and the conversion do not fit with the
+    reserve either: the error says what the kernel needs and what the target allows."""
+    signature = Signature.parse(TWO_DOTS_SIGNATURE, two_dots_converting_in_loop.runtime_names)
+    with pytest.raises(aotk.CompilationError, match="may use at most 166912"):
+        aotk.compile(two_dots_converting_in_loop, signature, dict(BM=128, BN=128, BK=64), 8,
+                     3, target="sm_80")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("bk, num_stages", [(128, 2), (64, 4)])
+def test_on_the_gpu_two_dots_with_the_gained_stages_match_torch(bk, num_stages):
+    torch = pytest.importorskip("torch")
+    M, N, K = 384, 256, 8 * bk
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    randn = lambda *shape: (torch.randn(*shape, device="cuda", generator=generator)   # noqa: E731
+                            / 4).half()
+    a, b, b2 = randn(M, K), randn(K, N), randn(K, N)
+    c = torch.full((M, N), float("nan"), device="cuda")
+    c2 = torch.full((M, N), float("nan"), device="cuda")
+    grid = (M // 128, N // 128)
+    kernels.two_dots_kernel[grid](a, b, b2, c, c2, M, N, K, BM=128, BN=128, BK=bk,
+                                  num_warps=8, num_stages=num_stages)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(c, a.float() @ b.float(), rtol=1e-2, atol=1e-2)
+    torch.testing.assert_close(c2, a.float() @ b2.float(), rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("num_stages", [2, 3])
+def test_on_the_gpu_swiglu_fp32_with_two_stages_matches_torch(num_stages):
+    torch = pytest.importorskip("torch")
+    S, N, K = 384, 256, 512
+    arguments = _swiglu_arguments(
+        lambda shape: torch.empty(shape, dtype=torch.float32, device="cuda"), S, N, K)
+    tiles = TILES_128x128x64
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    x, gate, up = (arguments[key].base for key in ("x_desc", "wg_desc", "wu_desc"))
+    for tensor in (x, gate, up):
+        tensor.copy_(torch.randn(tensor.shape, generator=generator, device="cuda") / 4)
+    out = arguments["out_ptr"]
+    out.fill_(float("nan"))
+    grid = (S // tiles["BM"], N // tiles["BN"], 2)
+    kernels.swiglu_kernel[grid](**arguments, **tiles, num_warps=8, num_stages=num_stages)
+    torch.cuda.synchronize()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    expected = torch.nn.functional.silu(x @ gate.T) * (x @ up.T)
+    # tf32 products keep 10 mantissa bits.
+    torch.testing.assert_close(out, expected, rtol=2e-2, atol=3e-2)
