@@ -207,8 +207,13 @@ class Autotuner(_Wrapper):
 
     @staticmethod
     def _on_gpu(named_args) -> bool:
+        """Whether the launch runs on the GPU: its arrays, those behind tensor descriptors
+        included (a kernel may take nothing else, as liger's fused MLP does), are."""
         from .launch.arguments import is_array, runs_on_interpreter
-        arrays = [value for value in named_args.values() if is_array(value)]
+        from .tools.tensor_descriptor import TensorDescriptor
+        arrays = [value.base if isinstance(value, TensorDescriptor) else value
+                  for value in named_args.values()]
+        arrays = [value for value in arrays if is_array(value)]
         return bool(arrays) and not runs_on_interpreter(arrays)
 
     # -- measuring ------------------------------------------------------------------------

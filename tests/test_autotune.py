@@ -193,6 +193,22 @@ def test_the_interpreter_runs_the_first_kept_config_and_measures_nothing(monkeyp
     assert torch.equal(x, torch.ones(64))
 
 
+class _CudaArray:
+    """Stands for a CUDA tensor (what the launcher recognizes one by) without a GPU."""
+    __cuda_array_interface__ = {}
+
+
+def test_a_launch_whose_arrays_are_all_behind_descriptors_is_tuned():
+    """liger's fused MLP takes only tensor descriptors and integers: it runs on the GPU, so
+    it is measured there, not given the first config."""
+    from aotk.tools.tensor_descriptor import TensorDescriptor
+    descriptor = TensorDescriptor(_CudaArray(), [64, 64], [64, 1], [16, 16])
+    assert Autotuner._on_gpu({"x_desc": descriptor, "n": 64})
+    host = TensorDescriptor(torch.zeros(64, 64).numpy(), [64, 64], [64, 1], [16, 16])
+    assert not Autotuner._on_gpu({"x_desc": host, "n": 64})
+    assert not Autotuner._on_gpu({"n": 64})
+
+
 @pytest.mark.gpu
 def test_autotuning_on_the_gpu(tmp_path, monkeypatch):
     monkeypatch.setenv("AOTK_CACHE_DIR", str(tmp_path))
@@ -211,3 +227,28 @@ def test_autotuning_on_the_gpu(tmp_path, monkeypatch):
     out.zero_()
     again[_grid](x, out, x.numel())
     assert again.best_config.kwargs == tuner.best_config.kwargs and torch.equal(out, x)
+
+
+@aotk.jit
+def _scale_tiles(in_desc, out_desc, BLOCK: tl.constexpr):
+    row = tl.program_id(0) * BLOCK
+    out_desc.store([row, 0], in_desc.load([row, 0]) * 2)
+
+
+@pytest.mark.gpu
+def test_a_kernel_taking_only_descriptors_is_measured_on_the_gpu(tmp_path, monkeypatch):
+    from aotk.tools.tensor_descriptor import TensorDescriptor
+    monkeypatch.setenv("AOTK_CACHE_DIR", str(tmp_path))
+    configs = [aotk.Config({"BLOCK": b}, num_warps=w) for b, w in ((16, 1), (32, 2))]
+
+    def pre_hook(nargs):
+        for name in ("in_desc", "out_desc"):
+            nargs[name].block_shape = [nargs["BLOCK"], 32]
+    configs = [aotk.Config(c.kwargs, num_warps=c.num_warps, pre_hook=pre_hook) for c in configs]
+    tuner = aotk.autotune(configs, key=[], warmup=5, rep=10)(_scale_tiles)
+    x = torch.randn(256, 32, device="cuda")
+    out = torch.zeros_like(x)
+    tuner[lambda meta: (256 // meta["BLOCK"],)](TensorDescriptor.from_tensor(x, [1, 32]),
+                                                 TensorDescriptor.from_tensor(out, [1, 32]))
+    torch.cuda.synchronize()
+    assert len(tuner.configs_timings) == 2 and torch.equal(out, 2 * x)
