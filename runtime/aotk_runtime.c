@@ -284,8 +284,9 @@ int aotk_device_arch(void)
 #define CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE 0
 
 int aotk_encode_tensor_map(aotk_variant *variant, aotk_tensor_map *map, const char *name,
-                           int data_type, const void *base, int64_t rows, int64_t columns,
-                           int64_t row_stride_bytes, unsigned box_rows, unsigned box_columns)
+                           int data_type, const void *base, int rank, const int64_t *shape,
+                           const int64_t *strides_bytes, unsigned box_rows,
+                           unsigned box_columns)
 {
     pthread_once(&driver_once, load_driver);
     if (driver.status != 0)
@@ -293,20 +294,32 @@ int aotk_encode_tensor_map(aotk_variant *variant, aotk_tensor_map *map, const ch
     memset(map, 0, sizeof *map);
     if (!driver.tensor_map_encode_tiled)
         return 0;
-    /* Innermost dimension first; the column stride is the element itself. */
-    const uint64_t dims[2] = {(uint64_t)columns, (uint64_t)rows};
-    const uint64_t strides[1] = {(uint64_t)row_stride_bytes};
-    const unsigned box[2] = {box_columns, box_rows};
-    const unsigned element_strides[2] = {1, 1};
+    /* The driver takes each list innermost dimension first; the innermost stride is the
+     * element itself and not passed. */
+    uint64_t dims[5], strides[4];
+    unsigned box[5], element_strides[5];
+    for (int i = 0; i < rank; i++) {
+        dims[i] = (uint64_t)shape[rank - 1 - i];
+        box[i] = i == 0 ? box_columns : i == 1 ? box_rows : 1;
+        element_strides[i] = 1;
+        if (i < rank - 1)
+            strides[i] = (uint64_t)strides_bytes[rank - 2 - i];
+    }
     CUresult result = driver.tensor_map_encode_tiled(
-        map, data_type, 2, (void *)base, dims, strides, box, element_strides, 0,
+        map, data_type, (unsigned)rank, (void *)base, dims, strides, box, element_strides, 0,
         CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (result != 0) {
-        char what[160];
-        snprintf(what, sizeof what, "cuTensorMapEncodeTiled for %s ([%lld, %lld], row stride "
-                 "%lld bytes)", name, (long long)rows, (long long)columns,
-                 (long long)row_stride_bytes);
+        char what[200];
+        int used = snprintf(what, sizeof what, "cuTensorMapEncodeTiled for %s (shape [", name);
+        for (int i = 0; i < rank && used < (int)sizeof what; i++)
+            used += snprintf(what + used, sizeof what - used, "%s%lld", i ? ", " : "",
+                             (long long)shape[i]);
+        for (int i = 0; i < rank - 1 && used < (int)sizeof what; i++)
+            used += snprintf(what + used, sizeof what - used, "%s%lld", i ? ", " : "], strides [",
+                             (long long)strides_bytes[i]);
+        if (used < (int)sizeof what)
+            snprintf(what + used, sizeof what - used, "] bytes)");
         return driver_error(result, variant, what);
     }
     return 0;

@@ -57,13 +57,14 @@ __attribute__((visibility("hidden"))) int aotk_device_arch(void);
 __attribute__((visibility("hidden"))) int aotk_modules_loaded(void);
 __attribute__((visibility("hidden"))) int aotk_launch(aotk_variant *variant, void *stream,
                                                       const int64_t grid[3], void **params);
-/* Encodes the tensor map of a row-major [rows, columns] matrix at base (row stride in
- * bytes), copied in boxes of [box_rows, box_columns] with the 128-byte swizzle, zeros
- * outside the matrix. A driver without tensor maps (before CUDA 12) runs no TMA code: the
- * map is zeroed and 0 returned. */
+/* Encodes the tensor map of a row-major tensor of `rank` dimensions (2 to 5) at base:
+ * `shape` outermost first, `strides_bytes` those of all but the last dimension (whose
+ * elements are adjacent), copied in boxes of [box_rows, box_columns] (1 in the leading
+ * dimensions) with the 128-byte swizzle, zeros outside the tensor. A driver without tensor
+ * maps (before CUDA 12) runs no TMA code: the map is zeroed and 0 returned. */
 __attribute__((visibility("hidden"))) int aotk_encode_tensor_map(
     aotk_variant *variant, aotk_tensor_map *map, const char *name, int data_type,
-    const void *base, int64_t rows, int64_t columns, int64_t row_stride_bytes,
+    const void *base, int rank, const int64_t *shape, const int64_t *strides_bytes,
     unsigned box_rows, unsigned box_columns);
 
 #endif

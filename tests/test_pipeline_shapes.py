@@ -91,8 +91,11 @@ def test_the_loop_is_pipelined(name, dtype, target):
     k_major_b = name in ("trans_b", "trans_b_descriptor", "swiglu")
     wgmma = target == "sm_90" and (dtype == np.float16 or k_major_b)
     assert ("wgmma.mma_async" in ptx) == wgmma and ("mma.sync" in ptx) == (not wgmma)
-    # TMA where both tiles are 2-d descriptor loads that wgmma reads.
-    assert tma == (wgmma and name == "trans_b_descriptor")
+    # TMA where every tile is a load of a host descriptor that wgmma reads; a [1, BM, BK]
+    # block of a 3-d one through a 3-d tensor map.
+    host_descriptors = name in ("trans_b_descriptor", "reshape_3d", "swiglu")
+    assert tma == (wgmma and host_descriptors)
+    assert ("cp.async.bulk.tensor.3d" in ptx) == (tma and name != "trans_b_descriptor")
     metadata = compiled.metadata
     assert metadata["spills"] == 0, metadata
     # Two 128x128 fp32 accumulators of mma.sync on 8 warps take Triton all 255 registers

@@ -52,10 +52,10 @@ def test_aligned_descriptor_loads_become_tma_copies_on_sm_90():
     assert compiled.metadata["spills"] == 0
     assert compiled.metadata["tensor_maps"] == [
         {"base": "a_ptr", "element": "float16", "itemsize": 2, "data_type": 6,
-         "shape": [["param", "M"], ["param", "K"]], "row_stride": ["param", "stride_am"],
+         "shape": [["param", "M"], ["param", "K"]], "strides": [["param", "stride_am"]],
          "box": [128, 64], "swizzle": 128},
         {"base": "b_ptr", "element": "float16", "itemsize": 2, "data_type": 6,
-         "shape": [["param", "K"], ["param", "N"]], "row_stride": ["param", "stride_bk"],
+         "shape": [["param", "K"], ["param", "N"]], "strides": [["param", "stride_bk"]],
          "box": [64, 64], "swizzle": 128}]
 
 
@@ -113,10 +113,14 @@ def test_library_encodes_tensor_maps_for_its_tma_builds(tmp_path):
     library = cgen.generate(manifest, plans, compiled)["tma_library.c"]
     assert ("M >= 1 && K >= 1 && stride_am >= 1 && N >= 1 && stride_bk >= 1)\n"
             "            return 0;") in library
-    assert ('status = aotk_encode_tensor_map(&tma_variants[0], &tensor_maps[0], "a_ptr", 6, '
-            'a_ptr, M, K, (int64_t)stride_am * 2, 128u, 64u);') in library
-    assert ('status = aotk_encode_tensor_map(&tma_variants[0], &tensor_maps[1], "b_ptr", 6, '
-            'b_ptr, K, N, (int64_t)stride_bk * 2, 64u, 64u);') in library
+    assert ("const int64_t shape[2] = {M, K};\n"
+            "            const int64_t strides[1] = {(int64_t)stride_am * 2};\n"
+            '            status = aotk_encode_tensor_map(&tma_variants[0], &tensor_maps[0], "a_ptr", '
+            "6, a_ptr, 2, shape, strides, 128u, 64u);") in library
+    assert ("const int64_t shape[2] = {K, N};\n"
+            "            const int64_t strides[1] = {(int64_t)stride_bk * 2};\n"
+            '            status = aotk_encode_tensor_map(&tma_variants[0], &tensor_maps[1], "b_ptr", '
+            "6, b_ptr, 2, shape, strides, 64u, 64u);") in library
     assert ("void *params[] = {&a_ptr, &b_ptr, &c_ptr, &M, &N, &K, &stride_am, &stride_bk, "
             "&stride_cm, &tensor_maps[0], &tensor_maps[1]};") in library
     assert library.count("aotk_encode_tensor_map(") == 2   # the pointer build encodes none
@@ -128,3 +132,90 @@ def test_library_encodes_tensor_maps_for_its_tma_builds(tmp_path):
         lib.kernels["mm"]["variants"][1]
     assert lib.mm.select(1 << 20, 1 << 21, 1 << 22, 1000, 1200, 3000, 3001, 1200, 1200) == \
         lib.kernels["mm"]["variants"][1]
+
+
+BATCHED_KERNEL = '''
+import aotk
+import aotk.language as tl
+
+
+@aotk.jit
+def batched_matmul(x_desc, w_desc, c_ptr, S, N, K, BM: tl.constexpr, BN: tl.constexpr,
+                   BK: tl.constexpr):
+    """c[b] = x[b] @ w.T: x [B, S, K] read in [1, BM, BK] blocks, w [N, K]."""
+    batch = tl.program_id(2)
+    row, col = tl.program_id(0) * BM, tl.program_id(1) * BN
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in range(0, K, BK):
+        x = tl.reshape(x_desc.load([batch, row, k]), [BM, BK])
+        acc = tl.dot(x, tl.trans(w_desc.load([col, k])), acc)
+    rows = row + tl.arange(0, BM)
+    cols = col + tl.arange(0, BN)
+    mask = (rows[:, None] < S) & (cols[None, :] < N)
+    tl.store(c_ptr + batch * S * N + rows[:, None] * N + cols[None, :], acc, mask=mask)
+'''
+
+
+@pytest.fixture(scope="module")
+def batched_library(tmp_path_factory):
+    """A library whose operand A is a 3-d host descriptor read in [1, 64, 64] blocks."""
+    directory = tmp_path_factory.mktemp("batched")
+    (directory / "batched.py").write_text(BATCHED_KERNEL)
+    (directory / "aotk.toml").write_text(
+        '[library]\nname = "batched"\ntargets = ["sm_80", "sm_90"]\n\n'
+        '[[kernel]]\nname = "bmm"\nsource = "batched.py"\nfunction = "batched_matmul"\n'
+        'signature = "tensordesc<fp16[1, 64, 64]>, tensordesc<fp16[128, 64]>, *fp16, i32, '
+        'i32, i32"\n'
+        'grid = ["cdiv(S, BM)", "cdiv(N, BN)", "x_desc_shape0"]\n'
+        'num_warps = 4\nconstants = { BM = 64, BN = 128, BK = 64 }\n')
+    return directory, aotk.build(directory / "aotk.toml")
+
+
+def test_a_3d_descriptor_is_encoded_with_its_rank(batched_library):
+    """A [1, BM, BK] block of a 3-d descriptor: a 3-d tensor map (two strides, a box of 1
+    in the batch dimension) beside the 2-d one of the weights."""
+    _, built = batched_library
+    library = next((built.library.parent / ".aotk").glob("*/batched_library.c")).read_text()
+    assert ("const int64_t shape[3] = {x_desc_shape0, x_desc_shape1, x_desc_shape2};\n"
+            "            const int64_t strides[2] = {(int64_t)x_desc_stride0 * 2, "
+            "(int64_t)x_desc_stride1 * 2};\n") in library
+    assert '"x_desc_base", 6, x_desc_base, 3, shape, strides, 64u, 64u);' in library
+    assert '"w_desc_base", 6, w_desc_base, 2, shape, strides, 128u, 64u);' in library
+
+
+def test_a_batch_count_of_3_keeps_the_aligned_build(batched_library):
+    """The aligned build assumes no divisibility of a descriptor's leading extents (batch,
+    rows): TMA needs the base and strides aligned, not those."""
+    from aotk.tools.tensor_descriptor import TensorDescriptor
+    _, built = batched_library
+    library = aotk.load(built.library)
+    x = TensorDescriptor(1 << 20, [3, 200, 512], [200 * 512, 512, 1], [1, 64, 64])
+    w = TensorDescriptor(1 << 22, [256, 512], [512, 1], [128, 64])
+    variants = library.kernels["bmm"]["variants"]
+    assert library.bmm.select(x, w, 1 << 24, 208, 256, 512) == variants[0]
+    assert library.bmm.select(x, w, 1 << 24, 200, 256, 512) == variants[1]
+    unaligned = TensorDescriptor(1 << 20, [3, 200, 520], [200 * 520, 520, 1], [1, 64, 64])
+    assert library.bmm.select(unaligned, w, 1 << 24, 208, 256, 512) == variants[1]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rows", [256, 200])
+def test_the_3d_tma_build_matches_torch(batched_library, rows):
+    """Rows past S read zeros from the box (200 is not a multiple of BM = 64); every batch
+    reads its own [S, K] slice."""
+    torch = pytest.importorskip("torch")
+    from aotk.tools.tensor_descriptor import TensorDescriptor
+    _, built = batched_library
+    library = aotk.load(built.library)
+    batches, n, k = 3, 256, 512
+    x = torch.randn(batches, rows, k, device="cuda", dtype=torch.float16)
+    w = torch.randn(n, k, device="cuda", dtype=torch.float16)
+    out = torch.full((batches, rows, n), float("nan"), device="cuda", dtype=torch.float16)
+    chosen = library.bmm.select(TensorDescriptor.from_tensor(x, [1, 64, 64]),
+                                TensorDescriptor.from_tensor(w, [128, 64]), out, rows, n, k)
+    # S = 200 is not divisible by 16: the generic build (pointer loads) runs it.
+    assert chosen == library.kernels["bmm"]["variants"][0 if rows % 16 == 0 else 1]
+    library.bmm(TensorDescriptor.from_tensor(x, [1, 64, 64]),
+                TensorDescriptor.from_tensor(w, [128, 64]), out, rows, n, k)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out, (x.float() @ w.float().T).half(), rtol=1e-2, atol=5e-2)

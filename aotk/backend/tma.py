@@ -12,8 +12,9 @@ and mbarriers (8 bytes per stage, after the stages: ``plan_buffers``). Out:
   bytes against the async proxy that TMA writes through; then a CTA barrier;
 * ``tma_expect``: thread 0 runs ``mbarrier.arrive.expect_tx`` with the stage's bytes (one
   arrival: the count the barrier was made with), so the phase completes when they land;
-* ``tma_copy``: thread 0 issues one ``cp.async.bulk.tensor.2d`` per 128-byte panel of the
-  tile, coordinates (column, row) innermost first, each completing bytes on the mbarrier;
+* ``tma_copy``: thread 0 issues one ``cp.async.bulk.tensor.<rank>d`` per 128-byte panel of
+  the tile, coordinates (column, row, leading dims) innermost first, each completing bytes
+  on the mbarrier;
 * ``tma_wait``: every thread spins on ``mbarrier.try_wait.parity`` (which also makes the
   copied bytes visible to it);
 * ``tma_release``: a CTA barrier, then thread 0 invalidates the mbarriers.
@@ -99,14 +100,19 @@ def lower_tma_expect(ctx, op):
 @lowering("tma_copy")
 def lower_tma_copy(ctx, op):
     b = ctx.builder
-    row, column, stage = (_scalar(ctx, v) for v in op.operands[:3])
-    (in_range,) = ctx.regs(op.operands[3], SCALAR)
+    *offsets, stage = (_scalar(ctx, v) for v in op.operands[:-1])
+    (in_range,) = ctx.regs(op.operands[-1], SCALAR)
     staged = ctx.pipeline.staged[op.attrs["buffer"]]
     rows, box_columns = op.attrs["box"]
     assert staged.tile.width == SWIZZLE_BYTES and staged.shape[0] == rows
     panels = staged.shape[1] // box_columns
-    copy = ("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes "
-            "[$0], [$1, {$2, $3}], [$4];")
+    rank = len(offsets)
+    # Coordinates innermost first: the column, the row, then the leading (size-1) dims.
+    coordinates = ", ".join(f"${2 + i}" for i in range(rank))
+    copy = (f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes "
+            f"[$0], [$1, {{{coordinates}}}], [${2 + rank}];")
+    constraints = "r,l," + "r," * rank + "r"
+    column, *outer = reversed(offsets)
     with b.if_then(_elected(ctx, in_range)):
         shared_root = b.ptrtoint(ctx.shared.stage_pointer(ir.Constant(I32, 0)), I32)
         slot = b.add(shared_root, staged.stage_base(b, stage))
@@ -116,7 +122,8 @@ def lower_tma_copy(ctx, op):
             # Panel p of the slot holds columns [p * box_columns, (p + 1) * box_columns).
             destination = b.add(slot, ir.Constant(I32, panel * rows * SWIZZLE_BYTES))
             first_column = b.add(column, ir.Constant(I32, panel * box_columns))
-            inline_asm(b, copy, "r,l,r,r,r", [destination, tensor_map, first_column, row, barrier])
+            inline_asm(b, copy, constraints,
+                       [destination, tensor_map, first_column, *outer, barrier])
 
 
 @lowering("tma_wait")

@@ -83,14 +83,15 @@ def _tensor_map_entry(entry) -> str:
 
 def _tensor_map_clauses(plan, maps: list) -> list:
     """What cuTensorMapEncodeTiled needs beyond the build's hints (which prove 16-byte
-    alignment): dimensions from 1 to 2^32, row strides from 1 element up, under 2^40 bytes.
+    alignment): dimensions from 1 to 2^32, strides from 1 element up, under 2^40 bytes.
     Calls outside them go to the next variant, whose pointer loads take any size."""
     types = {p.name: p.type for p in plan.parameters}
     clauses = []
     for recipe in maps:
         # (entry, its largest value); a 32-bit parameter cannot exceed either.
         limits = [(entry, MAX_DIMENSION) for entry in recipe["shape"]]
-        limits.append((recipe["row_stride"], MAX_STRIDE_BYTES // recipe["itemsize"] - 1))
+        limits += [(entry, MAX_STRIDE_BYTES // recipe["itemsize"] - 1)
+                   for entry in recipe["strides"]]
         for (kind, name), largest in limits:
             if kind == "param":
                 clauses.append(f"{name} >= 1")
@@ -100,17 +101,22 @@ def _tensor_map_clauses(plan, maps: list) -> list:
 
 
 def _tensor_map_lines(maps: list, variant: str, indent: str) -> list:
-    """The launch's calls that encode each tensor map the build's TMA code reads."""
+    """The launch's calls that encode each tensor map the build's TMA code reads: the
+    dimensions outermost first, the strides (in bytes) of all but the last dimension."""
     lines = []
     for index, recipe in enumerate(maps):
-        rows, columns = (_tensor_map_entry(e) for e in recipe["shape"])
-        stride = _tensor_map_entry(recipe["row_stride"])
+        shape = ", ".join(_tensor_map_entry(e) for e in recipe["shape"])
+        strides = ", ".join(f"(int64_t){_tensor_map_entry(e)} * {recipe['itemsize']}"
+                            for e in recipe["strides"])
+        rank = len(recipe["shape"])
         box_rows, box_columns = recipe["box"]
-        lines += [f"{indent}status = aotk_encode_tensor_map({variant}, &tensor_maps[{index}], "
+        lines += [f"{indent}{{",
+                  f"{indent}    const int64_t shape[{rank}] = {{{shape}}};",
+                  f"{indent}    const int64_t strides[{rank - 1}] = {{{strides}}};",
+                  f"{indent}    status = aotk_encode_tensor_map({variant}, &tensor_maps[{index}], "
                   f"{c_string(recipe['base'])}, {recipe['data_type']}, {recipe['base']}, "
-                  f"{rows}, {columns}, (int64_t){stride} * {recipe['itemsize']}, "
-                  f"{box_rows}u, {box_columns}u);",
-                  f"{indent}if (status != 0)", f"{indent}    return status;"]
+                  f"{rank}, shape, strides, {box_rows}u, {box_columns}u);",
+                  f"{indent}}}", f"{indent}if (status != 0)", f"{indent}    return status;"]
     return lines
 
 

@@ -3,8 +3,8 @@
 In: a validated ``Manifest``. Out: per kernel, its ``JITFunction``, C parameter list,
 declared pointer layouts and ``Build``s in dispatch order: for each variant (manifest
 order), with ``specialize = "auto"`` (the variant's, else its kernel's), first the build
-that assumes every pointer 16-byte aligned and every integer divisible by 16, then the
-generic one; ``"none"`` keeps only the generic build, ``"aligned"`` only the specialized
+that assumes every pointer 16-byte aligned and every integer divisible by 16 (but a host
+descriptor's leading extents: ``Signature.specialized``), then the generic one; ``"none"`` keeps only the generic build, ``"aligned"`` only the specialized
 one. Checks against the Python function happen here: the signatures (parsed into
 ``Signature``s against its parameter names), constexpr values present, grid and ``when``
 naming only scalar parameters and constants, the declared pointer layouts naming pointers

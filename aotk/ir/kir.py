@@ -112,9 +112,10 @@ Software pipelining (made by ``passes.pipeline`` for the GPU only; never interpr
                               initialized (count 1), then a CTA barrier
   tma_expect                  (stage, in_range:int1)  loop, stages, bytes -> one thread arms
                               the stage's mbarrier to expect bytes (nothing if !in_range)
-  tma_copy                    (row, column, stage, in_range) loop, buffer, stages,
+  tma_copy                    (offsets..., stage, in_range) loop, buffer, stages,
                               tensor_map, box -> one thread copies the [rows, columns] block
-                              at (row, column) of the kernel's tensor map into slot stage,
+                              at the offsets (one per dimension of the map, outermost
+                              first; rows and columns the last two) into slot stage,
                               one box per 128-byte panel (zeros outside the tensor)
   tma_wait                    (stage, phase:i32)      loop, stages -> every thread waits for
                               phase parity ``phase`` of the stage's mbarrier

@@ -204,10 +204,16 @@ class Signature:
 
     def specialized(self) -> "Signature":
         """What a build for aligned data assumes: every pointer and every (non-bool)
-        integer that has no hint gets ":16"."""
+        integer that has no hint gets ":16", except a host descriptor's extents in its
+        leading dimensions (a batch count of 3): nothing in the code gains from them (only
+        the innermost extent decides vector widths under masks, and TMA needs the base and
+        strides aligned, not the shape), and assuming them would keep such calls off it."""
+        leading = {f"{name}_shape{d}" for name, layout in self.descriptors
+                   for d in range(layout.rank - 1)}
         return Signature(tuple(
             p._replace(hint=SPECIALIZED_HINT)
-            if p.hint is None and takes_divisibility(p.type) else p for p in self.parameters),
+            if p.hint is None and takes_divisibility(p.type) and p.name not in leading else p
+            for p in self.parameters),
             self.descriptors)
 
 

@@ -59,16 +59,17 @@ def encode_tensor_maps(recipes: list, arguments: dict, address_of) -> list | Non
     array's address). None when a shape or stride cannot be encoded."""
     maps = []
     for recipe in recipes:
-        rows, columns = (_value(e, arguments) for e in recipe["shape"])
-        stride_bytes = _value(recipe["row_stride"], arguments) * recipe["itemsize"]
-        if not (1 <= rows <= MAX_DIMENSION and 1 <= columns <= MAX_DIMENSION
-                and 1 <= stride_bytes < MAX_STRIDE_BYTES):
+        shape = tuple(_value(e, arguments) for e in recipe["shape"])
+        stride_bytes = tuple(_value(e, arguments) * recipe["itemsize"]
+                             for e in recipe["strides"])
+        if not (all(1 <= n <= MAX_DIMENSION for n in shape)
+                and all(1 <= n < MAX_STRIDE_BYTES for n in stride_bytes)):
             return None
         address = address_of(arguments[recipe["base"]])
-        key = (recipe["data_type"], address, rows, columns, stride_bytes, tuple(recipe["box"]))
+        key = (recipe["data_type"], address, shape, stride_bytes, tuple(recipe["box"]))
         tensor_map = _encoded.get(key)
         if tensor_map is None:
-            tensor_map = _encode_one(recipe, address, rows, columns, stride_bytes)
+            tensor_map = _encode_one(recipe, address, shape, stride_bytes)
             if len(_encoded) >= MAX_CACHED:
                 _encoded.clear()
             _encoded[key] = tensor_map
@@ -76,15 +77,21 @@ def encode_tensor_maps(recipes: list, arguments: dict, address_of) -> list | Non
     return maps
 
 
-def _encode_one(recipe, address, rows, columns, stride_bytes) -> TensorMap:
+def _encode_one(recipe, address, shape: tuple, stride_bytes: tuple) -> TensorMap:
+    """The driver takes every list innermost dimension first; the innermost stride is the
+    element itself and not passed; the box is 1 in the leading dimensions."""
     tensor_map = TensorMap()
+    rank = len(shape)
     box_rows, box_columns = recipe["box"]
+    box = (box_columns, box_rows) + (1,) * (rank - 2)
     result = _encoder()(
-        tensor_map.address, recipe["data_type"], 2, address,
-        (ctypes.c_uint64 * 2)(columns, rows), (ctypes.c_uint64 * 1)(stride_bytes),
-        (ctypes.c_uint * 2)(box_columns, box_rows), (ctypes.c_uint * 2)(1, 1),
+        tensor_map.address, recipe["data_type"], rank, address,
+        (ctypes.c_uint64 * rank)(*reversed(shape)),
+        (ctypes.c_uint64 * (rank - 1))(*reversed(stride_bytes)),
+        (ctypes.c_uint * rank)(*box), (ctypes.c_uint * rank)(*[1] * rank),
         0, SWIZZLE_128B, L2_PROMOTION_256B, OOB_FILL_NONE)
     if result != 0:
         raise AotkError(f"cuTensorMapEncodeTiled failed (CUDA error {result}) for "
-                        f"{recipe['base']}: [{rows}, {columns}], row stride {stride_bytes} bytes")
+                        f"{recipe['base']}: shape {list(shape)}, strides {list(stride_bytes)} "
+                        "bytes")
     return tensor_map

@@ -46,7 +46,7 @@ the stages through the async proxy (attribute ``async_proxy`` of the copies and 
 then each ``async_wait`` carries ``proxy_fence``, ordering the copies before the dot, and
 stages start on 1024-byte swizzle atoms.
 
-TMA (``tma_loads``): when all the operands are 2-d tensor-descriptor loads that TMA can copy
+TMA (``tma_loads``): when all the operands are tensor-descriptor loads that TMA can copy
 (``tensor_maps.tensor_map_recipe``) and the dots run on wgmma, the copies are one elected
 thread's ``tma_expect`` + ``tma_copy`` per trip into the same stages, completing on one
 mbarrier per stage; ``async_wait`` becomes ``tma_wait`` on a carried phase bit that flips

@@ -15,6 +15,11 @@ times the element size a multiple of 16).
 One copy fills one 128-byte panel of ``backend.swizzle``'s layout (box: all rows of the
 block, 128 bytes of columns) with the hardware's 128B swizzle, which is exactly that
 layout: a block of C panels takes C copies at column offsets 0, 128/size, ...
+
+Descriptors of rank 3 to 5 qualify when their block is 1 in every dimension but the last
+two (``desc.load([b, m, k])`` of a [1, BM, BK] block, reshaped to [BM, BK] for the dot): the
+map then has the descriptor's rank, its box is 1 in the leading dimensions, and one copy
+still fills one panel of the 2-D tile.
 """
 from __future__ import annotations
 
@@ -27,6 +32,7 @@ MAX_BOX_ROWS = 256        # cuTensorMapEncodeTiled: boxDim[i] <= 256
 TMA_ALIGNMENT = 16        # global address and strides: multiples of 16 bytes
 MAX_DIMENSION = 2 ** 32   # globalDim[i] from 1 to 2^32
 MAX_STRIDE_BYTES = 2 ** 40   # globalStrides[i] below 2^40
+MAX_RANK = 5              # cuTensorMapEncodeTiled: tensorRank from 1 to 5
 TENSOR_MAP_BYTES = 128    # a CUtensorMap, 64-byte aligned wherever it is passed
 TENSOR_MAP_ALIGNMENT = 64
 # cuTensorMapDataType per element type (the driver's enum values).
@@ -37,20 +43,25 @@ DATA_TYPES = {"int8": 0, "uint8": 0, "uint16": 1, "int16": 1, "uint32": 2, "int3
 
 @dataclass(frozen=True)
 class TensorMapRecipe:
-    """How the host encodes one 2-D tensor map. Dimension entries are ("param", name) or
-    ("value", int); ``shape`` and ``box`` are (rows, columns), the row stride in elements
-    (the column stride is 1)."""
+    """How the host encodes one tensor map of the descriptor's rank. Dimension entries are
+    ("param", name) or ("value", int), outermost first: ``shape`` has one per dimension,
+    ``strides`` (in elements) one per dimension but the last, whose stride is 1; ``box`` is
+    (rows, columns) of one copy, 1 in the leading dimensions."""
     base: str
     element: str
     itemsize: int
     shape: tuple
-    row_stride: tuple
+    strides: tuple
     box: tuple
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
 
     def to_json(self) -> dict:
         return {"base": self.base, "element": self.element, "itemsize": self.itemsize,
                 "data_type": DATA_TYPES[self.element], "shape": [list(s) for s in self.shape],
-                "row_stride": list(self.row_stride), "box": list(self.box),
+                "strides": [list(s) for s in self.strides], "box": list(self.box),
                 "swizzle": SWIZZLE_BYTES}
 
 
@@ -73,26 +84,31 @@ def _multiple_of_16_bytes(entry, params_by_name: dict, itemsize: int) -> bool:
 
 
 def tensor_map_recipe(op, function) -> TensorMapRecipe | None:
-    """The recipe of a 2-D ``descriptor_load`` that TMA can copy, else None."""
-    if op.opcode != "descriptor_load" or op.attrs["rank"] != 2:
+    """The recipe of a ``descriptor_load`` that TMA can copy, else None."""
+    if op.opcode != "descriptor_load" or not 2 <= op.attrs["rank"] <= MAX_RANK:
+        return None
+    block = op.attrs["block_shape"]
+    if any(size != 1 for size in block[:-2]):
         return None
     params = {p.value: p for p in function.params}
     by_name = {p.name: p for p in function.params}
     base, shapes, strides, _, _ = descriptor_operands(op)
     element = op.result.element
     itemsize = element.itemsize
-    rows, columns = op.attrs["block_shape"]
+    rows, columns = block[-2:]
     base_entry = _entry(base, params)
-    entries = [_entry(v, params) for v in shapes + strides]
-    if base_entry is None or base_entry[0] != "param" or None in entries:
+    shape_entries = [_entry(v, params) for v in shapes]
+    stride_entries = [_entry(v, params) for v in strides]
+    if base_entry is None or base_entry[0] != "param" or None in shape_entries + stride_entries:
         return None
     if (by_name[base_entry[1]].hint or 1) < TMA_ALIGNMENT:
         return None
-    if entries[3] != ("value", 1) or not _multiple_of_16_bytes(entries[2], by_name, itemsize):
+    if stride_entries[-1] != ("value", 1) or not all(
+            _multiple_of_16_bytes(e, by_name, itemsize) for e in stride_entries[:-1]):
         return None
-    if any(kind == "value" and not 0 < n <= MAX_DIMENSION for kind, n in entries[:2]):
+    if any(kind == "value" and not 0 < n <= MAX_DIMENSION for kind, n in shape_entries):
         return None
     if columns * itemsize % SWIZZLE_BYTES or rows > MAX_BOX_ROWS or element.name not in DATA_TYPES:
         return None
-    return TensorMapRecipe(base_entry[1], element.name, itemsize, tuple(entries[:2]),
-                           entries[2], (rows, SWIZZLE_BYTES // itemsize))
+    return TensorMapRecipe(base_entry[1], element.name, itemsize, tuple(shape_entries),
+                           tuple(stride_entries[:-1]), (rows, SWIZZLE_BYTES // itemsize))
