@@ -87,7 +87,9 @@ def copy_layouts(function: Function, vector_width: dict, num_warps: int) -> dict
 
 def carried_layout(plan: LayoutPlan, region, value):
     """A loop-carried accumulator of a dot keeps the dot's mma layout; anything else its
-    natural layout."""
+    natural layout. The walk back from the yield follows ops of the carried value's shape
+    only, and a dot counts only at that shape: flash attention's row sums l_i come from a
+    reduction of the q @ k.T scores, not from an accumulator."""
     inside = {id(op) for op in region.body}
     pending, seen = [value], set()
     while pending:
@@ -96,9 +98,11 @@ def carried_layout(plan: LayoutPlan, region, value):
         if owner is None or id(owner) not in inside or id(v) in seen:
             continue
         seen.add(id(v))
+        if v.type.shape != value.type.shape:
+            continue
         if owner.opcode == "dot" and plan.mma.get(owner) is not None:
             return Layout(plan.mma[owner])
-        if owner.result is not None and owner.result.type.shape == value.type.shape:
+        if owner.result is not None:
             pending.extend(owner.operands)
     return plan.natural(value)
 
