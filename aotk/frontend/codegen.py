@@ -22,9 +22,9 @@ from ..language.core import (aggregate, constexpr, constexpr_type, is_builtin,
 from ..language.core import condition as tl_condition
 from ..language.functions import range as tl_range
 from ..language.functions import static_range
+from .bindings import RETURN_SLOT, unwrap, wrap
+from .control_flow import ControlFlow
 from .source import KernelSource, SourceInfo
-
-RETURN_SLOT = "$return"   # the scope entry an executed `return` binds
 
 _BINARY_OPERATORS = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
@@ -48,20 +48,7 @@ _STATIC_BUILTINS = {builtins.min, builtins.max, builtins.abs, builtins.int, buil
 _OBJECT_BUILTINS = {builtins.isinstance, builtins.hasattr, builtins.getattr, builtins.len}
 
 
-def _unwrap(x):
-    return x.value if isinstance(x, constexpr) else x
-
-
-def _wrap(x):
-    """Results of plain Python evaluation stay compile-time constants."""
-    if isinstance(x, (tensor, constexpr)) or x is None:
-        return x
-    if isinstance(x, tuple):
-        return tuple(_wrap(v) for v in x)
-    return constexpr(x)
-
-
-class CodeGenerator(ast.NodeVisitor):
+class CodeGenerator(ControlFlow, ast.NodeVisitor):
     def __init__(self, jit_function, function: kir.Function, builder: kir.Builder,
                  scope: dict, source: "SourceInfo"):
         self.jit_function = jit_function
@@ -138,7 +125,7 @@ class CodeGenerator(ast.NodeVisitor):
             self._assign(target, value, node)
 
     def visit_AnnAssign(self, node):
-        annotation = _unwrap(self.visit(node.annotation))
+        annotation = unwrap(self.visit(node.annotation))
         value = self.visit(node.value)
         if annotation is constexpr and not isinstance(value, constexpr):
             if isinstance(value, tensor) or value is None:
@@ -165,10 +152,10 @@ class CodeGenerator(ast.NodeVisitor):
                 value.handle.hint_name = target.id
             if not isinstance(value, (tensor, tensor_descriptor, aggregate, constexpr, tuple)) \
                     and value is not None:
-                value = _wrap(value)
+                value = wrap(value)
             self.scope[target.id] = value
         elif isinstance(target, (ast.Tuple, ast.List)):
-            values = _unwrap(value)
+            values = unwrap(value)
             if not isinstance(values, (tuple, list)) or len(values) != len(target.elts):
                 raise self.error(node, f"cannot unpack into {len(target.elts)} names")
             for t, v in zip(target.elts, values):
@@ -187,225 +174,15 @@ class CodeGenerator(ast.NodeVisitor):
     def return_value(self):
         return self.scope.get(RETURN_SLOT)
 
-    def visit_If(self, node):
-        rest = self.rest_after_if.pop(node, [])
-        condition = self.visit(node.test)
-        if not isinstance(condition, tensor):
-            self._visit_statements(node.body if _unwrap(condition) else node.orelse, rest)
-            return
-        condition = semantic.condition(condition, "`if`")
-        before = dict(self.scope)
-        regions, branches = [kir.Region([]), kir.Region([])], []
-        for region, statements in zip(regions, (node.body, node.orelse)):
-            self.scope, self.returned = dict(before), False
-            with self.builder.insertion(region.body):
-                self._visit_statements(statements, rest)
-            branches.append((self.scope, self.returned))
-        returned = any(r for _, r in branches)
-        if returned:
-            for scope, _ in branches:
-                scope.setdefault(RETURN_SLOT, None)
-        results = self._merge_regions(node, "if", [condition.handle], regions,
-                                      [scope for scope, _ in branches], before)
-        self.scope = results
-        self.returned = returned
-
-    def _merge_regions(self, node, opcode, operands, regions, scopes, before):
-        """Ends each region with a yield of the values that differ between them and emits the
-        region op; returns the scope after it. Tuples and aggregates cross leaf by leaf, and
-        only the leaves that differ are yielded (a block pointer's constant strides stay
-        constants)."""
-        names = [n for n in scopes[0] if all(n in s for s in scopes[1:])]
-        merged = {n: scopes[0][n] for n in names}
-        crossing = []   # (name, leaf index)
-        for name in names:
-            if all(_same_value(scopes[0][name], s[name]) for s in scopes[1:]):
-                continue
-            structure = _structure(scopes[0][name])
-            if any(_structure(s[name]) != structure for s in scopes[1:]):
-                raise self.error(node, f"{self._describe(name)} is a tuple of a different "
-                                       "length (or a different kind of value) on each path")
-            leaves = [_leaves(s[name]) for s in scopes]
-            crossing += [(name, i) for i in range(len(leaves[0]))
-                         if not all(_same_value(leaves[0][i], other[i]) for other in leaves[1:])]
-        yielded = []
-        for region, scope in zip(regions, scopes):
-            with self.builder.insertion(region.body):
-                values = [self._crossing(n, _leaves(scope[n])[i], node) for n, i in crossing]
-                self.builder.create("yield", [v.handle for v in values], None)
-            yielded.append(values)
-        for index, (name, _) in enumerate(crossing):
-            types = [values[index].type for values in yielded]
-            if any(t != types[0] for t in types):
-                raise self.error(node, f"{self._describe(name)} has type {types[0]} in the `if` "
-                                       f"branch but {types[1]} in the `else` branch; both must agree")
-        op = self.builder.create_region_op(opcode, operands, regions,
-                                           [v.type for v in yielded[0]])
-        self._rebind(merged, scopes[0], crossing, op.results)
-        return merged
-
-    @staticmethod
-    def _rebind(scope, templates, crossing, values):
-        """Binds in ``scope`` each crossing name to its template (from ``templates``) with the
-        crossing leaves replaced by ``values`` (kir values, in ``crossing`` order)."""
-        replaced: dict = {}
-        for (name, index), value in zip(crossing, values):
-            hint = None if name == RETURN_SLOT else name
-            replaced.setdefault(name, {})[index] = _named_result(value, hint)
-        for name, by_index in replaced.items():
-            leaves = [by_index.get(i, leaf) for i, leaf in enumerate(_leaves(templates[name]))]
-            scope[name] = _with_leaves(templates[name], iter(leaves))
-
-    @staticmethod
-    def _describe(name) -> str:
-        return "the return value" if name == RETURN_SLOT else repr(name)
-
-    def _crossing(self, name, value, node):
-        if name == RETURN_SLOT and value is None:
-            raise self.error(node, "every path must return a value when one of them does")
-        return semantic.crossing_value(name, value)
-
-    def visit_For(self, node):
-        iterator = _unwrap(self.visit(node.iter))
-        if node.orelse:
-            raise self.error(node, "for/else is not supported")
-        if isinstance(iterator, (static_range, range)):
-            iterations = iterator.range if isinstance(iterator, static_range) else iterator
-            for i in iterations:
-                # As in Triton, the variable of an unrolled loop is a compile-time value
-                # (it can index a tuple: ``parts[i]``).
-                self._assign(node.target, constexpr(i), node, keep_constexpr=True)
-                self._visit_statements(node.body)
-            return
-        if not isinstance(iterator, tl_range):
-            raise self.error(node.iter, "a kernel loops over range(...), tl.range(...) or "
-                                        "tl.static_range(...)")
-        if not isinstance(node.target, ast.Name):
-            raise self.error(node.target, "the loop variable must be a plain name")
-        start, end, step = semantic.loop_bounds(iterator.start, iterator.end, iterator.step)
-        target = node.target.id
-        carried = self._find_carried({target: start.type}, lambda: self._visit_statements(node.body))
-        before = dict(self.scope)
-        inits = self._carried_values(carried, before, node)
-        induction = kir.Value(start.type, hint_name=target)
-        region = kir.Region([induction] + [kir.Value(v.type, hint_name=n)
-                                           for (n, _), v in zip(carried, inits)])
-        self.scope[target] = tensor(induction)
-        self._fill_loop_region(region, region.args[1:], carried, before, inits, node,
-                               lambda: self._visit_statements(node.body), "yield")
-        op = self.builder.create_region_op(
-            "for", [start.handle, end.handle, step.handle] + [v.handle for v in inits], [region],
-            [v.type for v in inits], direction=semantic.step_direction(iterator.step),
-            num_stages=iterator.num_stages)
-        self.scope = before
-        self._rebind(self.scope, before, carried, op.results)
-
-    def visit_While(self, node):
-        if node.orelse:
-            raise self.error(node, "while/else is not supported")
-
-        def body():
-            self._while_test(node.test)
-            self._visit_statements(node.body)
-        carried = self._find_carried({}, body)
-        before = dict(self.scope)
-        inits = self._carried_values(carried, before, node)
-        condition_region = kir.Region([kir.Value(v.type, hint_name=n)
-                                       for (n, _), v in zip(carried, inits)])
-        body_region = kir.Region([kir.Value(v.type, hint_name=n)
-                                  for (n, _), v in zip(carried, inits)])
-
-        def test():
-            condition = semantic.condition(self._while_test(node.test), "`while`")
-            return [condition.handle]
-        self._fill_loop_region(condition_region, condition_region.args, carried, before, inits,
-                               node, test, "condition", forward_args=True)
-        self.scope = dict(before)
-        self._fill_loop_region(body_region, body_region.args, carried, before, inits, node,
-                               lambda: self._visit_statements(node.body), "yield")
-        op = self.builder.create_region_op("while", [v.handle for v in inits],
-                                           [condition_region, body_region], [v.type for v in inits])
-        self.scope = before
-        self._rebind(self.scope, before, carried, op.results)
-
-    def _while_test(self, test):
-        """The condition of a while loop; ``tl.condition(c, ...)`` stands for ``c``."""
-        value = self.visit(test)
-        return value.condition if isinstance(value, tl_condition) else value
-
-    def _find_carried(self, fresh: dict, visit_body) -> list:
-        """The (name, leaf index) pairs a loop body changes, found by generating the body once
-        into a scratch block (as Triton does): those become loop-carried values. A tuple or
-        an aggregate carries only the leaves that change (a block pointer its offsets)."""
-        before = dict(self.scope)
-        self.loop_depth += 1
-        try:
-            with self.builder.insertion([]):
-                for name, value_type in fresh.items():
-                    self.scope[name] = tensor(kir.Value(value_type, hint_name=name))
-                visit_body()
-        finally:
-            self.loop_depth -= 1
-        after, self.scope = self.scope, before
-        carried = []
-        for name in before:
-            if name in fresh or name not in after or _same_value(before[name], after[name]):
-                continue
-            old, new = _leaves(before[name]), _leaves(after[name])
-            if _structure(before[name]) != _structure(after[name]):
-                carried.append((name, None))   # reported by _carried_values
-                continue
-            carried += [(name, i) for i in range(len(old)) if not _same_value(old[i], new[i])]
-        return carried
-
-    def _carried_values(self, carried, before, node) -> list:
-        """The initial values of the carried leaves, as tensors."""
-        for name, index in carried:
-            if index is None:
-                raise self.error(node, f"{name!r} changes its structure inside the loop (a "
-                                       "tuple of another length, or another kind of value)")
-        return [self._crossing(n, _leaves(before[n])[i], node) for n, i in carried]
-
-    def _fill_loop_region(self, region, args, carried, before, inits, node, visit, terminator,
-                          forward_args=False):
-        self._rebind(self.scope, before, carried, args)
-        self.loop_depth += 1
-        try:
-            with self.builder.insertion(region.body):
-                leading = visit() or []
-                if forward_args:
-                    values = list(args)
-                else:
-                    values = self._updated_values(carried, before, inits, node)
-                self.builder.create(terminator, leading + values, None)
-        finally:
-            self.loop_depth -= 1
-
-    def _updated_values(self, carried, before, inits, node) -> list:
-        """The kir values the loop body yields for the carried leaves, checked to keep their
-        types (and the leaves that are not carried to stay as they were)."""
-        values = []
-        for (name, index), init in zip(carried, inits):
-            if _structure(self.scope[name]) != _structure(before[name]):
-                raise self.error(node, f"{name!r} changes its structure inside the loop (a "
-                                       "tuple of another length, or another kind of value)")
-            new = self._crossing(name, _leaves(self.scope[name])[index], node)
-            try:
-                semantic.check_carried_type(name, init.type, new.type, "loop-carried")
-            except TypeError as exc:
-                raise self.error(node, str(exc)) from None
-            values.append(new.handle)
-        return values
-
     def visit_Assert(self, node):
         condition = self.visit(node.test)
         if isinstance(condition, tensor):
             # A runtime condition is a device assert (compiled in only with debug on).
-            message = _unwrap(self.visit(node.msg)) if node.msg else ast.unparse(node.test)
+            message = unwrap(self.visit(node.msg)) if node.msg else ast.unparse(node.test)
             semantic.device_assert(condition, message)
             return
-        if not _unwrap(condition):
-            message = _unwrap(self.visit(node.msg)) if node.msg else "assertion failed"
+        if not unwrap(condition):
+            message = unwrap(self.visit(node.msg)) if node.msg else "assertion failed"
             raise self.error(node, f"static assertion failed: {message}")
 
     # -- expressions -------------------------------------------------------------------
@@ -453,7 +230,7 @@ class CodeGenerator(ast.NodeVisitor):
         if fn is None:
             raise self.error(node, f"unsupported operator {type(op).__name__}")
         if not isinstance(lhs, tensor) and not isinstance(rhs, tensor):
-            return _wrap(fn(_unwrap(lhs), _unwrap(rhs)))
+            return wrap(fn(unwrap(lhs), unwrap(rhs)))
         if fn is operator.pow:
             raise self.error(node, "** is not supported on tensors")
         return fn(lhs, rhs)
@@ -470,11 +247,11 @@ class CodeGenerator(ast.NodeVisitor):
                                            f"size {operand.dtype.primitive_bitwidth} to "
                                            f"data-type of size 1; use ~ or == 0")
                 return ~operand
-            return constexpr(not _unwrap(operand))
+            return constexpr(not unwrap(operand))
         fn = _UNARY_OPERATORS[type(node.op)]
         if isinstance(operand, tensor):
             return fn(operand)
-        return _wrap(fn(_unwrap(operand)))
+        return wrap(fn(unwrap(operand)))
 
     def visit_Compare(self, node):
         if len(node.ops) != 1:
@@ -487,13 +264,13 @@ class CodeGenerator(ast.NodeVisitor):
                                  "compare values with ==")
             # A tensor is never a compile-time value: `ptr is None` folds, as in Triton
             # (where a None argument is a constexpr None).
-            result = _unwrap(lhs) is _unwrap(rhs)
+            result = unwrap(lhs) is unwrap(rhs)
             return constexpr(result if op is ast.Is else not result)
         if op in (ast.In, ast.NotIn):
             raise self.error(node, "`in` is not supported in kernels")
         fn = _COMPARE_OPERATORS[op]
         if not isinstance(lhs, tensor) and not isinstance(rhs, tensor):
-            return constexpr(fn(_unwrap(lhs), _unwrap(rhs)))
+            return constexpr(fn(unwrap(lhs), unwrap(rhs)))
         return fn(lhs, rhs)
 
     def visit_BoolOp(self, node):
@@ -503,13 +280,13 @@ class CodeGenerator(ast.NodeVisitor):
         for expression in node.values:
             value = last = self.visit(expression)
             if not isinstance(value, tensor) and not any(isinstance(v, tensor) for v in values):
-                truth = bool(_unwrap(value))
+                truth = bool(unwrap(value))
                 if truth != isinstance(node.op, ast.And):   # false for and, true for or
-                    return constexpr(_unwrap(value))
+                    return constexpr(unwrap(value))
                 continue
             values.append(value)
         if not values:
-            return constexpr(_unwrap(last))
+            return constexpr(unwrap(last))
         if any(isinstance(v, tensor) for v in values):
             if any(isinstance(v, tensor) and v.type.shape for v in values):
                 # Triton's logical_and / logical_or: elementwise, on boolean blocks.
@@ -528,15 +305,15 @@ class CodeGenerator(ast.NodeVisitor):
                 v = semantic.condition(v, "`and`/`or`")
                 result = result & v if isinstance(node.op, ast.And) else result | v
             return result
-        result = _unwrap(values[0])
+        result = unwrap(values[0])
         for v in values[1:]:
-            result = (result and _unwrap(v)) if isinstance(node.op, ast.And) else (result or _unwrap(v))
+            result = (result and unwrap(v)) if isinstance(node.op, ast.And) else (result or unwrap(v))
         return constexpr(result)
 
     def visit_IfExp(self, node):
         condition = self.visit(node.test)
         if not isinstance(condition, tensor):
-            return self.visit(node.body if _unwrap(condition) else node.orelse)
+            return self.visit(node.body if unwrap(condition) else node.orelse)
         condition = semantic.condition(condition, "a conditional expression (use tl.where "
                                                   "for elementwise choices)")
         regions, values = [kir.Region([]), kir.Region([])], []
@@ -565,21 +342,21 @@ class CodeGenerator(ast.NodeVisitor):
         index = self.visit(node.slice)
         if isinstance(base, tensor):
             return base[index]
-        return _wrap(_unwrap(base)[_unwrap(index)])
+        return wrap(unwrap(base)[unwrap(index)])
 
     def visit_Slice(self, node):
-        parts = [_unwrap(self.visit(p)) if p is not None else None
+        parts = [unwrap(self.visit(p)) if p is not None else None
                  for p in (node.lower, node.upper, node.step)]
         return slice(*parts)
 
     def visit_JoinedStr(self, node):
-        return constexpr("".join(str(_unwrap(self.visit(v))) for v in node.values))
+        return constexpr("".join(str(unwrap(self.visit(v))) for v in node.values))
 
     def visit_FormattedValue(self, node):
-        return constexpr(format(_unwrap(self.visit(node.value))))
+        return constexpr(format(unwrap(self.visit(node.value))))
 
     def visit_Call(self, node):
-        fn = _unwrap(self.visit(node.func))
+        fn = unwrap(self.visit(node.func))
         args = [self.visit(a) for a in node.args]
         kwargs = {k.arg: self.visit(k.value) for k in node.keywords}
         if any(k is None for k in kwargs):
@@ -608,8 +385,8 @@ class CodeGenerator(ast.NodeVisitor):
                 raise self.error(node, f"{getattr(fn, '__name__', fn)}() works on compile-time "
                                        "values only; use the tl equivalent for tensors")
             if fn is constexpr:   # tl.constexpr(x) in a kernel: x, compile-time
-                return _wrap(_unwrap(args[0]) if args else None)
-            return _wrap(fn(*[_unwrap(a) for a in args], **{k: _unwrap(v) for k, v in kwargs.items()}))
+                return wrap(unwrap(args[0]) if args else None)
+            return wrap(fn(*[unwrap(a) for a in args], **{k: unwrap(v) for k, v in kwargs.items()}))
         raise self.error(node, f"cannot call {getattr(fn, '__name__', fn)!r} from a kernel: "
                                "only tl builtins and @aotk.jit functions can be called")
 
@@ -639,7 +416,7 @@ def _numbers_as_tensors(value):
     """Python numbers (bare or constexpr), also inside tuples, as 0-d tensors."""
     if isinstance(value, tuple):
         return tuple(_numbers_as_tensors(v) for v in value)
-    raw = _unwrap(value)
+    raw = unwrap(value)
     if isinstance(raw, (bool, int, float)):
         return semantic.to_tensor(raw)
     return value
@@ -647,61 +424,6 @@ def _numbers_as_tensors(value):
 
 def _contains_return(node) -> bool:
     return any(isinstance(n, ast.Return) for n in ast.walk(node))
-
-
-def _structure(value):
-    """What must stay the same when a name crosses a region: the nesting of tuples and the
-    compile-time parts of aggregates (None for a single value)."""
-    value = _unwrap(value)
-    if isinstance(value, tuple):
-        return tuple(_structure(v) for v in value)
-    if isinstance(value, aggregate):
-        return (value.structure_key(), tuple(_structure(v) for v in value.leaves()))
-    return None
-
-
-def _leaves(value) -> list:
-    """The single values of ``value``, depth first: itself, or the leaves of a tuple's
-    elements or of an aggregate's parts."""
-    unwrapped = _unwrap(value)
-    if isinstance(unwrapped, tuple):
-        return [leaf for v in unwrapped for leaf in _leaves(v)]
-    if isinstance(unwrapped, aggregate):
-        return [leaf for v in unwrapped.leaves() for leaf in _leaves(v)]
-    return [value]
-
-
-def _with_leaves(template, leaves):
-    """The structure of ``template`` built on ``leaves`` (an iterator, in ``_leaves`` order)."""
-    unwrapped = _unwrap(template)
-    if isinstance(unwrapped, tuple):
-        return tuple(_with_leaves(v, leaves) for v in unwrapped)
-    if isinstance(unwrapped, aggregate):
-        return unwrapped.with_leaves([_with_leaves(v, leaves) for v in unwrapped.leaves()])
-    return next(leaves)
-
-
-def _named_result(value: kir.Value, hint_name) -> tensor:
-    value.hint_name = hint_name
-    return tensor(value)
-
-
-def _same_value(a, b) -> bool:
-    """Whether a name is bound to the same thing on two paths (never calls tensor ==)."""
-    if a is b:
-        return True
-    if isinstance(a, tensor) or isinstance(b, tensor):
-        return False
-    a, b = _unwrap(a), _unwrap(b)
-    if isinstance(a, tuple) and isinstance(b, tuple):
-        return len(a) == len(b) and all(_same_value(x, y) for x, y in zip(a, b))
-    if isinstance(a, aggregate) and isinstance(b, aggregate):
-        return _structure(a) == _structure(b) and \
-            all(_same_value(x, y) for x, y in zip(_leaves(a), _leaves(b)))
-    try:
-        return type(a) is type(b) and bool(a == b)
-    except Exception:  # noqa: BLE001 - incomparable objects are different
-        return False
 
 
 def _inliner(function: kir.Function, builder: kir.Builder):
