@@ -141,6 +141,36 @@ def _lower(generated, kernel_options: CompileOptions, target: str, budget: int) 
     return _Lowered(function, plan, module, shared_bytes, fits, stage_bytes)
 
 
+# LLVM module text (with what else shapes its code) -> (llir, ptx, cubin, ptxas info), the
+# last few this process produced. Specializations that lower to the same module share them:
+# an autotuner's num_stages=3 config whose stages did not fit and came down to 2 is its
+# num_stages=2 config (liger's fused MLP: 16 of its 32 configs), and LLVM and ptxas are most
+# of a compile.
+_MACHINE_CODE: dict = {}
+MACHINE_CODE_ENTRIES = 32
+
+
+def forget_machine_code() -> None:
+    """Empties the memo: the next compile of any module runs LLVM and ptxas (what a
+    benchmark of cold compiles needs)."""
+    _MACHINE_CODE.clear()
+
+
+def _machine_code(llvm_text: str, arch: str, name: str, num_warps: int, maxnreg) -> tuple:
+    from .backend.ptx import emit_ptx
+    from .toolchain.ptxas import assemble
+    key = (llvm_text, arch, name, num_warps, maxnreg)
+    found = _MACHINE_CODE.get(key)
+    if found is None:
+        llir, ptx = emit_ptx(llvm_text, arch, name, num_warps, maxnreg)
+        cubin, info = assemble(ptx, arch)
+        if len(_MACHINE_CODE) >= MACHINE_CODE_ENTRIES:
+            _MACHINE_CODE.pop(next(iter(_MACHINE_CODE)))   # the oldest
+        found = _MACHINE_CODE[key] = (llir, ptx, cubin, info)
+    llir, ptx, cubin, info = found
+    return llir, ptx, cubin, dict(info)
+
+
 def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target="sm_90",
             debug=None, tma=True, maxnreg=None, num_ctas=1, *,
             options: CompileOptions | None = None):
@@ -148,9 +178,7 @@ def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target
     ``Signature``. ``options`` replaces the keyword options, which must then be left out.
     ``tma=False`` keeps tensor-descriptor loads on pointer loads even where TMA could copy
     them (the JIT launcher's build for sizes a tensor map cannot describe)."""
-    from .backend.ptx import emit_ptx
     from .backend.tma import grid_constant_params
-    from .toolchain.ptxas import assemble
 
     keywords = dict(num_warps=num_warps, num_stages=num_stages, target=target, debug=debug,
                     tma=tma, maxnreg=maxnreg, num_ctas=num_ctas)
@@ -183,8 +211,8 @@ def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target
             f"{target} may use at most {limit}: use smaller blocks, fewer num_stages or "
             "num_warps, or leave this target out", source.filename, source.first_line)
     llvm_text = grid_constant_params(str(lowered.module), len(function.tensor_maps))
-    llir, ptx = emit_ptx(llvm_text, arch, function.name, num_warps, options.maxnreg)
-    cubin, ptxas_info = assemble(ptx, arch)
+    llir, ptx, cubin, ptxas_info = _machine_code(llvm_text, arch, function.name, num_warps,
+                                                 options.maxnreg)
     vector_widths = sorted({w for w in plan.vector_width.values()})
     metadata = {
         "name": function.name, "target": target, "arch": arch, "num_warps": num_warps,
