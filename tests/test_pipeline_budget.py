@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 
 import aotk
-import aotk.language as tl
 from aotk import compiler
 from aotk.ir.signature import Signature
 from aotk.launch.arguments import specialize
@@ -122,31 +121,9 @@ def test_a_99_kb_gpu_keeps_its_build(build, monkeypatch):
     assert now.ptx == compile_for_sm_86().ptx
 
 
-@aotk.jit
-def two_dots_converting_in_loop(a_ptr, b_ptr, b2_ptr, c_ptr, c2_ptr, M, N, K,
-                                BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    """Two dots sharing a tile, one accumulator taking the other's transpose every trip:
-    a 128x128 fp32 layout conversion through shared memory (66 KB) while the stages are
-    live."""
-    rows = tl.program_id(0) * BM + tl.arange(0, BM)
-    cols = tl.program_id(1) * BN + tl.arange(0, BN)
-    depth = tl.arange(0, BK)
-    acc = tl.zeros((BM, BN), tl.float32)
-    acc2 = tl.zeros((BM, BN), tl.float32)
-    for k in range(0, K, BK):
-        x = tl.load(a_ptr + rows[:, None] * K + (k + depth)[None, :])
-        w = tl.load(b_ptr + (k + depth)[:, None] * N + cols[None, :])
-        w2 = tl.load(b2_ptr + (k + depth)[:, None] * N + cols[None, :])
-        acc = tl.dot(x, w, acc)
-        acc2 = tl.dot(x, w2, acc2)
-        acc2 += tl.trans(acc)
-    out = rows[:, None] * N + cols[None, :]
-    tl.store(c_ptr + out, acc)
-    tl.store(c2_ptr + out, acc2)
-
-
 def _converting(tiles, budgets, monkeypatch):
-    """Compiles ``two_dots_converting_in_loop`` for sm_90, noting each run's budget."""
+    """Compiles ``two_dots_kernel`` converting in its loop for sm_90, noting each run's
+    budget."""
     lower = compiler._lower
 
     def noting(generated, options, target, budget):
@@ -154,8 +131,9 @@ def _converting(tiles, budgets, monkeypatch):
         return lower(generated, options, target, budget)
 
     monkeypatch.setattr(compiler, "_lower", noting)
-    signature = Signature.parse(TWO_DOTS_SIGNATURE, two_dots_converting_in_loop.runtime_names)
-    return aotk.compile(two_dots_converting_in_loop, signature, tiles, 8, 3, target="sm_90")
+    signature = Signature.parse(TWO_DOTS_SIGNATURE, kernels.two_dots_kernel.runtime_names)
+    return aotk.compile(kernels.two_dots_kernel, signature,
+                        {**tiles, "CONVERT_IN_LOOP": True}, 8, 3, target="sm_90")
 
 
 def test_stages_that_leave_too_little_for_the_loop_keep_the_reserve(monkeypatch):
@@ -182,10 +160,10 @@ def test_no_second_run_when_the_stages_fit_the_reserved_budget(monkeypatch):
 def test_a_kernel_too_large_either_way_names_the_limit(monkeypatch):
     """On an A100 (163 KB) the 144 KB stages and the conversion do not fit with the
     reserve either: the error says what the kernel needs and what the target allows."""
-    signature = Signature.parse(TWO_DOTS_SIGNATURE, two_dots_converting_in_loop.runtime_names)
+    signature = Signature.parse(TWO_DOTS_SIGNATURE, kernels.two_dots_kernel.runtime_names)
     with pytest.raises(aotk.CompilationError, match="may use at most 166912"):
-        aotk.compile(two_dots_converting_in_loop, signature, dict(BM=128, BN=128, BK=64), 8,
-                     3, target="sm_80")
+        aotk.compile(kernels.two_dots_kernel, signature,
+                     dict(BM=128, BN=128, BK=64, CONVERT_IN_LOOP=True), 8, 3, target="sm_80")
 
 
 @pytest.mark.gpu

@@ -9,28 +9,12 @@ import numpy as np
 import pytest
 
 import aotk
-import aotk.language as tl
 from aotk.launch.arguments import specialize
 from aotk.tools.tensor_descriptor import TensorDescriptor
 from tests.kernels import pipeline_shapes as kernels
 
 TF32_WGMMA = re.compile(r"wgmma\.mma_async\.sync\.aligned\.m64n\d+k8\.f32\.tf32\.tf32 "
                         r"\{[^}]*\}, %rd\d+, %rd\d+, %p\d+, 1, 1;")
-
-
-@aotk.jit
-def trans_b_precision_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr,
-                             BN: tl.constexpr, BK: tl.constexpr, PRECISION: tl.constexpr):
-    """``kernels.trans_b_kernel`` with an explicit input_precision."""
-    rows = tl.program_id(0) * BM + tl.arange(0, BM)
-    cols = tl.program_id(1) * BN + tl.arange(0, BN)
-    depth = tl.arange(0, BK)
-    acc = tl.zeros((BM, BN), tl.float32)
-    for k in range(0, K, BK):
-        x = tl.load(a_ptr + rows[:, None] * K + (k + depth)[None, :])
-        w = tl.load(b_ptr + cols[:, None] * K + (k + depth)[None, :])
-        acc = tl.dot(x, tl.trans(w), acc, input_precision=PRECISION)
-    tl.store(c_ptr + rows[:, None] * N + cols[None, :], acc)
 
 
 def _arguments(name, M, N, K, bm, bn, bk, empty=np.empty, batches=2):
@@ -110,9 +94,9 @@ def test_other_input_precisions_stay_off_wgmma(precision):
     arguments = dict(a_ptr=np.empty((256, 256), f32), b_ptr=np.empty((256, 256), f32),
                      c_ptr=np.empty((256, 256), f32), M=256, N=256, K=256)
     blocks = dict(BM=64, BN=64, BK=32, PRECISION=precision)
-    ptx = _compile(trans_b_precision_kernel, arguments, blocks, 4).ptx
+    ptx = _compile(kernels.trans_b_kernel, arguments, blocks, 4).ptx
     assert "wgmma" not in ptx and "mma.sync" not in ptx
-    tf32 = _compile(trans_b_precision_kernel, arguments, {**blocks, "PRECISION": "tf32"}, 4)
+    tf32 = _compile(kernels.trans_b_kernel, arguments, {**blocks, "PRECISION": "tf32"}, 4)
     assert TF32_WGMMA.search(tf32.ptx)
 
 

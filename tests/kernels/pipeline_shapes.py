@@ -7,8 +7,11 @@ import aotk.language as tl
 
 @aotk.jit
 def two_dots_kernel(a_ptr, b_ptr, b2_ptr, c_ptr, c2_ptr, M, N, K,
-                    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    """c = a @ b, c2 = a @ b2: one tile of a feeds both dots. a [M, K], b, b2 [K, N]."""
+                    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                    CONVERT_IN_LOOP: tl.constexpr = False):
+    """c = a @ b, c2 = a @ b2: one tile of a feeds both dots. a [M, K], b, b2 [K, N]. With
+    CONVERT_IN_LOOP, acc2 also takes acc's transpose every trip: a layout conversion
+    through shared memory while the stages are live (tests/test_pipeline_budget.py)."""
     rows = tl.program_id(0) * BM + tl.arange(0, BM)
     cols = tl.program_id(1) * BN + tl.arange(0, BN)
     depth = tl.arange(0, BK)
@@ -20,6 +23,8 @@ def two_dots_kernel(a_ptr, b_ptr, b2_ptr, c_ptr, c2_ptr, M, N, K,
         w2 = tl.load(b2_ptr + (k + depth)[:, None] * N + cols[None, :])
         acc = tl.dot(x, w, acc)
         acc2 = tl.dot(x, w2, acc2)
+        if CONVERT_IN_LOOP:
+            acc2 += tl.trans(acc)
     out = rows[:, None] * N + cols[None, :]
     tl.store(c_ptr + out, acc)
     tl.store(c2_ptr + out, acc2)
@@ -27,8 +32,9 @@ def two_dots_kernel(a_ptr, b_ptr, b2_ptr, c_ptr, c2_ptr, M, N, K,
 
 @aotk.jit
 def trans_b_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
-                   BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    """c = a @ b.T with b [N, K] (a linear layer's weight)."""
+                   BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                   PRECISION: tl.constexpr = "tf32"):
+    """c = a @ b.T with b [N, K] (a linear layer's weight); fp32 dots at PRECISION."""
     rows = tl.program_id(0) * BM + tl.arange(0, BM)
     cols = tl.program_id(1) * BN + tl.arange(0, BN)
     depth = tl.arange(0, BK)
@@ -36,7 +42,7 @@ def trans_b_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
     for k in range(0, K, BK):
         x = tl.load(a_ptr + rows[:, None] * K + (k + depth)[None, :])
         w = tl.load(b_ptr + cols[:, None] * K + (k + depth)[None, :])
-        acc = tl.dot(x, tl.trans(w), acc)
+        acc = tl.dot(x, tl.trans(w), acc, input_precision=PRECISION)
     tl.store(c_ptr + rows[:, None] * N + cols[None, :], acc)
 
 
@@ -54,9 +60,9 @@ def trans_b_descriptor_kernel(a_desc, b_desc, c_ptr, M, N, K,
 
 
 @aotk.jit
-def reshape_3d_kernel(x_desc, w_desc, c_ptr, S, N, K,
-                      BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    """c[batch] = x[batch] @ w: x [B, S, K] read in [1, BM, BK] blocks, w [K, N]."""
+def _batched_tile(x_desc, w_desc, c_ptr, S, N, K, BM: tl.constexpr, BN: tl.constexpr,
+                  BK: tl.constexpr):
+    """c[batch] = x[batch] @ w for this program's tile, x read in [1, BM, BK] blocks."""
     batch = tl.program_id(2)
     row, col = tl.program_id(0) * BM, tl.program_id(1) * BN
     acc = tl.zeros((BM, BN), tl.float32)
@@ -69,6 +75,13 @@ def reshape_3d_kernel(x_desc, w_desc, c_ptr, S, N, K,
 
 
 @aotk.jit
+def reshape_3d_kernel(x_desc, w_desc, c_ptr, S, N, K,
+                      BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """c[batch] = x[batch] @ w: x [B, S, K] read in [1, BM, BK] blocks, w [K, N]."""
+    _batched_tile(x_desc, w_desc, c_ptr, S, N, K, BM, BN, BK)
+
+
+@aotk.jit
 def reshape_3d_device_descriptor_kernel(x_ptr, w_ptr, c_ptr, B, S, N, K,
                                         BM: tl.constexpr, BN: tl.constexpr,
                                         BK: tl.constexpr):
@@ -77,15 +90,7 @@ def reshape_3d_device_descriptor_kernel(x_ptr, w_ptr, c_ptr, B, S, N, K,
                                        block_shape=[1, BM, BK])
     w_desc = tl.make_tensor_descriptor(w_ptr, shape=[K, N], strides=[N, 1],
                                        block_shape=[BK, BN])
-    batch = tl.program_id(2)
-    row, col = tl.program_id(0) * BM, tl.program_id(1) * BN
-    acc = tl.zeros((BM, BN), tl.float32)
-    for k in range(0, K, BK):
-        x = tl.reshape(x_desc.load([batch, row, k]), [BM, BK])
-        acc = tl.dot(x, w_desc.load([k, col]), acc)
-    rows = row + tl.arange(0, BM)
-    cols = col + tl.arange(0, BN)
-    tl.store(c_ptr + batch * S * N + rows[:, None] * N + cols[None, :], acc)
+    _batched_tile(x_desc, w_desc, c_ptr, S, N, K, BM, BN, BK)
 
 
 @aotk.jit
