@@ -4,23 +4,17 @@ registers), causal and not. It once crashed the compiler: the row sums carried b
 loop were given the 2-D layout of the q @ k.T dot they are reduced from. Compiled for
 sm_80 and sm_90 without a GPU, run on the interpreter against numpy, on the GPU against
 torch."""
-import importlib.util
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import aotk
+from tests.examples import example_module
 
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _kernel():
-    path = ROOT / "examples" / "kernels" / "attention.py"
-    spec = importlib.util.spec_from_file_location("attention_example", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.attention_fwd_kernel
+    return example_module("attention").attention_fwd_kernel
 
 
 def _signature(dtype="fp16"):

@@ -3,6 +3,7 @@ import llvmlite.binding as llvm
 import pytest
 
 import aotk
+from tests.examples import example_module
 import aotk.language as tl
 from aotk.launch.arguments import NUMPY_DTYPES, scalar_type_of
 from tests.kernels import atomics as atomic_kernels
@@ -147,13 +148,7 @@ def test_llir_is_a_ptx_kernel_reading_thread_ids():
 
 def _matmul_example():
     """examples/kernels/matmul.py, Triton's tutorial matmul, as a module."""
-    import importlib.util
-    import pathlib
-    path = pathlib.Path(__file__).resolve().parent.parent / "examples" / "kernels" / "matmul.py"
-    spec = importlib.util.spec_from_file_location("matmul_example", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return example_module("matmul")
 
 
 @pytest.mark.parametrize("target", ["sm_80", "sm_90"])

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-import importlib.util
 import json
 import re
 from pathlib import Path
@@ -21,18 +20,15 @@ from pathlib import Path
 import pytest
 
 import aotk
+from tests.examples import example_module
 from tests.kernels.atomics import contention_kernel
 from tests.kernels.scans import scan_2d_kernel
 
 GOLDEN = Path(__file__).parent / "golden"
-ROOT = Path(__file__).parent.parent
 
 
 def _example(file: str, function: str):
-    spec = importlib.util.spec_from_file_location(f"golden_{file}", ROOT / "examples" / "kernels" / f"{file}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return getattr(module, function)
+    return getattr(example_module(file), function)
 
 
 MATMUL = ("*fp16:16, *fp16:16, *fp16:16, i32:16, i32:16, i32:16, i32:16, i32:1, i32:16, "

@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 
+from tests.examples import example_module
 from tests.kernels import atomics as atomic_kernels
 from tests.kernels import batched_matmul
 from tests.kernels import (combine, control_flow, descriptors, dot, libdevice, reductions,
@@ -64,12 +65,7 @@ def test_stream_and_unaligned_specialization():
 
 
 def _descriptor_matmul(torch, m, n, k, block_n=256, warps=8):
-    import importlib.util
-    from pathlib import Path
-    path = Path(__file__).resolve().parent.parent / "examples" / "kernels" / "matmul_descriptor.py"
-    spec = importlib.util.spec_from_file_location("matmul_descriptor_example", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = example_module("matmul_descriptor")
     a = torch.randn(m, k, device="cuda", dtype=torch.float16)
     b = torch.randn(k, n, device="cuda", dtype=torch.float16)
     out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float16)

@@ -1,12 +1,12 @@
 """TMA for tensor-descriptor loads (issue 6): which builds copy with TMA, what the PTX and the
 tensor-map recipes hold, and the C the library generates to encode the maps."""
-import importlib.util
 import re
 from pathlib import Path
 
 import pytest
 
 import aotk
+from tests.examples import example_module
 from aotk.buildsys import cgen
 from aotk.buildsys.compile_builds import compile_builds
 from aotk.buildsys.manifest import load_manifest
@@ -20,11 +20,7 @@ ALIGNED = "*fp16:16, *fp16:16, *fp16:16, i32, i32:8, i32:8, i32:8, i32:8, i32:8"
 
 
 def _kernel():
-    path = ROOT / "examples" / "kernels" / "matmul_descriptor.py"
-    spec = importlib.util.spec_from_file_location("matmul_descriptor_example", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.matmul_descriptor_kernel
+    return example_module("matmul_descriptor").matmul_descriptor_kernel
 
 
 def _compile(signature=ALIGNED, target="sm_90", **options):

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import aotk
+from tests.examples import example_module
 from aotk.buildsys.manifest import ManifestError
 from aotk.ir.signature import Signature
 
@@ -43,11 +44,7 @@ MATMUL_TILES = dict(BLOCK_SIZE_M=128, BLOCK_SIZE_N=256, BLOCK_SIZE_K=64, GROUP_S
 ])
 def test_the_examples_give_their_python_twins_kir_and_ptx(file, function, signature, constants,
                                                           python_only):
-    import importlib.util
-    spec = importlib.util.spec_from_file_location(f"twin_{file}", KERNELS / f"{file}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    twin = getattr(module, function)
+    twin = getattr(example_module(file), function)
     kernel = tritonc.load(KERNELS / f"{file}.tc", function)
     parsed = Signature.parse(signature, twin.runtime_names)
     assert _ops(kernel.kir(signature, constants=constants)) == \
@@ -234,10 +231,7 @@ def _cache_env() -> dict:
 @pytest.mark.gpu
 def test_on_the_gpu_the_examples_compute_what_their_twins_do():
     torch = pytest.importorskip("torch")
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("twin_softmax", KERNELS / "softmax.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = example_module("softmax")
     kernel = tritonc.load(KERNELS / "softmax.tc", "softmax_kernel")
     logits = torch.randn(64, 1000, device="cuda") * 4
     ours, theirs = torch.empty_like(logits), torch.empty_like(logits)
