@@ -26,10 +26,13 @@ from ..passes.layouts import SCALAR, Layout
 from ..passes.mma_layout import MMA_TILE
 from ..targets import has_ampere_mma
 from .llvm_types import I32, inline_asm, llvm_type
-from .swizzle import CHUNK_BYTES, SwizzledTile, aligned_tile_bytes, tile_of
+from .swizzle import (CHUNK_BYTES, SWIZZLE_ATOM_BYTES, SwizzledTile, aligned_tile_bytes,
+                      tile_of)
 
 F32 = ir.FloatType()
 MMA_K = 16
+# Where a dot stores an operand beside a staged one: wgmma reads tiles from swizzle atoms.
+SCRATCH_TILE_ALIGNMENT = SWIZZLE_ATOM_BYTES
 
 
 def staged(value) -> bool:
@@ -41,6 +44,9 @@ def shared_bytes_needed(op) -> int:
     a, b = op.operands[:2]
     if staged(a) and staged(b):
         return 0
+    if staged(a) or staged(b):
+        # The other operand above the stages, at the next tile boundary (``place_operands``).
+        return SCRATCH_TILE_ALIGNMENT + tile_of(b if staged(a) else a).bytes
     return aligned_tile_bytes(tile_of(a)) + tile_of(b).bytes
 
 
@@ -73,14 +79,30 @@ def place_operands(ctx, a, b, b_base: int, a_offset_of, b_offset_of, before_barr
     """Where a tensor-core dot's operands sit in shared memory: (root, a base, b base), the
     scratch buffer's 32-bit shared-window address and i32 byte offsets from it. Operands
     that a pipelined loop staged (``shared_read``) are in its stage, made visible by its
-    ``async_wait``; others the threads store (``store_tile`` with each offset function) at
-    0 and ``b_base``, then run ``before_barrier`` (if any) and a barrier."""
+    ``async_wait``; others the threads store (``store_tile`` with each offset function):
+    both at 0 and ``b_base`` of the scratch space, or, beside a staged one, alone at the
+    first tile boundary above the loop's stages. Then ``before_barrier`` (if any) and a
+    barrier."""
     builder = ctx.builder
     c = lambda v: ir.Constant(I32, v)   # noqa: E731
-    if staged(a) and staged(b):
+    if staged(a) or staged(b):
         root = builder.ptrtoint(ctx.shared.stage_pointer(c(0)), I32)
-        return (root,) + tuple(ctx.pipeline.staged[v.owner.attrs["buffer"]].stage_base(
-            builder, ctx.regs(v.owner.operands[0], SCALAR)[0]) for v in (a, b))
+        bases = []
+        for value, offset_of in ((a, a_offset_of), (b, b_offset_of)):
+            if staged(value):
+                bases.append(ctx.pipeline.staged[value.owner.attrs["buffer"]].stage_base(
+                    builder, ctx.regs(value.owner.operands[0], SCALAR)[0]))
+                continue
+            # ``pointer`` offsets count from the floor (the stages' end); tiles start on
+            # SCRATCH_TILE_ALIGNMENT boundaries of the buffer (wgmma's swizzle atoms).
+            above_floor = -ctx.shared.floor % SCRATCH_TILE_ALIGNMENT
+            ctx.shared.begin_use()
+            store_tile(ctx, value, above_floor, offset_of)
+            if before_barrier is not None:
+                before_barrier(builder)
+            ctx.shared.barrier()
+            bases.append(c(ctx.shared.floor + above_floor))
+        return (root,) + tuple(bases)
     ctx.shared.begin_use()
     store_tile(ctx, a, 0, a_offset_of)
     store_tile(ctx, b, b_base, b_offset_of)

@@ -60,6 +60,9 @@ def shared_bytes_needed(op) -> int:
     a, b = op.operands[:2]
     if staged(a) and staged(b):
         return 0
+    if staged(a) or staged(b):
+        # The other operand above the stages, on a swizzle atom (``mma.place_operands``).
+        return SWIZZLE_ATOM_BYTES + tile_bytes(b if staged(a) else a)
     return tile_bytes(a) + tile_bytes(b)
 
 

@@ -155,15 +155,18 @@ def _analyze(function, loop, infos, users, num_warps: int, num_stages: int,
     region = loop.regions[0]
     ops = region.body
     terminator = region.terminator
-    shape = dot_operand_loads(loop)
+    shape = dot_operand_loads(loop, mixed=True)
     if shape is None:
         return None
     dots, loads, load_ops = shape.dots, shape.loads, shape.load_ops
     # A stage is read as it was loaded or, for B, transposed (a K-major B).
-    if any(operands[0][1] for operands in shape.operands):
+    if any(operands[0] is not None and operands[0][1] for operands in shape.operands):
         return None
-    # Staged, B read through a transpose is K-major, as fp32 (tf32) operands need on wgmma.
-    layouts = [choose_mma(dot, num_warps, wgmma, k_major=operands[1][1])
+    # Staged, B read through a transpose is K-major, as fp32 (tf32) operands need on wgmma
+    # (``mma_layout.k_major_staged``, which asks for a staged A as well); a B the threads
+    # store is N-major.
+    layouts = [choose_mma(dot, num_warps, wgmma, k_major=None not in operands and
+                          operands[1][1])
                for dot, operands in zip(dots, shape.operands)]
     if None in layouts or len({layout.instruction for layout in layouts}) != 1:
         return None
@@ -363,7 +366,10 @@ def _rewrite(function, parent: list, loop, infos, users, num_warps: int, num_sta
     body += clone_ops(update_ops, mapping)
     reads = {}   # (load index, transposed) -> the shared_read of that view of its stage
     for dot, operands in zip(dots, shape.operands):
-        for position, (index, transposed) in enumerate(operands):
+        for position, operand in enumerate(operands):
+            if operand is None:   # not a load of the body: the dot stores it itself
+                continue
+            index, transposed = operand
             if (index, transposed) not in reads:
                 view = {"transposed": True} if transposed else {}
                 read = new_op("shared_read", [stage], dot.operands[position].type,

@@ -144,16 +144,21 @@ def _view_of_load(value, body_ids: set):
     return load, views, axes == [1, 0]
 
 
-def dot_operand_loads(loop) -> DotOperands | None:
+def dot_operand_loads(loop, mixed: bool = False) -> DotOperands | None:
     """The loop's dots and the loads feeding them when ``loop``'s body holds no nested
     regions, stores or side effects, at least one dot, and each dot operand is a load of
     the body (pointer or tensor-descriptor one), possibly seen through views
     (``DotOperands``), where those loads and views are read by nothing but each other and
     the dots' operands a and b, and the loads' addresses and masks are pure functions of
     the body's arguments and outside values; else None. The loop shape that moving the
-    dots' loads to earlier trips (``prefetch``, ``pipeline``) starts from."""
+    dots' loads to earlier trips (``prefetch``, ``pipeline``) starts from.
+
+    With ``mixed``, operands that are not such loads stay as they are (at least one
+    operand must be one), and reductions and scans may sit in the body (their combine
+    regions are pure): the shape of flash attention's loop."""
     ops = loop.regions[0].body
-    if any(o.regions or o.opcode in ("store", "descriptor_store")
+    if any((o.regions and not (mixed and o.opcode in kir.COMBINING))
+           or o.opcode in ("store", "descriptor_store")
            or o.opcode in kir.SIDE_EFFECT_OPS for o in ops):
         return None
     dots = [o for o in ops if o.opcode == "dot"]
@@ -165,6 +170,9 @@ def dot_operand_loads(loop) -> DotOperands | None:
         found = []
         for value in dot.operands[:2]:
             seen = _view_of_load(value, body_ids)
+            if seen is None and mixed:
+                found.append(None)
+                continue
             if seen is None:
                 return None
             load, views, transposed = seen
@@ -174,6 +182,8 @@ def dot_operand_loads(loop) -> DotOperands | None:
             found.append((next(i for i, known in enumerate(loads) if known is load),
                           transposed))
         operands.append(found)
+    if not loads:
+        return None
     # Loads and views feed only views and the dots' operands a and b (not an accumulator).
     readers = set(view_ops) | {id(d) for d in dots}
     users = users_of(ops)
