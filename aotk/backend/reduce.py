@@ -1,7 +1,9 @@
 """Lowering of ``reduce`` / ``argreduce``: in-thread, then across lanes, then across warps.
 
-In: the operand's registers in its blocked layout. Out: the result's registers in the
-slice of that layout along the reduced axis (what ``expand_dims`` of the result needs, so
+In: the operand's registers in its blocked layout, or in the accumulator fragments of the
+dot it came from (``Mma``, whose lanes split rows 8 ways and columns 4 ways: the same steps
+with its strides). Out: the result's registers in the slice of that layout along the
+reduced axis (what ``expand_dims`` of the result needs, so
 broadcasting a row maximum back costs nothing). Steps:
 
 1. each thread combines its own registers along the axis;
@@ -23,6 +25,7 @@ import llvmlite.ir as ir
 
 from ..ir import types as T
 from ..passes.layouts import Layout
+from ..passes.mma_layout import Mma
 from .combine import axis_coordinates, axis_geometry, combiner, scratch_bytes
 from .llvm_types import I32, llvm_type
 from .registry import lowering, scratch
@@ -96,10 +99,20 @@ def _component_elements(op) -> list:
     return [v.element for v in op.operands]
 
 
+def _source_layout(plan, op):
+    """The parent layout a reduction works in: its operand's natural blocked layout, or the
+    accumulator fragments it was left in (``assign_layouts.mma_residency``: its result's
+    home is then a slice of an ``Mma``)."""
+    home = plan.homes.get(op.results[0])
+    if isinstance(home, Layout) and isinstance(home.blocked, Mma):
+        return home.blocked
+    return plan.blocked_by_rank[len(op.operands[0].type.shape)]
+
+
 @scratch("reduce", "argreduce")
 def reduce_scratch_bytes(plan, op) -> int:
     """Scratch bytes a reduction needs for its cross-warp step (0 when one warp spans it)."""
-    blocked = plan.blocked_by_rank[len(op.operands[0].type.shape)]
+    blocked = _source_layout(plan, op)
     axis = op.attrs["axis"]
     _, _, warps, _ = axis_geometry(blocked, op.operands[0].type.shape[axis], axis)
     if warps == 1:
@@ -110,11 +123,12 @@ def reduce_scratch_bytes(plan, op) -> int:
 
 @lowering("reduce", "argreduce")
 def lower_reduce(ctx, op) -> list:
-    """Registers of each result in the slice of the operands' natural layout along the axis."""
+    """Registers of each result in the slice of the operands' layout along the axis (their
+    natural blocked layout, or the accumulator fragments: ``_source_layout``)."""
     operand = op.operands[0]
     axis = op.attrs["axis"]
     shape = operand.type.shape
-    blocked = ctx.plan.blocked_by_rank[len(shape)]
+    blocked = _source_layout(ctx.plan, op)
     source = ctx.threads.distribution(Layout(blocked), shape)
     columns = [ctx.regs(v, Layout(blocked)) for v in op.operands]
     if op.opcode == "argreduce":

@@ -7,7 +7,8 @@ Ampere's ``mma.sync`` shapes. Out: a ``LayoutPlan`` (``passes.layouts``): data o
 1. Facts: the vector width of each memory op (from axis info), one blocked layout per
    block rank (shaped by that rank's largest block and its narrowest access), the layouts
    of tiles that ``async_copy`` moves, which tensor-core layout computes each ``dot``
-   (``passes.mma_layout``), and which values an accumulator epilogue keeps in it.
+   (``passes.mma_layout``), and which values stay in an accumulator's layout
+   (``mma_residency``: epilogues, reductions of dot results, what a loop carries).
 2. The demand table (``DEMANDS``): for each op, given the layouts its result is wanted
    in, the layouts it wants of its operands, and whether its result gets a *home* (it is
    computed once there; every other layout it is wanted in is a conversion through shared
@@ -107,31 +108,130 @@ def carried_layout(plan: LayoutPlan, region, value):
     return plan.natural(value)
 
 
-def epilogue_layouts(plan: LayoutPlan, function: Function) -> dict:
-    """value -> Mma layout, for values an epilogue computes elementwise from a loop's dot
-    accumulator (with splatted scalars): they stay in the accumulator's layout, so only
-    the last of them (usually the cast to a narrower type) goes through shared memory."""
+WILD = "carried"   # a loop-carried value while its layout is being guessed: fits any
+
+
+def mma_residency(plan: LayoutPlan, function: Function) -> tuple:
+    """(resident, carried): which values stay in a tensor-core accumulator layout, and the
+    layout each loop carries each value in.
+
+    Resident (value -> Layout of an ``Mma`` parent, sliced or not), following the values
+    forward: a dot's result; elementwise ops whose block operands are resident in one
+    layout (index values built from splats, constants and aranges fit any: they are
+    recomputed where wanted, as a causal mask is); ``broadcast`` of a resident value and
+    ``expand_dims`` of a resident slice along its axis; a ``reduce`` of a resident value,
+    in its slice along the axis (``backend.reduce`` reduces across the fragments). Flash
+    attention's row maxima and sums, its probabilities p and the rescaled accumulator are
+    then computed where q @ k.T left the scores, with no conversion through shared memory.
+
+    Carried (for op -> [Layout] per carried value): a dot's accumulator in its mma layout
+    (``carried_layout``); a value the body computes resident, such as attention's running
+    maximum and sum, in that layout, guessed by treating the block arguments as fitting
+    any layout and then checked without the guess; anything else its natural layout."""
     resident: dict = {}
-    for op in walk(function.body):
-        if op.opcode == "for":
-            body = op.regions[0]
-            for result, yielded in zip(op.results, body.terminator.operands):
-                layout = carried_layout(plan, body, yielded)
-                if isinstance(layout, Layout) and isinstance(layout.blocked, Mma):
-                    resident[result] = layout
-            continue
-        if op.result is None or op.regions or op.opcode not in ELEMENTWISE_OPS:
-            continue
+    carried: dict = {}
+
+    def layout_of(value):
+        found = resident.get(value)
+        if found is not None:
+            return found
+        owner = value.owner
+        if owner is not None and owner.opcode in ("splat", "constant", "arange"):
+            return WILD   # recomputed in whatever layout a user wants
+        return None
+
+    def elementwise(op):
         found = set()
         for value in op.operands:
-            if value in resident:
-                found.add(resident[value])
-            elif value.owner is None or value.owner.opcode not in ("splat", "constant"):
+            layout = layout_of(value)
+            if layout is None:
+                return None
+            found.add(layout)
+        found.discard(WILD)
+        if len(found) > 1:
+            return None
+        return found.pop() if found else WILD
+
+    def visit(ops):
+        for op in ops:
+            if op.opcode == "for":
+                loop(op)
+                continue
+            if op.regions and op.opcode not in COMBINING:
+                for region in op.regions:   # if / while: their loops, their values
+                    visit(region.body)
+                continue
+            if op.result is None or op.regions and op.opcode != "reduce" or \
+                    not op.result.type.shape:
+                continue
+            layout = None
+            if op.opcode == "dot" and plan.mma.get(op) is not None:
+                layout = Layout(plan.mma[op])
+            elif op.opcode == "reduce" and len(op.operands) == 1:
+                source = resident.get(op.operands[0])
+                axis = op.attrs["axis"]
+                if isinstance(source, Layout) and not source.sliced and \
+                        op.operands[0].type.shape[axis] % source.blocked.tile(axis) == 0:
+                    layout = Layout(source.blocked, (axis,))
+            elif op.opcode == "expand_dims":
+                source = layout_of(op.operands[0])
+                if source is WILD:
+                    layout = WILD
+                elif isinstance(source, Layout) and source.sliced == (op.attrs["axis"],):
+                    layout = Layout(source.blocked)
+            elif op.opcode == "broadcast":
+                source = layout_of(op.operands[0])
+                if source is WILD or isinstance(source, Layout) and not source.sliced:
+                    layout = source
+            elif op.opcode in ELEMENTWISE_OPS:
+                layout = elementwise(op)
+            if layout is not None:
+                resident[op.result] = layout
+
+    def body_yields(body, guesses):
+        """The yields' resident layouts with the block arguments resident in ``guesses``."""
+        for arg, guess in zip(body.args[1:], guesses):
+            resident.pop(arg, None)
+            if guess is not None:
+                resident[arg] = guess
+        for op in walk(body.body):
+            for result in op.results:
+                resident.pop(result, None)
+        visit(body.body)
+        return [resident.get(v) for v in body.terminator.operands]
+
+    def loop(op):
+        body = op.regions[0]
+        layouts = [carried_layout(plan, body, v) for v in body.terminator.operands]
+        accumulators = [isinstance(lay, Layout) and isinstance(lay.blocked, Mma)
+                        for lay in layouts]
+        guesses = [lay if acc else WILD for lay, acc in zip(layouts, accumulators)]
+        guessed = body_yields(body, guesses)
+        for index, found in enumerate(guessed):
+            if not accumulators[index] and isinstance(found, Layout) and \
+                    isinstance(found.blocked, Mma) and \
+                    op.results[index].type.shape == body.terminator.operands[index].type.shape:
+                layouts[index] = found
+        # Checked without the guess: a carried value keeps its layout only if the body
+        # then computes its next value in it; otherwise its natural layout, and again.
+        for _ in range(len(layouts) + 1):
+            mma = [lay if isinstance(lay, Layout) and isinstance(lay.blocked, Mma) else None
+                   for lay in layouts]
+            yields = body_yields(body, mma)
+            wrong = [i for i, lay in enumerate(mma)
+                     if lay is not None and not accumulators[i] and yields[i] != lay]
+            if not wrong:
                 break
-        else:
-            if len(found) == 1:
-                resident[op.result] = found.pop()
-    return resident
+            for i in wrong:
+                layouts[i] = plan.natural(body.terminator.operands[i])
+        carried[op] = layouts
+        for result, layout in zip(op.results, layouts):
+            if isinstance(layout, Layout) and isinstance(layout.blocked, Mma):
+                resident[result] = layout
+
+    visit(function.body)
+    resident = {v: lay for v, lay in resident.items() if lay is not WILD}
+    return resident, carried
 
 
 # -- 3. the solver's bookkeeping ----------------------------------------------------------
@@ -139,9 +239,14 @@ def epilogue_layouts(plan: LayoutPlan, function: Function) -> dict:
 class Demands:
     """The layouts each value is wanted in (home first), filled backward by the rules."""
 
-    def __init__(self, plan: LayoutPlan, epilogue: dict):
+    def __init__(self, plan: LayoutPlan, resident: dict, carried: dict):
         self.plan = plan
-        self.epilogue = epilogue
+        # Elementwise results computed where an accumulator lives (``mma_residency``);
+        # views and reductions of resident values follow from the rules below.
+        self.epilogue = {v: lay for v, lay in resident.items()
+                         if v.owner is not None and v.owner.opcode in ELEMENTWISE_OPS}
+        self.resident = resident
+        self.carried = carried
         self.wanted: dict = {}      # value -> [layouts], home first
         self.homes: dict = {}
         self.yield_layouts: dict = {}   # a for body's yield -> each carried value's layout
@@ -201,6 +306,16 @@ def _combining(demands, op):
     register per value: its arguments and body are scalars."""
     if not any(result in demands.wanted for result in op.results):
         return
+    resident = demands.resident.get(op.results[0])
+    if resident is not None:
+        # A reduction across accumulator fragments (``mma_residency``).
+        demands.want(op.operands[0], Layout(resident.blocked))
+        demands.home(op.results[0], resident)
+        for region in op.regions:
+            for value in region.args:
+                demands.home(value, SCALAR)
+            demands.solve(region.body)
+        return
     demands.want_natural(op.operands)
     for result in op.results:
         if op.opcode == "scan" or not result.type.shape:
@@ -216,7 +331,8 @@ def _combining(demands, op):
 
 def _for(demands, op):
     body = op.regions[0]
-    carried = [carried_layout(demands.plan, body, v) for v in body.terminator.operands]
+    carried = demands.carried.get(op) or [carried_layout(demands.plan, body, v)
+                                          for v in body.terminator.operands]
     demands.yield_layouts[body.terminator] = carried
     for value, layout in zip(op.results, carried):
         demands.home(value, layout)
@@ -393,7 +509,7 @@ def assign_layouts(function: Function, infos: dict, num_warps: int,
                       vector_width, preferred=copy_layouts(function, vector_width, num_warps))
     plan.mma = {op: choose_mma(op, num_warps, wgmma, ampere_mma)
                 for op in walk(function.body) if op.opcode == "dot"}
-    demands = Demands(plan, epilogue_layouts(plan, function))
+    demands = Demands(plan, *mma_residency(plan, function))
     demands.solve(function.body)
     for value in list(demands.wanted):
         if value.type.shape == ():

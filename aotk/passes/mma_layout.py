@@ -33,6 +33,16 @@ class Mma:
     def tile(self, dim: int) -> int:
         return MMA_TILE[dim] * self.warps_per_cta[dim]
 
+    # What a reduction across the fragments needs, named as ``layouts.Blocked`` names it:
+    # per 16x8 tile a lane holds 2 rows (8 apart) and 2 adjacent columns; lanes split the
+    # rows 8 ways (lane / 4) and the columns 4 ways (lane % 4).
+    size_per_thread = (2, 2)
+    threads_per_warp = (8, 4)
+
+    def strides(self, axis: int) -> tuple:
+        """(lane, warp) id distance between neighbours along ``axis``."""
+        return (4, 1) if axis == 0 else (1, self.warps_per_cta[0])
+
     def slot_offsets(self, axis: int, size: int) -> list:
         if size == 1:
             return [0]

@@ -144,6 +144,9 @@ class _LoopShape:
     update_slice: dict       # id -> op: the ops computing their next values
     stages: int
     recipes: list | None     # TMA: the operands' tensor-map recipes; None: cp.async
+    # Operands loaded before the loop (flash attention's q): (dot index, operand position,
+    # the load), copied once into a one-slot buffer with trip 0's group.
+    invariants: list = None
 
 
 def _analyze(function, loop, infos, users, num_warps: int, num_stages: int,
@@ -208,15 +211,57 @@ def _analyze(function, loop, infos, users, num_warps: int, num_stages: int,
         if users.get(loop.results[index]):
             return None
 
+    invariants = [] if recipes is not None else \
+        _invariant_operands(dots, shape.operands, body_ids, infos)
+    once = sum(staged_tile_bytes(load.result.type.shape, load.result.element, async_proxy)
+               for _, _, load in invariants)
     stages = num_stages
     per_stage = sum(staged_tile_bytes(tile_shape(l), l.result.element, async_proxy)
                     for l in loads) + (MBARRIER_BYTES if recipes else 0)
-    while stages > 2 and stages * per_stage > budget:
+    while stages > 2 and stages * per_stage + once > budget:
         stages -= 1
-    if stages * per_stage > budget:
+    if stages * per_stage + once > budget:
         return None
     return _LoopShape(dots, loads, shape.operands, shape.view_ops, load_ops, async_proxy,
-                      in_flight, shifted, update_slice, stages, recipes)
+                      in_flight, shifted, update_slice, stages, recipes, invariants)
+
+
+def _invariant_operands(dots, operands, body_ids: set, infos) -> list:
+    """(dot index, position, load) for each operand a dot of the loop reads as it was
+    loaded before the loop (a 2-d pointer load cp.async can copy, B not transposed): copied
+    once, it stays in shared memory for the whole loop instead of being stored by the
+    threads, from registers held across the loop, on every trip."""
+    found = []
+    for index, (dot, entries) in enumerate(zip(dots, operands)):
+        for position, entry in enumerate(entries):
+            if entry is not None:
+                continue
+            load = dot.operands[position].owner
+            if load is None or id(load) in body_ids or load.opcode != "load" or \
+                    len(load.result.type.shape) != 2 or 1 in load.result.type.shape or \
+                    not _copyable(load, infos):
+                continue
+            found.append((index, position, load))
+    return found
+
+
+def _block_slice(values) -> list:
+    """The pure ops computing the block values among ``values`` from scalars (and blocks
+    that are not pure ops' results), in an order that defines each before its use."""
+    ordered, seen = [], set()
+
+    def visit(value):
+        owner = value.owner
+        if owner is None or id(owner) in seen or not value.type.shape or \
+                owner.opcode not in kir.PURE_OPS or owner.regions:
+            return
+        seen.add(id(owner))
+        for operand in owner.operands:
+            visit(operand)
+        ordered.append(owner)
+    for value in values:
+        visit(value)
+    return ordered
 
 
 def _chained(dot, region, users) -> bool:
@@ -311,6 +356,29 @@ def _rewrite(function, parent: list, loop, infos, users, num_warps: int, num_sta
             emitted.append(copy)
         return emitted
 
+    invariants = shape.invariants or []
+    invariant_buffers = [(number, len(loads) + i) for i in range(len(invariants))]
+
+    def invariant_copies() -> list:
+        """The loop-invariant operands, each copied once into its one slot (in trip 0's
+        group: the first trip's wait covers them). Their block addresses and masks are
+        recomputed here from scalars: otherwise a thread would hold them in registers from
+        the load's place to this loop (across an earlier loop reading the same q)."""
+        emitted = []
+        slot = constant(0, T.int32)
+        emitted.append(slot)
+        for (_, _, load), buffer in zip(invariants, invariant_buffers):
+            has_mask = load.attrs.get("has_mask", False)
+            mapping = {}
+            emitted += clone_ops(_block_slice(load.operands[:2 if has_mask else 1]), mapping)
+            operands = [mapping.get(v, v) for v in load.operands[:2 if has_mask else 1]]
+            copy = new_op("async_copy", operands + [slot.result],
+                          None, has_mask=has_mask, buffer=buffer, stages=1,
+                          async_proxy=async_proxy, first=False)
+            copy.loc = load.loc
+            emitted.append(copy)
+        return emitted
+
     # Prologue: trips 0 .. S-2 into stages 0 .. S-2, advancing the shifted values.
     prologue = [new_op("tma_init", [], None, loop=number, stages=stages)] if tma else []
     state = {carried[i]: loop.operands[3 + i] for i in shifted}
@@ -326,7 +394,10 @@ def _rewrite(function, parent: list, loop, infos, users, num_warps: int, num_sta
         prologue.append(stage_constant)
         mapping = dict(state)
         mapping[induction] = trip
-        prologue += copies(mapping, trip, stage_constant.result, first=(s == 0))
+        trip_copies = copies(mapping, trip, stage_constant.result, first=(s == 0))
+        if s == 0 and invariants:
+            trip_copies[-1:-1] = invariant_copies()   # before trip 0's commit
+        prologue += trip_copies
         mapping = dict(state)
         mapping[induction] = trip
         prologue += clone_ops(update_ops, mapping)
@@ -379,6 +450,15 @@ def _rewrite(function, parent: list, loop, infos, users, num_warps: int, num_sta
                 reads[index, transposed] = read
             dot.operands[position] = reads[index, transposed].result
     reads = list(reads.values())
+    if invariants:
+        slot = constant(0, T.int32)
+        reads.insert(0, slot)
+        for (index, position, load), buffer in zip(invariants, invariant_buffers):
+            read = new_op("shared_read", [slot.result], load.result.type, buffer=buffer,
+                          stages=1, async_proxy=async_proxy)
+            read.result.hint_name = load.result.hint_name
+            reads.append(read)
+            dots[index].operands[position] = read.result
     next_stage = new_op("add", [stage, wrap[2].result], BlockType(T.int32))
     next_past = new_op("cmp", [next_stage.result, wrap[1].result], BlockType(T.int1),
                        predicate="ge")
