@@ -23,7 +23,7 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from ..passes.layouts import SCALAR, Layout
-from ..passes.mma_layout import MMA_TILE
+from ..passes.mma_layout import MMA_TILE, Mma
 from ..targets import has_ampere_mma
 from .llvm_types import I32, inline_asm, llvm_type
 from .swizzle import (CHUNK_BYTES, SWIZZLE_ATOM_BYTES, SwizzledTile, aligned_tile_bytes,
@@ -51,11 +51,15 @@ def shared_bytes_needed(op) -> int:
 
 
 def store_tile(ctx, value, byte_base: int, offset_of):
-    """Writes a 2-d block from its natural layout into shared memory at ``byte_base``, in
-    vector stores of up to 16 bytes of each thread's contiguous run; ``offset_of(builder,
-    row, column)`` gives an element's byte offset (i32) in the tile."""
+    """Writes a 2-d block into shared memory at ``byte_base``, in vector stores of up to 16
+    bytes of each thread's contiguous run; ``offset_of(builder, row, column)`` gives an
+    element's byte offset (i32) in the tile. The block is read in its natural layout, or in
+    the accumulator fragments it was computed in (``assign_layouts.mma_residency``: flash
+    attention's p), two adjacent columns a store, with no conversion first."""
     b = ctx.builder
-    layout = Layout(ctx.plan.blocked_by_rank[2])
+    home = ctx.plan.homes.get(value)
+    layout = home if isinstance(home, Layout) and isinstance(home.blocked, Mma) and \
+        not home.sliced else Layout(ctx.plan.blocked_by_rank[2])
     element = value.element
     registers = ctx.regs(value, layout)
     indices = ctx.threads.logical_indices(value, layout)

@@ -380,11 +380,16 @@ def _dot(demands, op, wanted):
     if mma is None:
         _shuffle(demands, op, wanted)
         return
-    # a and b are staged through shared memory from their natural layouts (or already
-    # there: a pipelined loop's shared_read); the accumulator lives in the mma fragments.
+    # a and b are staged through shared memory from their natural layouts or the
+    # accumulator fragments they were computed in (or already there: a pipelined loop's
+    # shared_read); the accumulator lives in the mma fragments.
     for operand in op.operands[:2]:
+        resident = demands.resident.get(operand)
         if operand.owner is not None and operand.owner.opcode == "shared_read":
             demands.want(operand.owner.operands[0], SCALAR)
+        elif resident is not None and not resident.sliced:
+            # Stored from the fragments it was computed in (``mma.store_tile``).
+            demands.want(operand, resident)
         else:
             demands.want(operand, demands.plan.natural(operand))
     demands.want(op.operands[2], Layout(mma))
