@@ -162,7 +162,7 @@ def atomic_scratch_bytes(plan, op) -> int:
     itemsize = op.result.element.itemsize
     if not shape:
         return itemsize
-    blocked = plan.blocked_by_rank[len(shape)]
+    blocked = plan.natural(op.operands[0]).blocked
     if all(blocked.tile(axis) <= size for axis, size in enumerate(shape)):
         return 0
     numel = 1

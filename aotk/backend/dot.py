@@ -42,7 +42,7 @@ def _aligned(n: int) -> int:
 def _store_operand(ctx, value, byte_base):
     """Writes ``value`` (natural layout) row-major with padded rows at ``byte_base``."""
     b = ctx.builder
-    layout = ctx.plan.rank_layout(value)
+    layout = ctx.plan.natural(value)
     shape, element = value.type.shape, value.element
     padding = row_padding(shape, element)
     memory_type = llvm_type(element)
@@ -98,7 +98,7 @@ def _fma_dot(ctx, op) -> list:
     _store_operand(ctx, b_value, b_base)
     ctx.shared.barrier()
 
-    layout = ctx.plan.rank_layout(result)
+    layout = ctx.plan.natural(result)
     dist = ctx.threads.distribution(layout, result.type.shape)
     per_axis = [dist.axis_indices(axis) for axis in range(rank)]
     slots = dist.slots()

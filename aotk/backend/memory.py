@@ -185,8 +185,9 @@ def lower_load(ctx, op, layout):
 @lowering("store")
 def lower_store(ctx, op):
     pointer = op.operands[0]
-    # Stores anchor the natural layout of their rank (see passes.layouts).
-    layout = ctx.plan.rank_layout(pointer)
+    # Stores anchor the natural layout of their pointer: the rank's, or the tile's own
+    # (passes.assign_layouts.tile_layouts).
+    layout = ctx.plan.natural(pointer)
     pointers = ctx.regs(pointer, layout)
     values = ctx.regs(op.operands[1], layout)
     masks = ctx.regs(op.operands[2], layout) if op.attrs.get("has_mask") else None

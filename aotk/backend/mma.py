@@ -59,7 +59,7 @@ def store_tile(ctx, value, byte_base: int, offset_of):
     b = ctx.builder
     home = ctx.plan.homes.get(value)
     layout = home if isinstance(home, Layout) and isinstance(home.blocked, Mma) and \
-        not home.sliced else Layout(ctx.plan.blocked_by_rank[2])
+        not home.sliced else ctx.plan.natural(value)
     element = value.element
     registers = ctx.regs(value, layout)
     indices = ctx.threads.logical_indices(value, layout)

@@ -106,7 +106,7 @@ def _source_layout(plan, op):
     home = plan.homes.get(op.results[0])
     if isinstance(home, Layout) and isinstance(home.blocked, Mma):
         return home.blocked
-    return plan.blocked_by_rank[len(op.operands[0].type.shape)]
+    return plan.natural(op.operands[0]).blocked
 
 
 @scratch("reduce", "argreduce")

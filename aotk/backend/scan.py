@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from ..passes.layouts import Layout
 from .combine import axis_coordinates, axis_geometry, combiner, scratch_bytes, select_tuple
 from .llvm_types import I32, llvm_type
 from .reduce import shuffle
@@ -37,7 +36,7 @@ from .registry import lowering, scratch
 def scan_scratch_bytes(plan, op) -> int:
     """Scratch bytes of step 3 (0 when one warp and one repeat span the axis)."""
     x = op.operands[0]
-    blocked = plan.blocked_by_rank[len(x.type.shape)]
+    blocked = plan.natural(x).blocked
     axis = op.attrs["axis"]
     size = x.type.shape[axis]
     _, _, warps, repeats = axis_geometry(blocked, size, axis)
@@ -86,7 +85,7 @@ def lower_scan(ctx, op) -> list:
     x = op.operands[0]
     axis, reverse = op.attrs["axis"], op.attrs["reverse"]
     shape = x.type.shape
-    layout = Layout(ctx.plan.blocked_by_rank[len(shape)])
+    layout = ctx.plan.natural(x)
     blocked = layout.blocked
     per_thread, lanes, warps, repeats = axis_geometry(blocked, shape[axis], axis)
     slots = ctx.threads.distribution(layout, shape).slots()

@@ -77,7 +77,7 @@ def lower_sort(ctx, op, layout) -> list:
     element = op.result.element
     buffer = RowMajorBuffer(ctx, source.type.shape, element)
     ctx.shared.begin_use()
-    buffer.write(source, ctx.plan.rank_layout(source))
+    buffer.write(source, ctx.plan.natural(source))
     ctx.shared.barrier()
     n = source.type.shape[-1]
     block = 2
@@ -90,4 +90,4 @@ def lower_sort(ctx, op, layout) -> list:
             distance //= 2
         block *= 2
     return [buffer.read(indices)
-            for indices in ctx.threads.logical_indices(op.result, ctx.plan.rank_layout(op.result))]
+            for indices in ctx.threads.logical_indices(op.result, ctx.plan.natural(op.result))]

@@ -111,7 +111,7 @@ def lower_shuffle(ctx, op, layout) -> list:
 
     ctx.shared.begin_use()
     for position, operand in enumerate(op.operands):
-        operand_layout = ctx.plan.rank_layout(operand)
+        operand_layout = ctx.plan.natural(operand)
         registers = ctx.regs(operand, operand_layout)
         for register, index in zip(registers, ctx.threads.logical_indices(operand,
                                                                           operand_layout)):
@@ -119,7 +119,7 @@ def lower_shuffle(ctx, op, layout) -> list:
             b.store(stored, address(to_buffer(position, index)))
     ctx.shared.barrier()
     out = []
-    for index in ctx.threads.logical_indices(op.result, ctx.plan.rank_layout(op.result)):
+    for index in ctx.threads.logical_indices(op.result, ctx.plan.natural(op.result)):
         loaded = b.load(address(from_result(index)), typ=memory_type)
         out.append(b.icmp_unsigned("!=", loaded, ir.Constant(I8, 0)) if element.is_bool()
                    else loaded)

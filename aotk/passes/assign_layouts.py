@@ -5,8 +5,9 @@ Ampere's ``mma.sync`` shapes. Out: a ``LayoutPlan`` (``passes.layouts``): data o
 ``aotk.backend`` alone turns it into code. The pass runs in three steps:
 
 1. Facts: the vector width of each memory op (from axis info), one blocked layout per
-   block rank (shaped by that rank's largest block and its narrowest access), the layouts
-   of tiles that ``async_copy`` moves, which tensor-core layout computes each ``dot``
+   block rank (shaped by that rank's largest block and its narrowest access), a layout
+   of its own for each tile a memory op moves that the rank's layout would replicate
+   (``tile_layouts``), which tensor-core layout computes each ``dot``
    (``passes.mma_layout``), and which values stay in an accumulator's layout
    (``mma_residency``: epilogues, reductions of dot results, what a loop carries).
 2. The demand table (``DEMANDS``): for each op, given the layouts its result is wanted
@@ -23,9 +24,10 @@ Ampere's ``mma.sync`` shapes. Out: a ``LayoutPlan`` (``passes.layouts``): data o
 """
 from __future__ import annotations
 
-from ..ir.kir import (COMBINING, ELEMENTWISE_OPS, PURE_OPS, SHUFFLES, SIDE_EFFECT_OPS,
+from ..ir.kir import (ATOMICS, COMBINING, ELEMENTWISE_OPS, PURE_OPS, SHUFFLES, SIDE_EFFECT_OPS,
                       TERMINATORS, Function, walk)
-from .layouts import MAX_VECTOR_BYTES, SCALAR, Layout, LayoutPlan, blocked_for, memory_vector_width
+from .layouts import (MAX_VECTOR_BYTES, SCALAR, Blocked, Layout, LayoutPlan, blocked_for,
+                      memory_vector_width)
 from .mma_layout import Mma, choose_mma
 
 
@@ -51,14 +53,19 @@ def _blocked_by_rank(function: Function, vector_width: dict, num_warps: int) -> 
             for rank, shape in largest.items()}
 
 
-def copy_layouts(function: Function, vector_width: dict, num_warps: int) -> dict:
-    """value -> Layout for the tiles async_copy moves and what computes their addresses.
+def tile_layouts(function: Function, vector_width: dict, num_warps: int,
+                 by_rank: dict) -> dict:
+    """value -> Layout for the tiles memory ops move and what computes their addresses.
 
     The rank's blocked layout is shaped by the rank's largest block (a dot's accumulator),
-    so a smaller operand tile would wrap in it: threads would hold replicas and carry
-    pointers for them across the loop. A layout shaped by the tile itself gives every
-    thread its own vectors. It spreads backwards from the copy's pointer and mask through
-    ops of the tile's shape, and through loop-carried values (init, block argument, yield)."""
+    so a smaller tile would wrap in it: threads would hold replicas, load them again and
+    again, and carry pointers for them. liger's fused RMS-scaled matmul loads a 256x32
+    operand beside a 32x256 one: in the rank's layout every thread loaded it 8 times (512
+    floats) and spilled. A layout shaped by the tile itself gives every thread its own
+    vectors. It is taken for every ``async_copy`` tile, and for a load, store or atomic
+    whose tile the rank's layout replicates more. It spreads backwards from the op's
+    pointer and mask through ops of the tile's shape, and through loop-carried values
+    (init, block argument, yield). The first memory op to claim a value keeps it."""
     preferred: dict = {}
     carried_from: dict = {}   # block argument -> (init, yielded)
     for op in walk(function.body):
@@ -68,11 +75,23 @@ def copy_layouts(function: Function, vector_width: dict, num_warps: int) -> dict
                                           region.terminator.operands):
                 carried_from[arg] = (init, yielded)
     for op in walk(function.body):
-        if op.opcode != "async_copy":
+        if op.opcode not in ("async_copy", "load", "store", "atomic_rmw", "atomic_cas"):
             continue
         shape = op.operands[0].type.shape
-        layout = Layout(blocked_for(shape, vector_width[op], num_warps))
-        pending = list(op.operands[:2 if op.attrs["has_mask"] else 1])
+        if not shape:
+            continue
+        own = blocked_for(shape, vector_width.get(op, 1), num_warps)
+        if op.opcode != "async_copy" and \
+                _replication(own, shape) >= _replication(by_rank[len(shape)], shape):
+            continue
+        layout = Layout(own)
+        # The address and the mask; not the values stored: computed where their own ops
+        # put them.
+        pending = [op.operands[0]]
+        if op.attrs.get("has_mask"):
+            pending.append(op.operands[_MASK_OPERAND[op.opcode]])
+        if op.opcode == "load":
+            preferred.setdefault(op.result, layout)   # loaded where its addresses are
         while pending:
             value = pending.pop()
             if value in preferred or value.type.shape != shape:
@@ -84,6 +103,17 @@ def copy_layouts(function: Function, vector_width: dict, num_warps: int) -> dict
                     not value.owner.regions:
                 pending.extend(value.owner.operands)
     return preferred
+
+
+_MASK_OPERAND = {"async_copy": 1, "load": 1, "store": 2, "atomic_rmw": 2}
+
+
+def _replication(blocked: Blocked, shape: tuple) -> int:
+    """How many threads hold each element of ``shape`` laid out in ``blocked``."""
+    copies = 1
+    for dim, size in enumerate(shape):
+        copies *= max(1, blocked.tile(dim) // size)
+    return copies
 
 
 def carried_layout(plan: LayoutPlan, region, value):
@@ -293,8 +323,16 @@ def _terminator(demands, op):
 
 
 def _side_effect(demands, op):
-    """Roots like stores: operands in their natural layouts; an atomic's old values are
-    computed there once (their home) and converted where wanted."""
+    """Roots like stores: operands in their natural layouts; an atomic's operands in its
+    pointer's, where its old values are computed once (their home) and converted where
+    wanted."""
+    if op.opcode in ATOMICS and op.operands[0].type.shape:
+        layout = demands.plan.natural(op.operands[0])
+        for value in op.operands:
+            demands.want(value, layout)
+        if op.result in demands.wanted:
+            demands.home(op.result, layout)
+        return
     demands.want_natural(op.operands)
     if op.result is not None and op.result in demands.wanted:
         demands.home(op.result)
@@ -316,13 +354,17 @@ def _combining(demands, op):
                 demands.home(value, SCALAR)
             demands.solve(region.body)
         return
-    demands.want_natural(op.operands)
+    # Every operand where the first is (a tile_layouts load may lay out one differently).
+    source = demands.plan.natural(op.operands[0])
+    for value in op.operands:
+        demands.want(value, source)
     for result in op.results:
-        if op.opcode == "scan" or not result.type.shape:
+        if not result.type.shape:
             demands.home(result)
+        elif op.opcode == "scan":   # in place: where its operands are
+            demands.home(result, source)
         else:
-            demands.home(result, Layout(demands.plan.natural(op.operands[0]).blocked,
-                                        (op.attrs["axis"],)))
+            demands.home(result, Layout(source.blocked, (op.attrs["axis"],)))
     for region in op.regions:
         for value in region.args:
             demands.home(value, SCALAR)
@@ -452,12 +494,15 @@ def _inline_asm(demands, op):
 def _load(demands, op, wanted):
     """Loaded once, in a full (unsliced) blocked layout when one is wanted: that is where the
     vector width was proven. A load wanted only in a dot's mma layout (added to the
-    accumulator a loop keeps in it) is loaded in its natural layout and converted."""
+    accumulator a loop keeps in it) is loaded in its natural layout and converted, and so
+    is a load whose tile has a layout of its own (``tile_layouts``) where it is wanted."""
+    natural = demands.plan.natural(op.result)
     memory = [layout for layout in wanted
               if layout is SCALAR or not isinstance(layout.blocked, Mma)]
-    memory.sort(key=lambda layout: layout is SCALAR or bool(layout.sliced))
-    home = memory[0] if memory else demands.plan.natural(op.result)
-    demands.homes[op.result] = home
+    memory.sort(key=lambda layout: (layout != natural or op.result not in demands.plan.preferred,
+                                    layout is SCALAR or bool(layout.sliced)))
+    home = memory[0] if memory else natural
+    demands.home(op.result, home)
     for value in op.operands:
         demands.want(value, home)
 
@@ -510,8 +555,9 @@ def assign_layouts(function: Function, infos: dict, num_warps: int,
     memory_ops = [op for op in walk(function.body)
                   if op.opcode in ("load", "store", "async_copy")]
     vector_width = {op: memory_vector_width(op, infos) for op in memory_ops}
-    plan = LayoutPlan(num_warps, _blocked_by_rank(function, vector_width, num_warps),
-                      vector_width, preferred=copy_layouts(function, vector_width, num_warps))
+    by_rank = _blocked_by_rank(function, vector_width, num_warps)
+    plan = LayoutPlan(num_warps, by_rank, vector_width,
+                      preferred=tile_layouts(function, vector_width, num_warps, by_rank))
     plan.mma = {op: choose_mma(op, num_warps, wgmma, ampere_mma)
                 for op in walk(function.body) if op.opcode == "dot"}
     demands = Demands(plan, *mma_residency(plan, function))

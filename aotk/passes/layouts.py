@@ -89,8 +89,9 @@ class LayoutPlan:
     # they are demanded in is a conversion through shared memory.
     homes: dict = field(default_factory=dict)
     mma: dict = field(default_factory=dict)            # dot op -> Mma layout, or None
-    # Values whose natural layout is not their rank's: the addresses and masks of an
-    # async_copy, laid out for the copied tile itself (see ``assign_layouts.copy_layouts``).
+    # Values whose natural layout is not their rank's: the addresses and masks of a memory
+    # op's tile that the rank's layout would replicate, laid out for the tile itself (see
+    # ``assign_layouts.tile_layouts``).
     preferred: dict = field(default_factory=dict)
 
     @property

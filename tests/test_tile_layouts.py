@@ -1,0 +1,82 @@
+"""Tiles a memory op moves get a layout of their own where the rank's would replicate them
+(``assign_layouts.tile_layouts``). The rank's layout is shaped by its largest block: here
+a [32, 256] tile gives every thread 4 columns of 256, and a [256, 32] tile in it would be
+held 8 times over, each thread loading 512 floats (liger's fused RMS-scaled matmul spilled
+6.8 KB per thread that way). Checked on the PTX without a GPU, on the interpreter, and
+(marked gpu) against numpy, with the tall tile's values reduced, scanned, added atomically
+and stored beside the wide one's."""
+import re
+
+import numpy as np
+import pytest
+
+import aotk
+import aotk.language as tl
+
+
+@aotk.jit
+def wide_and_tall(x_ptr, w_ptr, mix_ptr, sums_ptr, column_max_ptr, scan_ptr, atomic_ptr,
+                  ROWS: tl.constexpr, K: tl.constexpr, COLS: tl.constexpr):
+    r, k, c = tl.arange(0, ROWS), tl.arange(0, K), tl.arange(0, COLS)
+    x = tl.load(x_ptr + r[:, None] * K + k[None, :])             # [ROWS, K]: the rank's shape
+    w = tl.load(w_ptr + k[:, None] * COLS + c[None, :], mask=k[:, None] < K - 3, other=1.0)
+    tl.store(sums_ptr + r, tl.sum(x * x, axis=1))
+    tl.store(mix_ptr + r[:, None] * COLS + c[None, :], tl.dot(x, w, input_precision="ieee"))
+    tl.store(column_max_ptr + c, tl.max(w, axis=0))                # a reduction of the tall tile
+    tl.store(scan_ptr + k[:, None] * COLS + c[None, :], tl.cumsum(w, axis=0))
+    tl.atomic_add(atomic_ptr + k[:, None] * COLS + c[None, :], w)
+
+
+SIGNATURE = "*fp32:16, *fp32:16, *fp32:16, *fp32:16, *fp32:16, *fp32:16, *fp32:16"
+CONSTANTS = dict(ROWS=32, K=256, COLS=32)
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90"])
+def test_each_thread_loads_its_own_share_of_each_tile(target):
+    compiled = aotk.compile(wide_and_tall, SIGNATURE, CONSTANTS, num_warps=4, target=target)
+    loads = re.findall(r"ld\.global(?:\.\w+)*\.v4\.b32", compiled.ptx)
+    # 32x256 + 256x32 floats over 128 threads, 4 per load: 32 loads, no replicas.
+    assert len(loads) == 32, len(loads)
+    assert compiled.metadata["spills"] == 0
+
+
+def _reference(x, w):
+    w = w.copy()
+    w[256 - 3:] = 1.0
+    return dict(mix=x @ w, sums=(x * x).sum(1), column_max=w.max(0), scan=np.cumsum(w, 0),
+                atomic=w)
+
+
+def _inputs():
+    rng = np.random.default_rng(0)
+    return (rng.standard_normal((32, 256)).astype(np.float32),
+            rng.standard_normal((256, 32)).astype(np.float32))
+
+
+def _run(x, w, to_device, to_host):
+    outputs = dict(mix=np.zeros((32, 32), np.float32), sums=np.zeros(32, np.float32),
+                   column_max=np.zeros(32, np.float32), scan=np.zeros((256, 32), np.float32),
+                   atomic=np.zeros((256, 32), np.float32))
+    device = {name: to_device(array) for name, array in outputs.items()}
+    wide_and_tall[(1,)](to_device(x), to_device(w), device["mix"], device["sums"],
+                        device["column_max"], device["scan"], device["atomic"], **CONSTANTS)
+    return {name: to_host(array) for name, array in device.items()}
+
+
+def _check(got, want):
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-4, atol=1e-3, err_msg=name)
+
+
+def test_the_interpreter_matches_numpy(monkeypatch):
+    monkeypatch.setenv("AOTK_INTERPRET", "1")
+    x, w = _inputs()
+    _check(_run(x, w, lambda a: a, lambda a: a), _reference(x, w))
+
+
+@pytest.mark.gpu
+def test_the_gpu_matches_numpy():
+    torch = pytest.importorskip("torch")
+    x, w = _inputs()
+    got = _run(x, w, lambda a: torch.from_numpy(a).cuda(), lambda t: t.cpu().numpy())
+    _check(got, _reference(x, w))
