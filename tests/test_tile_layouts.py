@@ -4,7 +4,8 @@ a [32, 256] tile gives every thread 4 columns of 256, and a [256, 32] tile in it
 held 8 times over, each thread loading 512 floats (liger's fused RMS-scaled matmul spilled
 6.8 KB per thread that way). Checked on the PTX without a GPU, on the interpreter, and
 (marked gpu) against numpy, with the tall tile's values reduced, scanned, added atomically
-and stored beside the wide one's."""
+and stored beside the wide one's, and handed across an ``if`` and into a ``while`` loop,
+whose values keep their rank's layout."""
 import re
 
 import numpy as np
@@ -27,6 +28,26 @@ def wide_and_tall(x_ptr, w_ptr, mix_ptr, sums_ptr, column_max_ptr, scan_ptr, ato
     tl.atomic_add(atomic_ptr + k[:, None] * COLS + c[None, :], w)
 
 
+@aotk.jit
+def tall_across_regions(x_ptr, w_ptr, wide_ptr, branch_ptr, loop_ptr, flag, trips,
+                        ROWS: tl.constexpr, K: tl.constexpr, COLS: tl.constexpr):
+    r, k, c = tl.arange(0, ROWS), tl.arange(0, K), tl.arange(0, COLS)
+    wide = r[:, None] * K + k[None, :]                            # shapes the rank's layout
+    tl.store(wide_ptr + wide, tl.load(x_ptr + wide) * 2.0)
+    tall = k[:, None] * COLS + c[None, :]
+    if flag > 0:
+        w = tl.load(w_ptr + tall)
+    else:
+        w = tl.zeros((K, COLS), tl.float32) - 1.0
+    tl.store(branch_ptr + tall, w)
+    doubled = tl.load(w_ptr + tall)
+    i = 0
+    while i < trips:
+        doubled = doubled * 2.0
+        i += 1
+    tl.store(loop_ptr + tall, doubled)
+
+
 SIGNATURE = "*fp32:16, *fp32:16, *fp32:16, *fp32:16, *fp32:16, *fp32:16, *fp32:16"
 CONSTANTS = dict(ROWS=32, K=256, COLS=32)
 
@@ -38,6 +59,28 @@ def test_each_thread_loads_its_own_share_of_each_tile(target):
     # 32x256 + 256x32 floats over 128 threads, 4 per load: 32 loads, no replicas.
     assert len(loads) == 32, len(loads)
     assert compiled.metadata["spills"] == 0
+
+
+def _run_regions(x, w, flag, trips, to_device, to_host):
+    outputs = dict(wide=np.zeros((32, 256), np.float32), branch=np.zeros((256, 32), np.float32),
+                   loop=np.zeros((256, 32), np.float32))
+    device = {name: to_device(array) for name, array in outputs.items()}
+    tall_across_regions[(1,)](to_device(x), to_device(w), device["wide"], device["branch"],
+                              device["loop"], flag, trips, **CONSTANTS)
+    return {name: to_host(array) for name, array in device.items()}
+
+
+def _check_regions(got, x, w, flag, trips):
+    np.testing.assert_array_equal(got["wide"], x * 2)
+    np.testing.assert_array_equal(got["branch"], w if flag > 0 else np.full_like(w, -1.0))
+    np.testing.assert_array_equal(got["loop"], w * 2.0 ** trips)
+
+
+@pytest.mark.parametrize("flag, trips", [(1, 3), (0, 0)])
+def test_the_interpreter_runs_the_regions(monkeypatch, flag, trips):
+    monkeypatch.setenv("AOTK_INTERPRET", "1")
+    x, w = _inputs()
+    _check_regions(_run_regions(x, w, flag, trips, lambda a: a, lambda a: a), x, w, flag, trips)
 
 
 def _reference(x, w):
@@ -80,3 +123,13 @@ def test_the_gpu_matches_numpy():
     x, w = _inputs()
     got = _run(x, w, lambda a: torch.from_numpy(a).cuda(), lambda t: t.cpu().numpy())
     _check(got, _reference(x, w))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("flag, trips", [(1, 3), (0, 0)])
+def test_the_gpu_runs_the_regions(flag, trips):
+    torch = pytest.importorskip("torch")
+    x, w = _inputs()
+    got = _run_regions(x, w, flag, trips, lambda a: torch.from_numpy(a).cuda(),
+                       lambda t: t.cpu().numpy())
+    _check_regions(got, x, w, flag, trips)

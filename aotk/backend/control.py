@@ -121,7 +121,7 @@ def lower_if(ctx, op) -> list:
     for region, block in zip(op.regions, blocks):
         b.position_at_end(block)
         ctx.shared.in_use = shared_before
-        yielded = ctx.lower_region(region, [])
+        yielded = ctx.lower_region(region, [], [ctx.plan.natural(v) for v in op.results])
         shared_after = shared_after or ctx.shared.in_use
         incoming.append((yielded, b.block))
         b.branch(merge)
@@ -136,13 +136,18 @@ def lower_if(ctx, op) -> list:
 @lowering("while")
 def lower_while(ctx, op) -> list:
     b = ctx.builder
-    inits = [ctx.natural_registers(v) for v in op.operands]
+    natural = ctx.plan.natural
+    before_region, after_region = op.regions
+    # Each value in the layout of the block argument receiving it (assign_layouts._branches).
+    inits = [ctx.regs(v, natural(arg)) for v, arg in zip(op.operands, before_region.args)]
     carried, body, exit_block = _enter_loop(ctx, "while", inits)
     before = b.block
-    (condition,), *forwarded = ctx.lower_region(op.regions[0], carried)
+    (condition,), *forwarded = ctx.lower_region(
+        before_region, carried, [SCALAR] + [natural(arg) for arg in after_region.args])
     b.cbranch(condition, body, exit_block)
     b.position_at_end(body)
-    yielded = ctx.lower_region(op.regions[1], forwarded)
+    yielded = ctx.lower_region(after_region, forwarded,
+                               [natural(arg) for arg in before_region.args])
     _add_incoming(carried, yielded, b.block)
     b.branch(before)
     b.position_at_end(exit_block)

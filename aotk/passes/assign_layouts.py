@@ -387,15 +387,28 @@ def _for(demands, op):
 
 
 def _branches(demands, op):
-    """``if`` / ``while``: results and block arguments in their natural layouts."""
+    """``if`` / ``while``: results and block arguments in their natural layouts. What
+    crosses into them (a while's initial values, what each region's terminator hands on)
+    is wanted in the layout of the value receiving it, which may differ from its own
+    natural layout (a loaded tile with a layout of its own, ``tile_layouts``)."""
+    natural = demands.plan.natural
     for value in op.results:
         demands.home(value)
     for region in op.regions:
         for value in region.args:
             demands.home(value)
+    if op.opcode == "if":
+        for region in op.regions:
+            demands.yield_layouts[region.terminator] = [natural(v) for v in op.results]
+        demands.want_natural(op.operands)
+    else:
+        before, after = op.regions
+        demands.yield_layouts[before.terminator] = [SCALAR] + [natural(v) for v in after.args]
+        demands.yield_layouts[after.terminator] = [natural(v) for v in before.args]
+        for value, receiver in zip(op.operands, before.args):
+            demands.want(value, natural(receiver))
     for region in reversed(op.regions):
         demands.solve(region.body)
-    demands.want_natural(op.operands)
 
 
 def _value_op(rule):
