@@ -1,5 +1,5 @@
-"""Tiles a memory op moves get a layout of their own where the rank's would replicate them
-(``assign_layouts.tile_layouts``). The rank's layout is shaped by its largest block: here
+"""Block shapes get a layout of their own where their rank's would replicate them
+(``assign_layouts._blocked_by_rank``). The rank's layout is shaped by its largest block: here
 a [32, 256] tile gives every thread 4 columns of 256, and a [256, 32] tile in it would be
 held 8 times over, each thread loading 512 floats (liger's fused RMS-scaled matmul spilled
 6.8 KB per thread that way). Checked on the PTX without a GPU, on the interpreter, and
@@ -22,7 +22,7 @@ def wide_and_tall(x_ptr, w_ptr, mix_ptr, sums_ptr, column_max_ptr, scan_ptr, ato
     x = tl.load(x_ptr + r[:, None] * K + k[None, :])             # [ROWS, K]: the rank's shape
     w = tl.load(w_ptr + k[:, None] * COLS + c[None, :], mask=k[:, None] < K - 3, other=1.0)
     tl.store(sums_ptr + r, tl.sum(x * x, axis=1))
-    tl.store(mix_ptr + r[:, None] * COLS + c[None, :], tl.dot(x, w, input_precision="ieee"))
+    tl.store(mix_ptr + r[:, None] * COLS + c[None, :], tl.dot(x, w))
     tl.store(column_max_ptr + c, tl.max(w, axis=0))                # a reduction of the tall tile
     tl.store(scan_ptr + k[:, None] * COLS + c[None, :], tl.cumsum(w, axis=0))
     tl.atomic_add(atomic_ptr + k[:, None] * COLS + c[None, :], w)
@@ -58,6 +58,15 @@ def test_each_thread_loads_its_own_share_of_each_tile(target):
     loads = re.findall(r"ld\.global(?:\.\w+)*\.v4\.b32", compiled.ptx)
     # 32x256 + 256x32 floats over 128 threads, 4 per load: 32 loads, no replicas.
     assert len(loads) == 32, len(loads)
+    assert compiled.metadata["spills"] == 0
+
+
+def test_regions_keep_the_tall_tile_in_its_own_layout():
+    compiled = aotk.compile(tall_across_regions, "*fp32:16, *fp32:16, *fp32:16, *fp32:16, "
+                            "*fp32:16, i32, i32", CONSTANTS, num_warps=4, target="sm_90")
+    loads = re.findall(r"ld\.global(?:\.\w+)*\.v4\.b32", compiled.ptx)
+    # x once, w twice (the branch's and the loop's), 64 floats per thread each.
+    assert len(loads) == 3 * 16, len(loads)
     assert compiled.metadata["spills"] == 0
 
 
@@ -108,7 +117,10 @@ def _run(x, w, to_device, to_host):
 
 def _check(got, want):
     for name in want:
-        np.testing.assert_allclose(got[name], want[name], rtol=1e-4, atol=1e-3, err_msg=name)
+        # The dot rounds its inputs to tf32 (Triton's default precision).
+        tolerance = 0.1 if name == "mix" else 1e-3
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-4, atol=tolerance,
+                                   err_msg=name)
 
 
 def test_the_interpreter_matches_numpy(monkeypatch):

@@ -185,8 +185,7 @@ def lower_load(ctx, op, layout):
 @lowering("store")
 def lower_store(ctx, op):
     pointer = op.operands[0]
-    # Stores anchor the natural layout of their pointer: the rank's, or the tile's own
-    # (passes.assign_layouts.tile_layouts).
+    # Stores anchor the natural layout of their pointer (passes.layouts).
     layout = ctx.plan.natural(pointer)
     pointers = ctx.regs(pointer, layout)
     values = ctx.regs(op.operands[1], layout)

@@ -5,9 +5,9 @@ Ampere's ``mma.sync`` shapes. Out: a ``LayoutPlan`` (``passes.layouts``): data o
 ``aotk.backend`` alone turns it into code. The pass runs in three steps:
 
 1. Facts: the vector width of each memory op (from axis info), one blocked layout per
-   block rank (shaped by that rank's largest block and its narrowest access), a layout
-   of its own for each tile a memory op moves that the rank's layout would replicate
-   (``tile_layouts``), which tensor-core layout computes each ``dot``
+   block rank (shaped by that rank's largest block and its narrowest access) and one of
+   their own for the block shapes it would replicate, the layouts of tiles that
+   ``async_copy`` moves, which tensor-core layout computes each ``dot``
    (``passes.mma_layout``), and which values stay in an accumulator's layout
    (``mma_residency``: epilogues, reductions of dot results, what a loop carries).
 2. The demand table (``DEMANDS``): for each op, given the layouts its result is wanted
@@ -18,7 +18,7 @@ Ampere's ``mma.sync`` shapes. Out: a ``LayoutPlan`` (``passes.layouts``): data o
 3. The solver: roots (stores, side effects, region terminators) want their operands in
    their natural layout; demands flow backward through the table, region by region. Values
    that cross a region boundary (loop-carried values, block arguments, results of ``for`` /
-   ``if`` / ``while``, what a terminator yields) live in the natural layout of their rank,
+   ``if`` / ``while``, what a terminator yields) live in the natural layout of their shape,
    so that every path agrees on which thread holds which element; a loop carrying a dot's
    accumulator keeps it in the dot's mma layout.
 """
@@ -34,38 +34,55 @@ from .mma_layout import Mma, choose_mma
 
 # -- 1. facts -----------------------------------------------------------------------------
 
-def _blocked_by_rank(function: Function, vector_width: dict, num_warps: int) -> dict:
-    """One blocked layout per rank, shaped by the largest block of that rank."""
+def _blocked_by_rank(function: Function, vector_width: dict, num_warps: int) -> tuple:
+    """(rank -> Blocked, shape -> Blocked): one blocked layout per rank, shaped by the
+    largest block of that rank, and one of its own for each block shape the rank's layout
+    would replicate more than a layout shaped by the block itself.
+
+    liger's fused RMS-scaled matmul holds x[32, 256] beside [32, 32] and [256, 32] tiles:
+    in the layout shaped by x every thread held the smaller tiles 8 times over, loaded them
+    8 times and spilled. As in Triton, whose tensors take a layout from their own shape,
+    each such tile now spreads over the threads once. Shapes with a size-1 dimension keep
+    the rank's layout: they are there to be broadcast into it."""
     largest: dict = {}
-    widths: dict = {}
+    shapes: set = set()
+    rank_widths: dict = {}
+    shape_widths: dict = {}
     for op in walk(function.body):
         block_args = [a for region in op.regions for a in region.args]
         for value in list(op.operands) + op.results + block_args:
             shape = value.type.shape
-            if shape and (len(shape) not in largest or
-                          value.type.numel > _numel(largest[len(shape)])):
+            if not shape:
+                continue
+            shapes.add(shape)
+            if len(shape) not in largest or value.type.numel > _numel(largest[len(shape)]):
                 largest[len(shape)] = shape
     for op, width in vector_width.items():
-        rank = len(op.operands[0].type.shape)
-        if rank:
-            widths[rank] = min(widths.get(rank, MAX_VECTOR_BYTES), width)
-    return {rank: blocked_for(shape, widths.get(rank, 1), num_warps)
-            for rank, shape in largest.items()}
+        shape = op.operands[0].type.shape
+        if shape:
+            rank_widths[len(shape)] = min(rank_widths.get(len(shape), MAX_VECTOR_BYTES), width)
+            shape_widths[shape] = min(shape_widths.get(shape, MAX_VECTOR_BYTES), width)
+    by_rank = {rank: blocked_for(shape, rank_widths.get(rank, 1), num_warps)
+               for rank, shape in largest.items()}
+    by_shape = {}
+    for shape in shapes:
+        if 1 in shape:
+            continue
+        own = blocked_for(shape, shape_widths.get(shape, rank_widths.get(len(shape), 1)),
+                          num_warps)
+        if _replication(own, shape) < _replication(by_rank[len(shape)], shape):
+            by_shape[shape] = own
+    return by_rank, by_shape
 
 
-def tile_layouts(function: Function, vector_width: dict, num_warps: int,
-                 by_rank: dict) -> dict:
-    """value -> Layout for the tiles memory ops move and what computes their addresses.
+def copy_layouts(function: Function, vector_width: dict, num_warps: int) -> dict:
+    """value -> Layout for the tiles async_copy moves and what computes their addresses.
 
     The rank's blocked layout is shaped by the rank's largest block (a dot's accumulator),
-    so a smaller tile would wrap in it: threads would hold replicas, load them again and
-    again, and carry pointers for them. liger's fused RMS-scaled matmul loads a 256x32
-    operand beside a 32x256 one: in the rank's layout every thread loaded it 8 times (512
-    floats) and spilled. A layout shaped by the tile itself gives every thread its own
-    vectors. It is taken for every ``async_copy`` tile, and for a load, store or atomic
-    whose tile the rank's layout replicates more. It spreads backwards from the op's
-    pointer and mask through ops of the tile's shape, and through loop-carried values
-    (init, block argument, yield). The first memory op to claim a value keeps it."""
+    so a smaller operand tile would wrap in it: threads would hold replicas and carry
+    pointers for them across the loop. A layout shaped by the tile itself gives every
+    thread its own vectors. It spreads backwards from the copy's pointer and mask through
+    ops of the tile's shape, and through loop-carried values (init, block argument, yield)."""
     preferred: dict = {}
     carried_from: dict = {}   # block argument -> (init, yielded)
     for op in walk(function.body):
@@ -75,23 +92,11 @@ def tile_layouts(function: Function, vector_width: dict, num_warps: int,
                                           region.terminator.operands):
                 carried_from[arg] = (init, yielded)
     for op in walk(function.body):
-        if op.opcode not in ("async_copy", "load", "store", "atomic_rmw", "atomic_cas"):
+        if op.opcode != "async_copy":
             continue
         shape = op.operands[0].type.shape
-        if not shape:
-            continue
-        own = blocked_for(shape, vector_width.get(op, 1), num_warps)
-        if op.opcode != "async_copy" and \
-                _replication(own, shape) >= _replication(by_rank[len(shape)], shape):
-            continue
-        layout = Layout(own)
-        # The address and the mask; not the values stored: computed where their own ops
-        # put them.
-        pending = [op.operands[0]]
-        if op.attrs.get("has_mask"):
-            pending.append(op.operands[_MASK_OPERAND[op.opcode]])
-        if op.opcode == "load":
-            preferred.setdefault(op.result, layout)   # loaded where its addresses are
+        layout = Layout(blocked_for(shape, vector_width[op], num_warps))
+        pending = list(op.operands[:2 if op.attrs["has_mask"] else 1])
         while pending:
             value = pending.pop()
             if value in preferred or value.type.shape != shape:
@@ -103,9 +108,6 @@ def tile_layouts(function: Function, vector_width: dict, num_warps: int,
                     not value.owner.regions:
                 pending.extend(value.owner.operands)
     return preferred
-
-
-_MASK_OPERAND = {"async_copy": 1, "load": 1, "store": 2, "atomic_rmw": 2}
 
 
 def _replication(blocked: Blocked, shape: tuple) -> int:
@@ -354,7 +356,7 @@ def _combining(demands, op):
                 demands.home(value, SCALAR)
             demands.solve(region.body)
         return
-    # Every operand where the first is (a tile_layouts load may lay out one differently).
+    # Every operand where the first is (two shapes' layouts may differ).
     source = demands.plan.natural(op.operands[0])
     for value in op.operands:
         demands.want(value, source)
@@ -390,7 +392,7 @@ def _branches(demands, op):
     """``if`` / ``while``: results and block arguments in their natural layouts. What
     crosses into them (a while's initial values, what each region's terminator hands on)
     is wanted in the layout of the value receiving it, which may differ from its own
-    natural layout (a loaded tile with a layout of its own, ``tile_layouts``)."""
+    natural layout (an async copy's addresses, ``copy_layouts``)."""
     natural = demands.plan.natural
     for value in op.results:
         demands.home(value)
@@ -507,8 +509,8 @@ def _inline_asm(demands, op):
 def _load(demands, op, wanted):
     """Loaded once, in a full (unsliced) blocked layout when one is wanted: that is where the
     vector width was proven. A load wanted only in a dot's mma layout (added to the
-    accumulator a loop keeps in it) is loaded in its natural layout and converted, and so
-    is a load whose tile has a layout of its own (``tile_layouts``) where it is wanted."""
+    accumulator a loop keeps in it) is loaded in its natural layout and converted; so is
+    one its natural layout is wanted in beside others."""
     natural = demands.plan.natural(op.result)
     memory = [layout for layout in wanted
               if layout is SCALAR or not isinstance(layout.blocked, Mma)]
@@ -568,9 +570,9 @@ def assign_layouts(function: Function, infos: dict, num_warps: int,
     memory_ops = [op for op in walk(function.body)
                   if op.opcode in ("load", "store", "async_copy")]
     vector_width = {op: memory_vector_width(op, infos) for op in memory_ops}
-    by_rank = _blocked_by_rank(function, vector_width, num_warps)
-    plan = LayoutPlan(num_warps, by_rank, vector_width,
-                      preferred=tile_layouts(function, vector_width, num_warps, by_rank))
+    by_rank, by_shape = _blocked_by_rank(function, vector_width, num_warps)
+    plan = LayoutPlan(num_warps, by_rank, vector_width, blocked_by_shape=by_shape,
+                      preferred=copy_layouts(function, vector_width, num_warps))
     plan.mma = {op: choose_mma(op, num_warps, wgmma, ampere_mma)
                 for op in walk(function.body) if op.opcode == "dot"}
     demands = Demands(plan, *mma_residency(plan, function))

@@ -6,7 +6,8 @@ as in Triton: smaller shapes wrap, size-1 dimensions replicate. A ``Layout(block
 sliced)`` lays a value out as its parent layout (blocked, or a tensor-core ``Mma``) lays out
 a shape with size-1 dimensions at the ``sliced`` parent axes; ``SCALAR`` is a value every
 thread holds whole. A ``LayoutPlan`` (what ``passes.assign_layouts`` produces) says, for a
-kernel, the blocked layout of each rank, the vector width of each memory op, the
+kernel, the blocked layout of each rank (and of each block shape that layout would
+replicate), the vector width of each memory op, the
 tensor-core layout of each dot, and for each value the layouts it is wanted in and, where
 it has one, its home; its ``listing`` is the gir dump. Nothing here emits code:
 ``backend.geometry`` turns layouts into index math.
@@ -89,10 +90,12 @@ class LayoutPlan:
     # they are demanded in is a conversion through shared memory.
     homes: dict = field(default_factory=dict)
     mma: dict = field(default_factory=dict)            # dot op -> Mma layout, or None
-    # Values whose natural layout is not their rank's: the addresses and masks of a memory
-    # op's tile that the rank's layout would replicate, laid out for the tile itself (see
-    # ``assign_layouts.tile_layouts``).
+    # Values whose natural layout is not their shape's: the addresses and masks of an
+    # async_copy, laid out for the copied tile itself (see ``assign_layouts.copy_layouts``).
     preferred: dict = field(default_factory=dict)
+    # Block shapes with a layout of their own: the rank's would replicate them
+    # (``assign_layouts._blocked_by_rank``).
+    blocked_by_shape: dict = field(default_factory=dict)
 
     @property
     def uses_wgmma(self) -> bool:
@@ -104,12 +107,15 @@ class LayoutPlan:
         """The layout stores, region boundaries and side effects use for ``value``."""
         if value in self.preferred:
             return self.preferred[value]
-        return self.rank_layout(value)
+        return self.shape_layout(value)
 
-    def rank_layout(self, value) -> "Layout":
-        """The blocked layout of ``value``'s rank (SCALAR for a 0-d value)."""
-        rank = len(value.type.shape)
-        return Layout(self.blocked_by_rank[rank]) if rank else SCALAR
+    def shape_layout(self, value) -> "Layout":
+        """The blocked layout of ``value``'s shape: its own where its rank's would replicate
+        it, else its rank's (SCALAR for a 0-d value)."""
+        shape = value.type.shape
+        if not shape:
+            return SCALAR
+        return Layout(self.blocked_by_shape.get(shape) or self.blocked_by_rank[len(shape)])
 
     def is_live(self, op) -> bool:
         """Whether code must be generated for ``op``: it has effects (stores, side-effect
