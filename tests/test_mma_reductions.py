@@ -1,5 +1,5 @@
 """Reductions of a dot's result in the dot's accumulator layout
-(``assign_layouts.mma_residency``, ``backend.reduce`` over ``Mma`` fragments): along rows
+(``passes.mma_residency``, ``backend.reduce`` over ``Mma`` fragments): along rows
 the four lanes of a quad and the warps along N combine, along columns the eight lane
 groups and the warps along M. Checked on the layouts the compiler picks (no CPU can run
 the code), on the interpreter against numpy, and (marked gpu) against torch for both axes,

@@ -54,7 +54,7 @@ def store_tile(ctx, value, byte_base: int, offset_of):
     """Writes a 2-d block into shared memory at ``byte_base``, in vector stores of up to 16
     bytes of each thread's contiguous run; ``offset_of(builder, row, column)`` gives an
     element's byte offset (i32) in the tile. The block is read in its natural layout, or in
-    the accumulator fragments it was computed in (``assign_layouts.mma_residency``: flash
+    the accumulator fragments it was computed in (``passes.mma_residency``: flash
     attention's p), two adjacent columns a store, with no conversion first."""
     b = ctx.builder
     home = ctx.plan.homes.get(value)

@@ -101,7 +101,7 @@ def _component_elements(op) -> list:
 
 def _source_layout(plan, op):
     """The parent layout a reduction works in: its operand's natural blocked layout, or the
-    accumulator fragments it was left in (``assign_layouts.mma_residency``: its result's
+    accumulator fragments it was left in (``passes.mma_residency``: its result's
     home is then a slice of an ``Mma``)."""
     home = plan.homes.get(op.results[0])
     if isinstance(home, Layout) and isinstance(home.blocked, Mma):

@@ -9,7 +9,7 @@ Ampere's ``mma.sync`` shapes. Out: a ``LayoutPlan`` (``passes.layouts``): data o
    their own for the block shapes it would replicate, the layouts of tiles that
    ``async_copy`` moves, which tensor-core layout computes each ``dot``
    (``passes.mma_layout``), and which values stay in an accumulator's layout
-   (``mma_residency``: epilogues, reductions of dot results, what a loop carries).
+   (``passes.mma_residency``: epilogues, reductions of dot results, what a loop carries).
 2. The demand table (``DEMANDS``): for each op, given the layouts its result is wanted
    in, the layouts it wants of its operands, and whether its result gets a *home* (it is
    computed once there; every other layout it is wanted in is a conversion through shared
@@ -29,6 +29,7 @@ from ..ir.kir import (ATOMICS, COMBINING, ELEMENTWISE_OPS, PURE_OPS, SHUFFLES, S
 from .layouts import (MAX_VECTOR_BYTES, SCALAR, Blocked, Layout, LayoutPlan, blocked_for,
                       memory_vector_width)
 from .mma_layout import Mma, choose_mma
+from .mma_residency import carried_layout, mma_residency
 
 
 
@@ -116,154 +117,6 @@ def _replication(blocked: Blocked, shape: tuple) -> int:
     for dim, size in enumerate(shape):
         copies *= max(1, blocked.tile(dim) // size)
     return copies
-
-
-def carried_layout(plan: LayoutPlan, region, value):
-    """A loop-carried accumulator of a dot keeps the dot's mma layout; anything else its
-    natural layout. The walk back from the yield follows ops of the carried value's shape
-    only, and a dot counts only at that shape: flash attention's row sums l_i come from a
-    reduction of the q @ k.T scores, not from an accumulator."""
-    inside = {id(op) for op in region.body}
-    pending, seen = [value], set()
-    while pending:
-        v = pending.pop()
-        owner = v.owner
-        if owner is None or id(owner) not in inside or id(v) in seen:
-            continue
-        seen.add(id(v))
-        if v.type.shape != value.type.shape:
-            continue
-        if owner.opcode == "dot" and plan.mma.get(owner) is not None:
-            return Layout(plan.mma[owner])
-        if owner.result is not None:
-            pending.extend(owner.operands)
-    return plan.natural(value)
-
-
-WILD = "carried"   # a loop-carried value while its layout is being guessed: fits any
-
-
-def mma_residency(plan: LayoutPlan, function: Function) -> tuple:
-    """(resident, carried): which values stay in a tensor-core accumulator layout, and the
-    layout each loop carries each value in.
-
-    Resident (value -> Layout of an ``Mma`` parent, sliced or not), following the values
-    forward: a dot's result; elementwise ops whose block operands are resident in one
-    layout (index values built from splats, constants and aranges fit any: they are
-    recomputed where wanted, as a causal mask is); ``broadcast`` of a resident value and
-    ``expand_dims`` of a resident slice along its axis; a ``reduce`` of a resident value,
-    in its slice along the axis (``backend.reduce`` reduces across the fragments). Flash
-    attention's row maxima and sums, its probabilities p and the rescaled accumulator are
-    then computed where q @ k.T left the scores, with no conversion through shared memory.
-
-    Carried (for op -> [Layout] per carried value): a dot's accumulator in its mma layout
-    (``carried_layout``); a value the body computes resident, such as attention's running
-    maximum and sum, in that layout, guessed by treating the block arguments as fitting
-    any layout and then checked without the guess; anything else its natural layout."""
-    resident: dict = {}
-    carried: dict = {}
-
-    def layout_of(value):
-        found = resident.get(value)
-        if found is not None:
-            return found
-        owner = value.owner
-        if owner is not None and owner.opcode in ("splat", "constant", "arange"):
-            return WILD   # recomputed in whatever layout a user wants
-        return None
-
-    def elementwise(op):
-        found = set()
-        for value in op.operands:
-            layout = layout_of(value)
-            if layout is None:
-                return None
-            found.add(layout)
-        found.discard(WILD)
-        if len(found) > 1:
-            return None
-        return found.pop() if found else WILD
-
-    def visit(ops):
-        for op in ops:
-            if op.opcode == "for":
-                loop(op)
-                continue
-            if op.regions and op.opcode not in COMBINING:
-                for region in op.regions:   # if / while: their loops, their values
-                    visit(region.body)
-                continue
-            if op.result is None or op.regions and op.opcode != "reduce" or \
-                    not op.result.type.shape:
-                continue
-            layout = None
-            if op.opcode == "dot" and plan.mma.get(op) is not None:
-                layout = Layout(plan.mma[op])
-            elif op.opcode == "reduce" and len(op.operands) == 1:
-                source = resident.get(op.operands[0])
-                axis = op.attrs["axis"]
-                if isinstance(source, Layout) and not source.sliced and \
-                        op.operands[0].type.shape[axis] % source.blocked.tile(axis) == 0:
-                    layout = Layout(source.blocked, (axis,))
-            elif op.opcode == "expand_dims":
-                source = layout_of(op.operands[0])
-                if source is WILD:
-                    layout = WILD
-                elif isinstance(source, Layout) and source.sliced == (op.attrs["axis"],):
-                    layout = Layout(source.blocked)
-            elif op.opcode == "broadcast":
-                source = layout_of(op.operands[0])
-                if source is WILD or isinstance(source, Layout) and not source.sliced:
-                    layout = source
-            elif op.opcode in ELEMENTWISE_OPS:
-                layout = elementwise(op)
-            if layout is not None:
-                resident[op.result] = layout
-
-    def body_yields(body, guesses):
-        """The yields' resident layouts with the block arguments resident in ``guesses``."""
-        for arg, guess in zip(body.args[1:], guesses):
-            resident.pop(arg, None)
-            if guess is not None:
-                resident[arg] = guess
-        for op in walk(body.body):
-            for result in op.results:
-                resident.pop(result, None)
-        visit(body.body)
-        return [resident.get(v) for v in body.terminator.operands]
-
-    def loop(op):
-        body = op.regions[0]
-        layouts = [carried_layout(plan, body, v) for v in body.terminator.operands]
-        accumulators = [isinstance(lay, Layout) and isinstance(lay.blocked, Mma)
-                        for lay in layouts]
-        guesses = [lay if acc else WILD for lay, acc in zip(layouts, accumulators)]
-        guessed = body_yields(body, guesses)
-        for index, found in enumerate(guessed):
-            if not accumulators[index] and isinstance(found, Layout) and \
-                    isinstance(found.blocked, Mma) and \
-                    op.results[index].type.shape == body.terminator.operands[index].type.shape:
-                layouts[index] = found
-        # Checked without the guess: a carried value keeps its layout only if the body
-        # then computes its next value in it; otherwise its natural layout, and again.
-        for _ in range(len(layouts) + 1):
-            mma = [lay if isinstance(lay, Layout) and isinstance(lay.blocked, Mma) else None
-                   for lay in layouts]
-            yields = body_yields(body, mma)
-            wrong = [i for i, lay in enumerate(mma)
-                     if lay is not None and not accumulators[i] and yields[i] != lay]
-            if not wrong:
-                break
-            for i in wrong:
-                layouts[i] = plan.natural(body.terminator.operands[i])
-        carried[op] = layouts
-        for result, layout in zip(op.results, layouts):
-            if isinstance(layout, Layout) and isinstance(layout.blocked, Mma):
-                resident[result] = layout
-
-    visit(function.body)
-    resident = {v: lay for v, lay in resident.items() if lay is not WILD}
-    return resident, carried
 
 
 # -- 3. the solver's bookkeeping ----------------------------------------------------------
