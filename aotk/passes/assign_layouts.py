@@ -362,14 +362,11 @@ def _inline_asm(demands, op):
 def _load(demands, op, wanted):
     """Loaded once, in a full (unsliced) blocked layout when one is wanted: that is where the
     vector width was proven. A load wanted only in a dot's mma layout (added to the
-    accumulator a loop keeps in it) is loaded in its natural layout and converted; so is
-    one its natural layout is wanted in beside others."""
-    natural = demands.plan.natural(op.result)
+    accumulator a loop keeps in it) is loaded in its natural layout and converted."""
     memory = [layout for layout in wanted
               if layout is SCALAR or not isinstance(layout.blocked, Mma)]
-    memory.sort(key=lambda layout: (layout != natural or op.result not in demands.plan.preferred,
-                                    layout is SCALAR or bool(layout.sliced)))
-    home = memory[0] if memory else natural
+    memory.sort(key=lambda layout: layout is SCALAR or bool(layout.sliced))
+    home = memory[0] if memory else demands.plan.natural(op.result)
     demands.home(op.result, home)
     for value in op.operands:
         demands.want(value, home)
