@@ -35,7 +35,7 @@ from .mma_residency import carried_layout, mma_residency
 
 # -- 1. facts -----------------------------------------------------------------------------
 
-def _blocked_by_rank(function: Function, vector_width: dict, num_warps: int) -> tuple:
+def blocked_layouts(function: Function, vector_width: dict, num_warps: int) -> tuple:
     """(rank -> Blocked, shape -> Blocked): one blocked layout per rank, shaped by the
     largest block of that rank, and one of its own for each block shape the rank's layout
     would replicate more than a layout shaped by the block itself.
@@ -420,7 +420,7 @@ def assign_layouts(function: Function, infos: dict, num_warps: int,
     memory_ops = [op for op in walk(function.body)
                   if op.opcode in ("load", "store", "async_copy")]
     vector_width = {op: memory_vector_width(op, infos) for op in memory_ops}
-    by_rank, by_shape = _blocked_by_rank(function, vector_width, num_warps)
+    by_rank, by_shape = blocked_layouts(function, vector_width, num_warps)
     plan = LayoutPlan(num_warps, by_rank, vector_width, blocked_by_shape=by_shape,
                       preferred=copy_layouts(function, vector_width, num_warps))
     plan.mma = {op: choose_mma(op, num_warps, wgmma, ampere_mma)

@@ -94,7 +94,7 @@ class LayoutPlan:
     # async_copy, laid out for the copied tile itself (see ``assign_layouts.copy_layouts``).
     preferred: dict = field(default_factory=dict)
     # Block shapes with a layout of their own: the rank's would replicate them
-    # (``assign_layouts._blocked_by_rank``).
+    # (``assign_layouts.blocked_layouts``).
     blocked_by_shape: dict = field(default_factory=dict)
 
     @property
