@@ -269,7 +269,7 @@ def test_num_threads_and_num_warps_are_the_launchs_as_compile_time_values(num_wa
     assert out.sum() == 32 * num_warps
     compiled = aotk.compile(_fill_one_per_thread, "*i32", {}, num_warps=num_warps,
                             target="sm_90")
-    assert f".maxntid {32 * num_warps}" in compiled.ptx
+    assert f".reqntid {32 * num_warps}" in compiled.ptx
 
 
 def test_num_warps_without_a_launch_is_one_clear_error():

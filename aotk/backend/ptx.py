@@ -6,7 +6,7 @@ optimized LLVM IR text and the PTX text. libdevice is linked only when the kerne
 function of a module before it drops the unused ones, so the whole of libdevice (575
 functions) cost 40 ms of O3 per kernel. Each process reduces libdevice to the functions a
 set of ``__nv_*`` names needs once, and links that.
-``nvvm.maxntid`` tells ptxas the CTA size so it can budget registers as Triton does.
+``nvvm.reqntid`` tells ptxas the exact CTA size, as Triton's ``.reqntid`` does.
 """
 from __future__ import annotations
 
@@ -79,11 +79,12 @@ def _with_block_size(text: str, kernel_name: str, threads: int, maxnreg=None) ->
     text, count = pattern.subn(r"\1 #0", text, count=1)
     if count != 1:
         raise AssertionError("kernel definition not found in the LLVM module")
-    # minctasm=1: with only maxntid, ptxas 13 budgets registers for a full SM of CTAs (32
-    # per thread at 128 threads) and spills register-hungry kernels such as matmuls.
+    # The exact CTA size (.reqntid) and nothing about CTAs per SM, as Triton: with
+    # .minnctapersm 1 beside it, ptxas 13 took every register one CTA could have and
+    # hoisted liger's mhc_pre loads of all four unrolled steps (186 registers, 110 without,
+    # Triton 64); matmul and attention compile the same or better without it.
     registers = f' "nvvm.maxnreg"="{maxnreg}"' if maxnreg else ""
-    return text + (f'\nattributes #0 = {{ "nvvm.maxntid"="{threads}" '
-                   f'"nvvm.minctasm"="1"{registers} }}\n')
+    return text + (f'\nattributes #0 = {{ "nvvm.reqntid"="{threads}"{registers} }}\n')
 
 
 def optimize(module_text: str, arch: str, kernel_name: str, num_warps: int, maxnreg=None):
