@@ -195,7 +195,9 @@ def _divide(ctx, op, args):
 def _float_or_int(float_name, int_name):
     def rule(ctx, op, args):
         b = ctx.builder
-        return getattr(b, float_name if op.result.element.is_floating() else int_name)(*args)
+        if op.result.element.is_floating():
+            return getattr(b, float_name)(*args, flags=("contract",))
+        return getattr(b, int_name)(*args)
     return rule
 
 
