@@ -135,7 +135,8 @@ def _lower(generated, kernel_options: CompileOptions, target: str, budget: int) 
     assert not left, "a TMA loop was not pipelined"
     infos = axis_info.analyze(function)
     plan = assign_layouts(function, infos, num_warps, wgmma, has_ampere_mma(target))
-    module, shared_bytes, padded = lower_to_llvm(function, plan, infos, target)
+    module, shared_bytes, padded = lower_to_llvm(function, plan, infos, target,
+                                                 kernel_options.enable_fp_fusion)
     fits = shared_bytes <= SHARED_BYTES_PER_BLOCK[target] and padded
     stage_bytes = max(plan_buffers(function).loop_bytes.values(), default=0)
     return _Lowered(function, plan, module, shared_bytes, fits, stage_bytes)
@@ -172,7 +173,7 @@ def _machine_code(llvm_text: str, arch: str, name: str, num_warps: int, maxnreg)
 
 
 def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target="sm_90",
-            debug=None, tma=True, maxnreg=None, num_ctas=1, *,
+            debug=None, tma=True, maxnreg=None, num_ctas=1, enable_fp_fusion=True, *,
             options: CompileOptions | None = None):
     """Compiles one specialization. ``signature``: text, a {param: entry} mapping or a
     ``Signature``. ``options`` replaces the keyword options, which must then be left out.
@@ -181,7 +182,8 @@ def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target
     from .backend.tma import grid_constant_params
 
     keywords = dict(num_warps=num_warps, num_stages=num_stages, target=target, debug=debug,
-                    tma=tma, maxnreg=maxnreg, num_ctas=num_ctas)
+                    tma=tma, maxnreg=maxnreg, num_ctas=num_ctas,
+                    enable_fp_fusion=enable_fp_fusion)
     if options is None:
         options = CompileOptions(**keywords)
     elif keywords != {k: v for k, v in asdict(CompileOptions()).items() if k in keywords}:

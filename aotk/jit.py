@@ -68,8 +68,11 @@ class JITFunction(KernelFunction):
         maxnreg = take("maxnreg", None)
         take = kwargs.get if "num_ctas" in self.param_names else kwargs.pop
         num_ctas = take("num_ctas", 1)
-        if maxnreg is not None or num_ctas != 1:
-            CompileOptions(maxnreg=maxnreg, num_ctas=num_ctas)   # checks them, or raises
+        take = kwargs.get if "enable_fp_fusion" in self.param_names else kwargs.pop
+        fp_fusion = take("enable_fp_fusion", True)
+        if maxnreg is not None or num_ctas != 1 or fp_fusion is not True:
+            # checks them, or raises
+            CompileOptions(maxnreg=maxnreg, num_ctas=num_ctas, enable_fp_fusion=fp_fusion)
         stream = kwargs.pop("stream", None)
         runtime_args, constants = self._split_arguments(args, kwargs)
         # As in Triton, a grid function sees every argument of the launch by name.
@@ -85,7 +88,7 @@ class JITFunction(KernelFunction):
         if any(isinstance(a, np.ndarray) for a in arrays):
             raise TypeError(f"{self.name}: cannot mix numpy arrays and CUDA arrays in one launch")
         return launch_on_device(self, grid, runtime_args, constants, num_warps, num_stages, stream,
-                                maxnreg)
+                                maxnreg, fp_fusion)
 
     def _split_arguments(self, args, kwargs):
         if len(args) > len(self.param_names):

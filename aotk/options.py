@@ -27,6 +27,8 @@ class CompileOptions:
     tma: bool = True            # False: tensor-descriptor loads stay pointer loads
     maxnreg: int | None = None  # the most registers a thread may use (PTX .maxnreg)
     num_ctas: int = 1           # CTAs per cluster: only 1 (thread-block clusters are not built)
+    # a * b + c may become one FMA (Triton's default); False keeps every rounding step.
+    enable_fp_fusion: bool = True
 
     def __post_init__(self):
         if self.target not in SUPPORTED_TARGETS:
@@ -41,6 +43,9 @@ class CompileOptions:
                                          not 16 <= self.maxnreg <= 255):
             raise ValueError(f"maxnreg must be an integer from 16 to 255 (registers per "
                              f"thread), got {self.maxnreg}")
+        if not isinstance(self.enable_fp_fusion, bool):
+            raise ValueError(f"enable_fp_fusion must be True or False, got "
+                             f"{self.enable_fp_fusion!r}")
         if self.num_ctas != 1:
             raise ValueError(f"num_ctas={self.num_ctas}: aotk builds one CTA per program "
                              "(thread-block clusters are not supported); use num_ctas=1")
@@ -63,6 +68,8 @@ class CompileOptions:
             key["tma"] = False
         if self.maxnreg is not None:
             key["maxnreg"] = self.maxnreg
+        if not self.enable_fp_fusion:
+            key["enable_fp_fusion"] = False
         return key
 
 

@@ -413,6 +413,29 @@ def test_a_maxnreg_out_of_range_names_its_key(tmp_path, kernel_cap, variant_line
         aotk.build(project / "aotk.toml")
 
 
+@pytest.mark.parametrize("kernel_line, variant_line, fused", [
+    ("", "", True), ("enable_fp_fusion = false", "", False),
+    ("enable_fp_fusion = false", "enable_fp_fusion = true", True)])
+def test_enable_fp_fusion_in_the_manifest_per_kernel_or_variant(tmp_path, kernel_line,
+                                                                variant_line, fused):
+    project = _project(tmp_path)
+    manifest = MAXNREG_MANIFEST.format(kernel_cap=64, variant_line=variant_line).replace(
+        "maxnreg = 64", kernel_line)
+    (project / "aotk.toml").write_text(manifest)
+    from aotk.buildsys.manifest import load_manifest
+    (variant,) = load_manifest(project / "aotk.toml").kernels[0].variants
+    assert variant.enable_fp_fusion is fused
+
+
+def test_enable_fp_fusion_that_is_not_a_boolean_names_its_key(tmp_path):
+    project = _project(tmp_path)
+    (project / "aotk.toml").write_text(MAXNREG_MANIFEST.format(
+        kernel_cap=64, variant_line='enable_fp_fusion = "yes"'))
+    with pytest.raises(ManifestError, match=r"kernel.add.variant\[0\].enable_fp_fusion: "
+                                            "expected true or false"):
+        aotk.build(project / "aotk.toml")
+
+
 def _many_kernels_manifest(kernels: int) -> str:
     """``kernels`` entries of one source function, each with four variants of which only
     two specializations differ (the `when` conditions are host-side only)."""

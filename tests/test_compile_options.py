@@ -33,6 +33,7 @@ def test_defaults_and_frozen():
                      "got 8"),
     ({"num_ctas": 2}, r"num_ctas=2: aotk builds one CTA per program \(thread-block clusters "
                       r"are not supported\)"),
+    ({"enable_fp_fusion": 1}, "enable_fp_fusion must be True or False, got 1"),
 ])
 def test_values_are_checked_on_construction(keywords, message):
     with pytest.raises(ValueError, match=message):
@@ -47,7 +48,7 @@ def test_unknown_option_is_a_type_error_naming_it():
         CompileOptions.from_keywords(num_warp=8)
     with pytest.raises(TypeError, match=r"unknown compile option 'colour' \(known: "
                                         r"num_warps, num_stages, target, debug, tma, "
-                                        r"maxnreg, num_ctas\)"):
+                                        r"maxnreg, num_ctas, enable_fp_fusion\)"):
         CompileOptions.from_keywords(colour="red")
     assert CompileOptions.from_keywords(num_warps=8) == CompileOptions(num_warps=8)
 
@@ -58,6 +59,8 @@ def test_cache_key_is_what_the_jit_cache_keyed_on():
         == {"num_warps": 8, "num_stages": 2, "target": "sm_80", "tma": False}
     assert CompileOptions(maxnreg=64).cache_key() == {"num_warps": 4, "num_stages": 3,
                                                       "target": "sm_90", "maxnreg": 64}
+    assert CompileOptions(enable_fp_fusion=False).cache_key() == {
+        "num_warps": 4, "num_stages": 3, "target": "sm_90", "enable_fp_fusion": False}
     # debug reaches the cache through the kir (its device asserts).
     assert CompileOptions(debug=True).cache_key() == CompileOptions().cache_key()
 
@@ -111,6 +114,25 @@ def test_maxnreg_caps_the_registers_of_a_thread_as_in_triton(target):
     assert ".maxnreg" not in free.ptx
 
 
+@aotk.jit
+def _scaled_sum(x_ptr, y_ptr, out_ptr, BLOCK: aotk.language.constexpr):
+    offs = aotk.language.arange(0, BLOCK)
+    x = aotk.language.load(x_ptr + offs)
+    aotk.language.store(out_ptr + offs, x * 3.0 + aotk.language.load(y_ptr + offs))
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90"])
+def test_a_product_plus_a_value_is_one_fma_unless_fp_fusion_is_off(target):
+    signature, constants = "*fp32:16, *fp32:16, *fp32:16", {"BLOCK": 256}
+    fused = aotk.compile(_scaled_sum, signature, constants, target=target)
+    assert "fma.rn.f32" in fused.ptx and "mul.rn.f32" not in fused.ptx
+    kept = aotk.compile(_scaled_sum, signature, constants, target=target,
+                        enable_fp_fusion=False)
+    # .rn on both: ptxas may not fuse them either.
+    assert "fma.rn.f32" not in kept.ptx
+    assert "mul.rn.f32" in kept.ptx and "add.rn.f32" in kept.ptx
+
+
 def test_launch_options_maxnreg_and_num_ctas_as_triton_takes_them():
     import numpy as np
     x, y = np.arange(256, dtype=np.float32), np.ones(256, np.float32)
@@ -121,6 +143,10 @@ def test_launch_options_maxnreg_and_num_ctas_as_triton_takes_them():
         add_kernel[(1,)](x, y, out, 256, BLOCK=256, num_ctas=2)
     with pytest.raises(ValueError, match="maxnreg must be an integer from 16 to 255"):
         add_kernel[(1,)](x, y, out, 256, BLOCK=256, maxnreg=1000)
+    add_kernel[(1,)](x, y, out, 256, BLOCK=256, enable_fp_fusion=False)
+    np.testing.assert_array_equal(out, x + 1)
+    with pytest.raises(ValueError, match="enable_fp_fusion must be True or False"):
+        add_kernel[(1,)](x, y, out, 256, BLOCK=256, enable_fp_fusion="no")
 
 
 
@@ -131,6 +157,18 @@ def test_a_gpu_launch_with_maxnreg_runs_the_capped_build():
     out = torch.empty_like(x)
     add_kernel[(4,)](x, y, out, 4096, BLOCK=1024, maxnreg=24)
     assert torch.equal(out, x + 1)
+
+
+@pytest.mark.gpu
+def test_a_gpu_launch_without_fp_fusion_rounds_the_product_first():
+    torch = pytest.importorskip("torch")
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    x, y = (torch.randn(256, generator=generator, device="cuda") for _ in range(2))
+    out = torch.empty_like(x)
+    _scaled_sum[(1,)](x, y, out, BLOCK=256, enable_fp_fusion=False)
+    assert torch.equal(out, x * 3.0 + y)   # torch rounds the product, then the sum
+    _scaled_sum[(1,)](x, y, out, BLOCK=256)
+    torch.testing.assert_close(out, x * 3.0 + y)
 
 
 @aotk.jit

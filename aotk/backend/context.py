@@ -34,6 +34,8 @@ class LoweringContext:
         # Generic addresses (i64) of the kernel's TMA tensor-map arguments, in order.
         self.tensor_map_addresses: list = []
         self.lower_ops = lower_ops
+        # Float add / sub / mul carry LLVM's contract flag: a * b + c may become an FMA.
+        self.float_flags = ("contract",)
         self._registers: dict = {}
         self._entry_allocas: dict = {}
 

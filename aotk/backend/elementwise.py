@@ -196,7 +196,7 @@ def _float_or_int(float_name, int_name):
     def rule(ctx, op, args):
         b = ctx.builder
         if op.result.element.is_floating():
-            return getattr(b, float_name)(*args, flags=("contract",))
+            return getattr(b, float_name)(*args, flags=ctx.float_flags)
         return getattr(b, int_name)(*args)
     return rule
 

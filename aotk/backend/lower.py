@@ -73,9 +73,11 @@ def _lower_ops(ctx: LoweringContext, ops):
                 ctx.define(value, registers)
 
 
-def lower_to_llvm(function, plan: LayoutPlan, infos: dict, target: str = "sm_90") -> tuple:
+def lower_to_llvm(function, plan: LayoutPlan, infos: dict, target: str = "sm_90",
+                  fp_fusion: bool = True) -> tuple:
     """(llvmlite module, bytes of dynamic shared memory the kernel needs, whether its
-    layout conversions through shared memory kept their padded rows)."""
+    layout conversions through shared memory kept their padded rows). ``fp_fusion``: float
+    adds, subtractions and products may contract into FMAs (Triton's enable_fp_fusion)."""
     module = ir.Module(name=function.name)
     module.triple = "nvptx64-nvidia-cuda"
     arg_types = [ir.PointerType(addrspace=1) if p.value.element.is_ptr()
@@ -92,6 +94,8 @@ def lower_to_llvm(function, plan: LayoutPlan, infos: dict, target: str = "sm_90"
                           SHARED_BYTES_PER_BLOCK[target.rstrip("a")])
     ctx = LoweringContext(function, plan, infos, target, module, kernel, builder, threads,
                           shared, buffers, lambda ops: _lower_ops(ctx, ops))
+    if not fp_fusion:
+        ctx.float_flags = ()
     for param, arg in zip(function.params, kernel.args):
         arg.name = param.name
         value = builder.ptrtoint(arg, I64, name=param.name + "_addr") \

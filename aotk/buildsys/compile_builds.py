@@ -94,12 +94,15 @@ def compile_builds(plans, targets, jobs=None, verbose=False, progress=None) -> d
                 target=min(targets, key=capability)))
             options = CompileOptions(num_warps=build.variant.num_warps,
                                      num_stages=build.variant.num_stages,
-                                     maxnreg=build.variant.maxnreg)
+                                     maxnreg=build.variant.maxnreg,
+                                     enable_fp_fusion=build.variant.enable_fp_fusion)
             # One entry for every target: the fatbin holds them all.
             key_options = {"num_warps": options.num_warps, "num_stages": options.num_stages,
                            "targets": sorted(targets)}
             if options.maxnreg is not None:
                 key_options["maxnreg"] = options.maxnreg
+            if not options.enable_fp_fusion:
+                key_options["enable_fp_fusion"] = False
             key = cache.cache_key(kir_text, key_options, versions)
             ident = (plan.kernel.name, build.index)
             if key in sharing:   # an identical specialization seen already

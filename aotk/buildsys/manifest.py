@@ -71,6 +71,7 @@ class Variant:
     # choice applies).
     config: int | None = None
     tuned_choice: int | None = None
+    enable_fp_fusion: bool = True   # a * b + c may become one FMA (Triton's option); the kernel's
 
 
 @dataclass
@@ -97,6 +98,7 @@ class Kernel:
     # The source file's `import triton` loads aotk ([library] redirect_triton, default true).
     redirect_triton: bool = True
     maxnreg: int | None = None
+    enable_fp_fusion: bool = True
     explicit_variants: bool = True   # False: no [[kernel.variant]] (an autotuned kernel's
     #                                  configs, or the tuning file, make them)
     tune: Tune | None = None
@@ -117,11 +119,11 @@ class Manifest:
 
 _LIBRARY_KEYS = {"name", "targets", "out_dir", "redirect_triton"}
 _KERNEL_KEYS = {"name", "source", "function", "signature", "grid", "num_warps", "num_stages",
-                "maxnreg",
+                "maxnreg", "enable_fp_fusion",
                 "specialize", "variant", "constants", "when", "tune", *LAYOUT_KEYS}
 _TUNE_KEYS = {"points", "arguments", "work", "work_unit"}
 _VARIANT_KEYS = {"when", "constants", "num_warps", "num_stages", "signature", "specialize",
-                 "maxnreg"}
+                 "maxnreg", "enable_fp_fusion"}
 # "auto": the aligned/divisible build, then the generic one; "none": the generic build only;
 # "aligned": the aligned/divisible build only (a variant worth running on aligned data alone).
 SPECIALIZE_VALUES = ("auto", "none", "aligned")
@@ -274,7 +276,10 @@ def load_manifest(path) -> Manifest:
                         grid, _num_warps(path, f"{where}.num_warps", table.get("num_warps", 4)),
                         _num_stages(path, f"{where}.num_stages", table.get("num_stages", 3)),
                         specialize, redirect_triton=redirect_triton,
-                        maxnreg=_maxnreg(path, f"{where}.maxnreg", table.get("maxnreg")))
+                        maxnreg=_maxnreg(path, f"{where}.maxnreg", table.get("maxnreg")),
+                        enable_fp_fusion=_typed(path, f"{where}.enable_fp_fusion",
+                                                table.get("enable_fp_fusion", True), bool,
+                                                "true or false"))
         kernel.explicit_variants = "variant" in table
         kernel.contiguous, kernel.strides = _pointer_layouts(path, where, table)
         if "tune" in table:
@@ -315,7 +320,10 @@ def load_manifest(path) -> Manifest:
                        str, "a string"),
                 _specialize(path, f"{vwhere}.specialize",
                             variant.get("specialize", kernel.specialize)),
-                _maxnreg(path, f"{vwhere}.maxnreg", variant.get("maxnreg", kernel.maxnreg))))
+                _maxnreg(path, f"{vwhere}.maxnreg", variant.get("maxnreg", kernel.maxnreg)),
+                enable_fp_fusion=_typed(path, f"{vwhere}.enable_fp_fusion",
+                                        variant.get("enable_fp_fusion", kernel.enable_fp_fusion),
+                                        bool, "true or false")))
             _check_not_repeated(path, where, kernel.variants)
         kernels.append(kernel)
     _check_symbols(path, name, kernels)
@@ -368,10 +376,11 @@ def _check_not_repeated(path, where: str, variants: list):
     never run: an error naming both."""
     last = variants[-1]
     same = (sorted(last.constants.items()), last.when, last.num_warps, last.num_stages,
-            last.signature, last.specialize, last.maxnreg)
+            last.signature, last.specialize, last.maxnreg, last.enable_fp_fusion)
     for earlier in variants[:-1]:
         if same == (sorted(earlier.constants.items()), earlier.when, earlier.num_warps,
-                    earlier.num_stages, earlier.signature, earlier.specialize, earlier.maxnreg):
+                    earlier.num_stages, earlier.signature, earlier.specialize, earlier.maxnreg,
+                    earlier.enable_fp_fusion):
             _fail(path, f"{where}.variant[{last.index}]", f"repeats variant[{earlier.index}] "
                   "(same constants, when and options): it would never be chosen")
 

@@ -232,7 +232,8 @@ def _autotuned_variants(manifest, kernel, function, tuner, scalars: set) -> tupl
                         build_class.when, config.num_warps, config.num_stages,
                         build_class.signature, build_class.specialize,
                         config.maxnreg if config.maxnreg is not None else build_class.maxnreg,
-                        config_index, choice) for build_class in classes]
+                        config_index, choice, enable_fp_fusion=build_class.enable_fp_fusion)
+                for build_class in classes]
 
     path = tuning_path(manifest.path)
     unusable = False

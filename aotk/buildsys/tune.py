@@ -126,6 +126,8 @@ def config_launcher(work: Path, manifest, kernel, config, index: int, arch: str,
         maxnreg = config.maxnreg if config.maxnreg is not None else build_class.maxnreg
         if maxnreg is not None:
             lines.append(f"maxnreg = {maxnreg}")
+        if not build_class.enable_fp_fusion:
+            lines.append("enable_fp_fusion = false")
     (folder / "aotk.toml").write_text("\n".join(lines) + "\n")
     try:
         result = build(folder / "aotk.toml", out_dir=folder / "build")

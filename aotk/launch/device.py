@@ -109,10 +109,10 @@ def _stream_handle(stream, runtime_args):
 
 
 def _load_function(kernel, context_key, signature, constants, num_warps, num_stages,
-                   tma=True, maxnreg=None):
+                   tma=True, maxnreg=None, fp_fusion=True):
     driver = _driver()
     options = CompileOptions(num_warps=num_warps, num_stages=num_stages, target=_target(),
-                             tma=tma, maxnreg=maxnreg)
+                             tma=tma, maxnreg=maxnreg, enable_fp_fusion=fp_fusion)
     # A ":1" parameter is folded into the code but still passed: the ABI stays fixed.
     key, cubin, metadata = _compiled(kernel, signature, constants, options)
     with _lock:
@@ -135,7 +135,7 @@ STATIC_SHARED_LIMIT = 48 * 1024
 
 
 def launch_on_device(kernel, grid, runtime_args, constants, num_warps, num_stages, stream,
-                     maxnreg=None):
+                     maxnreg=None, fp_fusion=True):
     # Arguments first: a CPU tensor is a ValueError naming it, with or without a GPU.
     signature, values = specialize(kernel, runtime_args)
     check_devices(kernel.name, runtime_args.items())
@@ -144,11 +144,11 @@ def launch_on_device(kernel, grid, runtime_args, constants, num_warps, num_stage
     # The hot path: a launch seen before skips kir, hashing and the disk cache.
     fast_key = (kernel, context_key, signature,
                 tuple(sorted((k, repr(v)) for k, v in constants.items())), num_warps, num_stages,
-                kernel.debug, maxnreg)
+                kernel.debug, maxnreg, fp_fusion)
     found = _launchable.get(fast_key)
     if found is None:
         found = _load_function(kernel, context_key, signature, constants, num_warps,
-                               num_stages, maxnreg=maxnreg)
+                               num_stages, maxnreg=maxnreg, fp_fusion=fp_fusion)
         _launchable[fast_key] = found
     function, metadata = found
     if 0 in grid:
@@ -164,7 +164,8 @@ def launch_on_device(kernel, grid, runtime_args, constants, num_warps, num_stage
             found = _launchable.get(fast_key)
             if found is None:
                 found = _load_function(kernel, context_key, signature, constants,
-                                       num_warps, num_stages, tma=False, maxnreg=maxnreg)
+                                       num_warps, num_stages, tma=False, maxnreg=maxnreg,
+                                       fp_fusion=fp_fusion)
                 _launchable[fast_key] = found
             function, metadata = found
         else:
