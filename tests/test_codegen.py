@@ -159,17 +159,20 @@ def _matmul_example():
     return example_module("matmul")
 
 
-@pytest.mark.parametrize("target", ["sm_80", "sm_90"])
-def test_fp16_dot_runs_on_mma_sync(target):
-    """The tutorial matmul's dot is mma.sync m16n8k16 fed by ldmatrix from stages that
-    16-byte cp.async copies fill two trips ahead (num_stages=3), with no spills."""
-    module = _matmul_example()
-    kernel = aotk.compile(module.matmul_kernel,
-                          signature="*fp16:16, *fp16:16, *fp16:16, i32:16, i32:16, i32:16, "
-                                    "i32:16, i32:1, i32:16, i32:1, i32:16, i32:1",
-                          constants={"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 128,
-                                     "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8, "ACTIVATION": ""},
-                          num_warps=8, target=target)
+def _k32_matmul(target):
+    """The tutorial matmul with Triton's BLOCK_SIZE_K = 32 tile (64-byte rows of A), aligned."""
+    return aotk.compile(_matmul_example().matmul_kernel,
+                        signature="*fp16:16, *fp16:16, *fp16:16, i32:16, i32:16, i32:16, "
+                                  "i32:16, i32:1, i32:16, i32:1, i32:16, i32:1",
+                        constants={"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 128,
+                                   "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8, "ACTIVATION": ""},
+                        num_warps=8, target=target)
+
+
+def test_fp16_dot_runs_on_mma_sync():
+    """On sm_80 the tutorial matmul's dot is mma.sync m16n8k16 fed by ldmatrix from stages
+    that 16-byte cp.async copies fill two trips ahead (num_stages=3), with no spills."""
+    kernel = _k32_matmul("sm_80")
     assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in kernel.ptx
     assert "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in kernel.ptx
     assert "cp.async.cg.shared.global" in kernel.ptx and ", 16, " in kernel.ptx
@@ -180,15 +183,39 @@ def test_fp16_dot_runs_on_mma_sync(target):
     assert kernel.metadata["spills"] == 0
 
 
-@pytest.mark.parametrize("target", ["sm_80", "sm_90"])
-@pytest.mark.parametrize("name, instruction", [
-    ("dot-fp32-tf32-64x64x32-trans-b", "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"),
-    ("dot-int8-64x32x128-trans-b", "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"),
-    ("dot-fp16-64x32x128-trans-b", "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"),
+def _descriptor_bits(leading: int, stride: int, mode: int) -> str:
+    """A wgmma descriptor's constant bits as LLVM prints them (signed decimal)."""
+    value = ((leading >> 4) << 16) | ((stride >> 4) << 32) | (mode << 62)
+    return str(value - (1 << 64) if value >= 1 << 63 else value)
+
+
+def test_k32_fp16_dot_runs_on_wgmma_with_a_64_byte_swizzle():
+    """On sm_90 a BLOCK_SIZE_K = 32 fp16 tile is wgmma's too, as in Triton: A's 64-byte rows
+    are read through the 64B swizzle (layout type 2, 8-row groups 512 bytes apart), B's
+    [32, 128] N-major tile through the 128B one (panels 32 * 128 bytes apart)."""
+    kernel = _k32_matmul("sm_90")
+    assert "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16" in kernel.ptx
+    assert "mma.sync" not in kernel.ptx and "ldmatrix" not in kernel.ptx
+    assert _descriptor_bits(16, 512, 2) in kernel.ptx
+    assert _descriptor_bits(32 * 128, 1024, 1) in kernel.ptx
+    assert kernel.metadata["spills"] == 0
+
+
+@pytest.mark.parametrize("name, instruction, target", [
+    ("dot-fp32-tf32-64x64x32-trans-b", "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32",
+     "sm_80"),
+    ("dot-fp32-tf32-64x64x32-trans-b", "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32",
+     "sm_90"),
+    ("dot-int8-64x32x128-trans-b", "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32", "sm_80"),
+    ("dot-int8-64x32x128-trans-b", "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32", "sm_90"),
+    ("dot-fp16-64x32x128-trans-b", "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "sm_80"),
+    ("dot-fp16-64x32x128-trans-b", "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16",
+     "sm_90"),
 ])
 def test_tf32_int8_and_fp16_dots_use_their_mma_sync(name, instruction, target):
-    """Each input type takes its own tensor-core instruction; fp32 with ieee precision does
-    not (tensor cores would round its inputs to tf32)."""
+    """Each input type takes its own tensor-core instruction (on sm_90 fp16 takes wgmma,
+    B's 32 columns read through the 64B swizzle); fp32 with ieee precision does not
+    (tensor cores would round its inputs to tf32)."""
     case = next(c for c in CASES if c.name == name)
     args = case.make_args(np.random.default_rng(0))
     compiled = aotk.compile(case.kernel, _signature(case, args), case.constants, target=target)
@@ -252,12 +279,12 @@ def test_dots_wgmma_fits_run_on_wgmma_on_sm_90_only(name):
     assert "wgmma" not in ampere.ptx and "mma.sync" in ampere.ptx
 
 
-@pytest.mark.parametrize("name", ["dot-fp16-64x32x128-trans-b", "dot-fp16-out-fp16",
-                                  "dot-int8-64x32x128-trans-b", "dot-fp32-tf32-64x64x32-trans-b"])
+@pytest.mark.parametrize("name", ["dot-fp16-out-fp16", "dot-int8-64x32x128-trans-b",
+                                  "dot-fp32-tf32-64x64x32-trans-b"])
 def test_dots_wgmma_cannot_take_stay_on_mma_sync_and_plain_sm_90(name):
-    """wgmma wants 64-row warpgroup slices, 128-byte rows of K and N, and 16-bit inputs (B
-    is staged N-major, which only f16/bf16 wgmma reads): other dots keep mma.sync, and a
-    kernel without Hopper-only instructions stays a plain sm_90 cubin."""
+    """wgmma wants 64-row warpgroup slices, rows of K and N a swizzle mode reads, and 16-bit
+    inputs (B is staged N-major, which only f16/bf16 wgmma reads): other dots keep mma.sync,
+    and a kernel without Hopper-only instructions stays a plain sm_90 cubin."""
     case = next(c for c in CASES if c.name == name)
     signature = _signature(case, case.make_args(np.random.default_rng(0)))
     compiled = aotk.compile(case.kernel, signature, case.constants, target="sm_90")
@@ -299,7 +326,7 @@ def test_dot_loops_are_pipelined_through_shared_memory():
     listing = str(pipelined.kir)
     assert _carried_types(listing) == "fp32[64,64], i32"      # the accumulator, the stage
     assert listing.count("async_copy [") == 2 * 4              # 3 prologue trips + the loop
-    assert "async_wait [pending=2]" in listing and "async_wait [pending=0]" in listing
+    assert "async_wait [pending=2" in listing and "async_wait [pending=0]" in listing
     assert listing.count("shared_read [") == 2
     plain = aotk.compile(matmul_loop_kernel, signature, constants, num_stages=1)
     assert _carried_types(plain.kir) == "fp32[64,64]" and "async" not in str(plain.kir)

@@ -7,23 +7,24 @@ in their natural blocked layouts), the accumulator in its ``Mma`` layout with wa
 (num_warps, 1) (``passes.mma_layout.choose_mma``). Out: the result's registers in that layout.
 
 Shared memory: both operands in the swizzled layout of ``backend.swizzle``, whose rows here
-are whole 128-byte panels (``mma_layout.wgmma_fits``): inside each 8-row group the 16-byte
-chunk c of row r sits at chunk c ^ (r % 8), the hardware's 128B swizzle. Tiles start on
-1024-byte boundaries (the swizzle atom), so the descriptors' base offset is 0.
+are whole 128-byte panels or one 64- or 32-byte row (``mma_layout.wgmma_row_fits``): the
+hardware's 128B, 64B and 32B swizzles, which each descriptor names by its operand's panel
+width W. Tiles start on 1024-byte boundaries (the widest swizzle atom, 8 rows of 128 bytes),
+so the descriptors' base offset is 0.
 
 Each warpgroup (4 warps) owns 64-row slices of C, and for every 32-byte slice of K (16
 fp16 / bf16 elements, 8 tf32 ones) issues one ``wgmma.mma_async.m64nNk16`` (``k8`` for
 tf32) per slice and N-chunk (N up to 256):
 * A is K-major: the descriptor starts at the slice's row in the panel holding k, stride
-  between 8-row groups (SBO) 1024 bytes; each k step moves 32 bytes along the row.
+  between 8-row groups (SBO) 8 W bytes; each k step moves 32 bytes along the row.
 * B is N-major (imm-trans-b = 1): the descriptor starts at the N-chunk's first panel, the
-  stride between panels (LBO) is K * 128 bytes, between 8-row groups of K (SBO) 1024; each
-  k16 step moves 16 rows = 2048 bytes. A pipelined loop that staged B as loaded through a
+  stride between panels (LBO) is K * W bytes, between 8-row groups of K (SBO) 8 W; each
+  k16 step moves 16 rows = 16 W bytes. A pipelined loop that staged B as loaded through a
   transpose (``shared_read`` with ``transposed``: an [N, K] tile) has it K-major, read as
   A is (imm-trans-b = 0), the N-chunk starting at its row. tf32 has no imm-trans operands
   and takes K-major operands only: fp32 dots come here only with such a B
   (``mma_layout.wgmma_fits``). The descriptors are the same bytes as fp16's: a K-major
-  128B-swizzled layout is defined in 16-byte units whatever the element size.
+  swizzled layout is defined in 16-byte units whatever the element size.
 Order: ``wgmma.fence`` (accumulator registers were written by ordinary instructions), the
 instructions, ``wgmma.commit_group``, then ``wgmma.wait_group 0`` whose asm ties every
 accumulator register, so nothing reads them before the tensor cores are done. A pipelined
@@ -40,15 +41,17 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from ..passes.layouts import Layout
-from ..passes.mma_layout import SWIZZLE_BYTES, WGMMA_ROWS
+from ..passes.mma_layout import WGMMA_ROWS
 from .llvm_types import I32, I64, inline_asm, llvm_type
 from .mma import place_operands, staged
-from .swizzle import SWIZZLE_ATOM_BYTES, tile_of
+from .swizzle import PHASE_ROWS, SWIZZLE_ATOM_BYTES, SwizzledTile, tile_of
 
 F32 = ir.FloatType()
 K_STEP_BYTES = 32        # bytes of K per instruction: k16 of fp16 / bf16, k8 of tf32
 MAX_N = 256
 PROXY_FENCE = "fence.proxy.async.shared::cta;"
+# A descriptor's layout type (bits 62-63) per swizzle width in bytes.
+SWIZZLE_MODES = {128: 1, 64: 2, 32: 3}
 
 
 def tile_bytes(value) -> int:
@@ -82,10 +85,12 @@ def wait_for_wgmma(builder, accumulators: list, in_flight: int) -> list:
     return [builder.extract_value(waited, i) for i in range(total)]
 
 
-def _descriptor_high(leading_bytes: int, stride_bytes: int) -> int:
+def _descriptor_high(leading_bytes: int, stride_bytes: int, width: int) -> int:
     """Bits 16-63 of a wgmma shared-memory matrix descriptor: leading and stride byte
-    offsets (in 16-byte units), base offset 0, layout type 1 (128B swizzle)."""
-    return ((leading_bytes >> 4) << 16) | ((stride_bytes >> 4) << 32) | (1 << 62)
+    offsets (in 16-byte units), base offset 0, the layout type of a ``width``-byte
+    swizzle."""
+    return ((leading_bytes >> 4) << 16) | ((stride_bytes >> 4) << 32) | \
+        (SWIZZLE_MODES[width] << 62)
 
 
 def _descriptor(builder, address, high: int):
@@ -121,21 +126,24 @@ def lower_wgmma(ctx, op) -> list:
     block_rows = layout.tile(0)
     # A pipelined loop may stage B as loaded, [N, K]: K-major like A, read untransposed.
     k_major_b = staged(b_operand) and b_operand.owner.attrs.get("transposed", False)
+    # Panel widths: A's rows hold K, B's hold N (N-major) or K (staged K-major).
+    width_a = tile_of(a).width
+    width_b = (SwizzledTile(n, k, element) if k_major_b else tile_of(b_operand)).width
     groups_n = layout.warps_per_cta[1]
     if groups_n == 1:
         # Warpgroup g's slices of C start at row 64 g of each block of 64 * warpgroups rows.
-        a_start = b.add(b.add(root, a_base), b.mul(warpgroup, c(WGMMA_ROWS * SWIZZLE_BYTES)))
+        a_start = b.add(b.add(root, a_base), b.mul(warpgroup, c(WGMMA_ROWS * width_a)))
     else:
         a_start = b.add(root, a_base)
-    desc_a = _descriptor(b, a_start, _descriptor_high(16, SWIZZLE_ATOM_BYTES))
+    desc_a = _descriptor(b, a_start, _descriptor_high(16, PHASE_ROWS * width_a, width_a))
     b_start = b.add(root, b_base)
     if groups_n > 1:
         # One 64-row block; warpgroup g has every groups_n-th 8-column group from g: the
-        # K-major B's 8-row groups g, g + groups_n, ... (stride groups_n atoms).
-        b_start = b.add(b_start, b.mul(warpgroup, c(SWIZZLE_ATOM_BYTES)))
+        # K-major B's 8-row groups g, g + groups_n, ... (stride groups_n 8-row groups).
+        b_start = b.add(b_start, b.mul(warpgroup, c(PHASE_ROWS * width_b)))
     desc_b = _descriptor(b, b_start,
-                         _descriptor_high(16 if k_major_b else k * SWIZZLE_BYTES,
-                                          groups_n * SWIZZLE_ATOM_BYTES))
+                         _descriptor_high(16 if k_major_b else k * width_b,
+                                          groups_n * PHASE_ROWS * width_b, width_b))
 
     accumulator_regs = ctx.regs(acc, Layout(layout))
     widen = acc.element.bits == 16
@@ -171,17 +179,16 @@ def lower_wgmma(ctx, op) -> list:
     for tm in range(m // block_rows):
         for first_column in range(0, columns, chunk):
             indices = slots(tm, first_column)
-            panel = first_column * size // SWIZZLE_BYTES
+            panel = first_column * size // width_b
             for kk in range(0, k, k_step):
                 k_bytes = kk * size
-                a_k = (k_bytes // SWIZZLE_BYTES) * m * SWIZZLE_BYTES + k_bytes % SWIZZLE_BYTES
-                descriptor_a = offset(desc_a, a_k + tm * block_rows * SWIZZLE_BYTES)
+                a_k = (k_bytes // width_a) * m * width_a + k_bytes % width_a
+                descriptor_a = offset(desc_a, a_k + tm * block_rows * width_a)
                 if k_major_b:
-                    b_k = (k_bytes // SWIZZLE_BYTES) * n * SWIZZLE_BYTES + k_bytes % SWIZZLE_BYTES
-                    descriptor_b = offset(desc_b,
-                                          b_k + first_column * groups_n * SWIZZLE_BYTES)
+                    b_k = (k_bytes // width_b) * n * width_b + k_bytes % width_b
+                    descriptor_b = offset(desc_b, b_k + first_column * groups_n * width_b)
                 else:
-                    descriptor_b = offset(desc_b, panel * k * SWIZZLE_BYTES + kk * SWIZZLE_BYTES)
+                    descriptor_b = offset(desc_b, panel * k * width_b + kk * width_b)
                 result = inline_asm(b, text, constraints,
                                     [descriptor_a, descriptor_b, accumulate] +
                                     [accumulators[i] for i in indices], result_type)

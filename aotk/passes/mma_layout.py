@@ -55,7 +55,16 @@ class Mma:
 
 
 WGMMA_ROWS = 64          # rows of C one warpgroup's wgmma computes
-SWIZZLE_BYTES = 128      # wgmma operands: 128-byte rows, 128B-swizzled (backend.wgmma)
+SWIZZLE_BYTES = 128      # the widest swizzle: operand rows cut into 128-byte panels
+# Row widths of an operand tile that one of wgmma's swizzle modes reads (``backend.swizzle``
+# lays such rows out as the hardware's 32B / 64B / 128B swizzle): a whole number of
+# 128-byte panels, or one narrower row (Triton's K = 32 fp16 tiles are 64-byte rows).
+NARROW_SWIZZLES = (32, 64)
+
+
+def wgmma_row_fits(row_bytes: int) -> bool:
+    """Whether an operand tile with rows of ``row_bytes`` has a wgmma swizzle mode."""
+    return row_bytes % SWIZZLE_BYTES == 0 or row_bytes in NARROW_SWIZZLES
 
 
 def k_major_staged(op) -> bool:
@@ -71,7 +80,8 @@ def wgmma_warps(op, num_warps: int, k_major: bool | None = None) -> tuple | None
     """How warps tile the result when Hopper's ``wgmma`` can compute this dot, else None:
     fp16 / bf16 operands (the only ones whose B may be N-major, as it is staged), or fp32
     ones read as tf32 when both are staged K-major (wgmma has no transpose for tf32);
-    whole warpgroups, K (A's rows) and N (B's rows) whole 128-byte swizzle rows.
+    whole warpgroups, K (A's rows) and N (B's rows) rows of a swizzle mode
+    (``wgmma_row_fits``).
     Warpgroups stack along M, 64 rows each, (num_warps, 1); a tf32 dot with fewer rows
     than that splits N among them, (4, num_warps / 4): warpgroup g takes every
     (num_warps / 4)-th 8-column group, as the Mma layout places them, which a K-major B
@@ -90,8 +100,8 @@ def wgmma_warps(op, num_warps: int, k_major: bool | None = None) -> tuple | None
     elif not (a.element.is_fp16() or a.element.is_bf16()):
         return None
     (m, k), (_, n) = a.type.shape, b.type.shape
-    row_elements = SWIZZLE_BYTES // a.element.itemsize
-    if k % row_elements or n % row_elements:
+    size = a.element.itemsize
+    if not wgmma_row_fits(k * size) or not wgmma_row_fits(n * size):
         return None
     warpgroups = num_warps // 4
     if m % (WGMMA_ROWS * warpgroups) == 0:

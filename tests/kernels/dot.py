@@ -180,7 +180,7 @@ CASES = [
     _dot_case("dot-fp32-tf32-64x64x32-trans-b", np.float32, 64, 64, 32, trans_b=True,
               precision="tf32", rtol=1e-3),
     _dot_case("dot-int8-64x32x128-trans-b", np.int8, 64, 32, 128, trans_b=True),
-    # Shapes wgmma takes on sm_90 (K and N whole 128-byte rows, M whole warpgroup slices):
+    # Shapes wgmma takes on sm_90 (K and N rows of a swizzle mode, M whole warpgroup slices):
     # one n64 instruction; two K panels of A and a 256-wide N (n256, B's panel stride
     # K * 128 bytes); an fp16 accumulator; and a B read transposed.
     _dot_case("dot-fp16-64x64x64-wgmma", np.float16, 64, 64, 64, rtol=1e-3),
@@ -190,6 +190,12 @@ CASES = [
               rtol=2e-2),
     _dot_case("dot-fp16-128x64x128-trans-b-wgmma", np.float16, 128, 64, 128, trans_b=True,
               rtol=1e-3),
+    # Rows narrower than 128 bytes, read through wgmma's 64B and 32B swizzles: A's K of 32
+    # and 16 (bf16) elements, B's N of 32 and 16, over one and two 64-row slices.
+    _dot_case("dot-fp16-64x128x32-wgmma", np.float16, 64, 128, 32, rtol=1e-3),
+    _dot_case("dot-bf16-64x64x16-wgmma", np.float32, 64, 64, 16, bf16=True, rtol=1e-3),
+    _dot_case("dot-fp16-64x32x64-wgmma", np.float16, 64, 32, 64, rtol=1e-3),
+    _dot_case("dot-fp16-128x16x32-wgmma", np.float16, 128, 16, 32, rtol=1e-3),
     # Two dots on mma.sync, the first one's accumulator feeding the second's A.
     _chain_dot_case(np.float16, 32, 32, 32, "ieee"),
     _chain_dot_case(np.float32, 32, 32, 32, "tf32"),
@@ -211,4 +217,8 @@ CASES = [
     # into the swizzled tiles by the threads).
     _matmul_loop_case("dot-matmul-loop-wgmma-pipelined", 200, 192, 320, 64, 64, 64),
     _matmul_loop_case("dot-matmul-loop-wgmma-odd-k", 100, 70, 201, 64, 64, 64),
+    # The same two with Triton's BLOCK_K = 32 and 16: A's stages and tiles in 64-byte and
+    # 32-byte rows.
+    _matmul_loop_case("dot-matmul-loop-wgmma-k32-pipelined", 200, 192, 320, 64, 64, 32),
+    _matmul_loop_case("dot-matmul-loop-wgmma-k16-odd-k", 100, 70, 201, 64, 64, 16),
 ]
