@@ -9,12 +9,15 @@ and compiles + launches on the GPU (``aotk.launch.device``) when they expose
 """
 from __future__ import annotations
 
+from functools import cached_property
+
 import numpy as np
 
 from .errors import suggestion
 from .frontend.kernel import KernelFunction
 from .language.core import constexpr
-from .launch.arguments import host_bytes, interpreter_types, is_array, runs_on_interpreter
+from .launch.arguments import (array_arguments, host_bytes, interpreter_types, is_array,
+                               runs_on_interpreter)
 from .launch.device import launch_on_device
 from .launch.recording import observe
 from .options import CompileOptions
@@ -24,6 +27,9 @@ from .tools.tensor_descriptor import TensorDescriptor
 # and has no profiler hooks (repr, launch_metadata) or cache tag (version).
 _IGNORED_OPTIONS = ("noinline", "repr", "launch_metadata", "version")
 _OPTIONS = ("debug", "do_not_specialize", "do_not_specialize_on_alignment") + _IGNORED_OPTIONS
+
+
+_MISSING = object()   # an argument the launch did not pass
 
 
 class JITFunction(KernelFunction):
@@ -53,6 +59,11 @@ class JITFunction(KernelFunction):
             names.add(entry)
         return frozenset(names)
 
+    @cached_property
+    def _param_set(self) -> frozenset:
+        """The parameter names as a set: O(1) membership on the launch's hot path."""
+        return frozenset(self.param_names)
+
     def __getitem__(self, grid):
         return lambda *args, **kwargs: self.run(grid, args, kwargs)
 
@@ -60,15 +71,15 @@ class JITFunction(KernelFunction):
         # A launch option is also bound to a kernel parameter of the same name, as in
         # Triton (kernels declare ``num_warps: tl.constexpr`` and are launched with
         # ``num_warps=num_warps``).
-        take = kwargs.get if "num_warps" in self.param_names else kwargs.pop
+        take = kwargs.get if "num_warps" in self._param_set else kwargs.pop
         num_warps = take("num_warps", 4)
-        take = kwargs.get if "num_stages" in self.param_names else kwargs.pop
+        take = kwargs.get if "num_stages" in self._param_set else kwargs.pop
         num_stages = take("num_stages", 3)
-        take = kwargs.get if "maxnreg" in self.param_names else kwargs.pop
+        take = kwargs.get if "maxnreg" in self._param_set else kwargs.pop
         maxnreg = take("maxnreg", None)
-        take = kwargs.get if "num_ctas" in self.param_names else kwargs.pop
+        take = kwargs.get if "num_ctas" in self._param_set else kwargs.pop
         num_ctas = take("num_ctas", 1)
-        take = kwargs.get if "enable_fp_fusion" in self.param_names else kwargs.pop
+        take = kwargs.get if "enable_fp_fusion" in self._param_set else kwargs.pop
         fp_fusion = take("enable_fp_fusion", True)
         if maxnreg is not None or num_ctas != 1 or fp_fusion is not True:
             # checks them, or raises
@@ -82,7 +93,7 @@ class JITFunction(KernelFunction):
             raise ValueError(f"grid must have 1 to 3 dimensions, got {grid}")
         grid = grid + (1,) * (3 - len(grid))
         observe(self, grid, runtime_args, constants, num_warps, num_stages)
-        arrays = [a for a in runtime_args.values() if is_array(a)]
+        arrays = array_arguments(runtime_args.values())
         if runs_on_interpreter(arrays):
             return self._run_interpreter(grid, runtime_args, constants, num_warps)
         if any(isinstance(a, np.ndarray) for a in arrays):
@@ -91,24 +102,28 @@ class JITFunction(KernelFunction):
                                 maxnreg, fp_fusion)
 
     def _split_arguments(self, args, kwargs):
-        if len(args) > len(self.param_names):
-            raise TypeError(f"{self.name}() takes {len(self.param_names)} arguments, got {len(args)}")
-        bound = dict(zip(self.param_names, args))
-        for key, value in kwargs.items():
-            if key not in self.param_names:
+        param_names, param_set = self.param_names, self._param_set
+        if len(args) > len(param_names):
+            raise TypeError(f"{self.name}() takes {len(param_names)} arguments, got {len(args)}")
+        bound = dict(zip(param_names, args))
+        for key in kwargs:
+            if key not in param_set:
                 raise TypeError(f"{self.name}() got an unexpected argument {key!r}")
             if key in bound:
                 raise TypeError(f"{self.name}() got multiple values for {key!r}")
-            bound[key] = value
+        bound.update(kwargs)
+        constexpr_names, defaults = self.constexpr_names, self.defaults
         runtime_args, constants = {}, {}
-        for name in self.param_names:
-            if name not in bound:
-                if name not in self.defaults:
+        for name in param_names:
+            value = bound.get(name, _MISSING)
+            if value is _MISSING:
+                if name not in defaults:
                     raise TypeError(f"{self.name}() missing argument {name!r}")
-                bound[name] = self.defaults[name]
-            value = bound[name]
-            if name in self.constexpr_names:
+                value = defaults[name]
+            if name in constexpr_names:
                 constants[name] = value.value if isinstance(value, constexpr) else value
+            elif type(value) is int or type(value) is float:   # the common case, first
+                runtime_args[name] = value
             elif value is None:
                 # As in Triton: a None argument is a compile-time None in this
                 # specialization (``if ptr is not None:`` folds) and is not passed.

@@ -89,6 +89,10 @@ def markdown(document: dict) -> str:
                   if name.endswith("_us")]
         if "c_ratio" in launch:
             lines.append(f"| C dispatch / raw cuLaunchKernel | {_format(launch['c_ratio'])}x |")
+        for name, label in (("jit_ratio_add", "Triton JIT / aotk JIT, 4 arguments"),
+                            ("jit_ratio_31_arguments", "Triton JIT / aotk JIT, 31 arguments")):
+            if name in launch:
+                lines.append(f"| {label} | {_format(launch[name])}x |")
         lines.append("")
     build = document["build"]
     if build:

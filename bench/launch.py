@@ -2,7 +2,8 @@
 
     PYTHONPATH=. python3 bench/launch.py
 Builds the root aotk.toml, compiles bench/launch_overhead.c against it, and times host cost
-per call (the kernel is small, so calls queue faster than the GPU drains them only briefly;
+per call; the JIT launches of aotk and Triton side by side, for the 4-parameter add kernel
+and a 31-parameter one (bench/launch_kernels.py) (the kernel is small, so calls queue faster than the GPU drains them only briefly;
 each figure is the best of several rounds).
 """
 from __future__ import annotations
@@ -15,7 +16,8 @@ import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
 from timing import KERNELS, ROOT, host_us, triton_port  # noqa: E402
 
 
@@ -47,6 +49,15 @@ def measure(library_path: pathlib.Path) -> dict:
             "python_lib_add_us": host_us(lambda: lib.add(x, y, o, small))}
     torch.cuda.synchronize()
     torch.testing.assert_close(o, x + y)
+    add = triton_port(KERNELS / "add.py", use_triton=False).add_kernel
+    o.zero_()
+    rows["python_aotk_jit_us"] = host_us(lambda: add[(1,)](x, y, o, small, BLOCK=1024))
+    torch.cuda.synchronize()
+    torch.testing.assert_close(o, x + y)
+    many = triton_port(HERE / "launch_kernels.py", use_triton=False).many_arguments_kernel
+    rows["python_aotk_jit_31_arguments_us"] = host_us(lambda: _many(many, x, o))
+    torch.cuda.synchronize()
+    torch.testing.assert_close(o[:1], x[:1] * 1e-3 + 24 + 1 + 4096 + 24)
     if importlib.util.find_spec("triton"):
         add = triton_port(KERNELS / "add.py").add_kernel
         o.zero_()
@@ -54,7 +65,20 @@ def measure(library_path: pathlib.Path) -> dict:
             lambda: add[(1,)](x, y, o, small, BLOCK=1024))
         torch.cuda.synchronize()
         torch.testing.assert_close(o, x + y)
+        many = triton_port(HERE / "launch_kernels.py").many_arguments_kernel
+        rows["python_triton_jit_31_arguments_us"] = host_us(lambda: _many(many, x, o))
+        rows["jit_ratio_add"] = rows["python_triton_jit_us"] / rows["python_aotk_jit_us"]
+        rows["jit_ratio_31_arguments"] = rows["python_triton_jit_31_arguments_us"] / \
+            rows["python_aotk_jit_31_arguments_us"]
     return rows
+
+
+def _many(kernel, x, o):
+    """One launch of launch_kernels.many_arguments_kernel, keywords as liger passes them."""
+    kernel[(1,)](x, x, o, x, x, x, N=4096, HC=4, M=24, s0=24, s1=1, s2=4, s3=1, s4=4, s5=1,
+                 s6=16, s7=4, s8=1, s9=0, s10=0, s11=0, s12=0, s13=1, g_ptr=x, h_ptr=x,
+                 i_ptr=x, pre_eps=1e-3, sinkhorn_eps=1e-6, post_mult=2.0, TMAX=20,
+                 STORE_HIST=False, num_warps=4)
 
 
 def main():

@@ -93,3 +93,22 @@ def test_compile_speed_compares_both_compilers_without_a_gpu(tmp_path):
     for row in document["rows"]:
         assert 0 < row["aotk_ptxas_s"] < row["aotk_s"] and row["triton_s"] > 0
     assert "| add_kernel | BLOCK=1024, 4 warps |" in (tmp_path / "compile_speed.md").read_text()
+
+
+def test_the_readme_table_is_regenerated_between_its_markers():
+    """bench/readme_table.py: one row per example kernel built for the GPU, the ratios as
+    harness.ratios gives them, the source named; the text around the markers kept."""
+    import readme_table
+    body = readme_table.table(SAMPLE, "bench/results/sample.json")
+    ratio = harness.ratios(SAMPLE["kernels"])
+    kernel = next(r["kernel"] for r in SAMPLE["kernels"] if r["impl"] == "aotk")
+    row = next(line for line in body.splitlines() if line.startswith(f"| {kernel} |"))
+    if "vs_triton" in ratio[kernel]:
+        assert f"{ratio[kernel]['vs_triton']:.2f}x" in row
+    assert "[sm_80 build" not in body and "bench/results/sample.json" in body
+    readme = f"intro\n{readme_table.BEGIN}\nold\n{readme_table.END}\noutro\n"
+    updated = readme_table.replace_section(readme, body)
+    assert updated.startswith("intro\n") and updated.endswith("\noutro\n")
+    assert "old" not in updated and body in updated
+    with pytest.raises(ValueError, match="perf-table:begin"):
+        readme_table.replace_section("no markers", body)

@@ -234,3 +234,34 @@ def test_without_aotk_interpret_a_cpu_tensor_is_tritons_value_error(monkeypatch)
     with pytest.raises(ValueError, match="argument 'x_ptr' is a tensor in CPU memory.*"
                                          "AOTK_INTERPRET=1"):
         _scale_rows[(1,)](x, x.clone(), 32, 32, 32, 1.0, BLOCK=32)
+
+
+def test_arrays_of_another_dtype_get_another_signature():
+    """The signature cache keys arrays by their dtype object: a launch with other dtypes
+    is not given the first one's signature."""
+    half, _ = specialize(_kernel, _arguments(x_ptr=FakeTensor(256, "torch.float16")))
+    single, _ = specialize(_kernel, _arguments(x_ptr=FakeTensor(256, "torch.float32")))
+    assert half["x_ptr"].type == T.PointerType(T.float16)
+    assert single["x_ptr"].type == T.PointerType(T.float32)
+    again, _ = specialize(_kernel, _arguments(x_ptr=FakeTensor(512, "torch.float16")))
+    assert again is half
+
+
+def test_launch_parameters_are_packed_as_c_lays_out_a_struct():
+    """One buffer for cuLaunchKernel's ``extra``: every parameter at the offset a C struct
+    of the same members gives it (each aligned to its size), with its value."""
+    from aotk.launch.device import LAUNCH_PARAM_BUFFER_SIZE, ParameterPacking
+    members = [ctypes.c_bool, ctypes.c_uint64, ctypes.c_int32, ctypes.c_float, ctypes.c_int8,
+               ctypes.c_double, ctypes.c_int16, ctypes.c_int64]
+    values = [True, 2**40 + 16, -7, 0.5, -3, 2.25, 1000, -2**40]
+
+    class Expected(ctypes.Structure):
+        _fields_ = [(f"p{i}", member) for i, member in enumerate(members)]
+
+    extra = ParameterPacking(members).pack(values)
+    assert extra[2] == LAUNCH_PARAM_BUFFER_SIZE and extra[4] is None
+    size = ctypes.c_size_t.from_address(extra[3]).value
+    packed = ctypes.string_at(extra[1], size)
+    expected = bytes(Expected(*values))
+    # The struct's own size is rounded up to its alignment; the parameters end before.
+    assert packed == expected[:size] and len(expected) - size < 8

@@ -88,6 +88,25 @@ def is_array(value) -> bool:
     return isinstance(value, np.ndarray) or is_cuda_array(value)
 
 
+_array_classes: dict = {}   # Python type -> whether its values are arrays (``is_array``)
+
+
+def array_arguments(values) -> list:
+    """The arrays among ``values`` (numpy, torch, ``__cuda_array_interface__``), decided
+    once per Python type: every launch asks it of each of its arguments."""
+    arrays = []
+    for value in values:
+        cls = type(value)
+        if cls is int or cls is float:
+            continue
+        found = _array_classes.get(cls)
+        if found is None:
+            found = _array_classes[cls] = is_array(value)
+        if found:
+            arrays.append(value)
+    return arrays
+
+
 def interprets_cpu_tensors() -> bool:
     """``AOTK_INTERPRET=1``: launches on torch CPU tensors run on the interpreter, as every
     launch does under Triton's ``TRITON_INTERPRET=1``. Without it such a launch is Triton's
@@ -255,6 +274,28 @@ def check_layouts(kernel_name: str, layouts, values: dict) -> None:
 # Signatures already built, by kernel and argument types and hints: a launch like an
 # earlier one (the common case) skips building and checking a new one.
 _signatures: dict = {}
+# Per Python type: whether its values are CUDA arrays (``is_cuda_array``); per array dtype
+# object: the pointer type. A launch passes the same few types and dtypes every time, and
+# these lookups replace a dozen attribute tests per argument on the hot path.
+_array_types: dict = {}
+_pointer_types: dict = {}
+_INT32_MIN, _INT32_END = -2**31, 2**31
+
+
+def _pointer_type(value) -> tuple:
+    """(the pointer type of a CUDA array, its dtype attribute when that names the type
+    alone, else None)."""
+    dtype = getattr(value, "dtype", None)
+    try:
+        found = _pointer_types.get(dtype) if dtype is not None else None
+    except TypeError:   # an unhashable dtype attribute
+        return T.PointerType(cuda_array_dtype(value)), None
+    if found is None:
+        found = T.PointerType(cuda_array_dtype(value))
+        if dtype is None or str(dtype) not in TORCH_DTYPES and not isinstance(dtype, T.DType):
+            return found, None   # typed by its interface's typestr, not by the attribute
+        _pointer_types[dtype] = found
+    return found, dtype
 
 
 def specialize(kernel, runtime_args: dict, host_memory: bool = False):
@@ -262,19 +303,39 @@ def specialize(kernel, runtime_args: dict, host_memory: bool = False):
     (value, ctypes type). ``kernel.do_not_specialize``: names that get no hint;
     ``kernel.do_not_specialize_on_alignment``: names that get no ":16" (":1" still).
     ``host_memory``: arrays in host memory (numpy, torch CPU tensors) are specialized as
-    the same arrays on the GPU would be (``aotk.launch.recording``), not refused."""
+    the same arrays on the GPU would be (``aotk.launch.recording``), not refused.
+
+    Every launch runs this, so each argument adds one code that hashes in C (its hint for
+    a 32-bit int, "f" for a float, the dtype object and hint of an array), and the types
+    and hints are read back from the codes only for a launch unlike any before."""
     unhinted, unaligned = kernel.do_not_specialize, kernel.do_not_specialize_on_alignment
-    types, hints, values = [], [], []
-    for name in runtime_args:   # in parameter order; None arguments are constants
-        value = runtime_args[name]
+    values, codes = [], []
+    for name, value in runtime_args.items():   # in parameter order; None ones are constants
         hint = None
+        cls = type(value)
+        if cls is int and _INT32_MIN <= value < _INT32_END:
+            if name not in unhinted:
+                if value == 1:
+                    hint = 1
+                elif value % SPECIALIZED_HINT == 0 and name not in unaligned:
+                    hint = SPECIALIZED_HINT
+            values.append((value, ctypes.c_int32))
+            codes.append(hint)
+            continue
+        if cls is float:
+            values.append((value, ctypes.c_float))
+            codes.append("f")
+            continue
+        is_array = _array_types.get(cls)
+        if is_array is None:
+            is_array = _array_types[cls] = is_cuda_array(value)
         divisible = name not in unhinted and name not in unaligned
         if host_memory and isinstance(value, np.ndarray):
             type_ = T.PointerType(NUMPY_DTYPES[value.dtype])
             if divisible and value.ctypes.data % SPECIALIZED_HINT == 0:
                 hint = SPECIALIZED_HINT
             values.append((value.ctypes.data, ctypes.c_uint64))
-        elif is_cuda_array(value):
+        elif is_array:
             if not host_memory and getattr(value, "is_cuda", True) is False \
                     and not value.is_pinned():
                 # torch CPU tensors expose data_ptr too: a host address the GPU cannot read.
@@ -282,11 +343,14 @@ def specialize(kernel, runtime_args: dict, host_memory: bool = False):
                                  f"(device {value.device}); move it to the GPU with .cuda(), "
                                  "or pin it (or set AOTK_INTERPRET=1 to run the launch on "
                                  "aotk's interpreter)")
-            type_ = T.PointerType(cuda_array_dtype(value))
+            type_, dtype = _pointer_type(value)
             address = address_of(value)
             if divisible and address % SPECIALIZED_HINT == 0:
                 hint = SPECIALIZED_HINT
             values.append((address, ctypes.c_uint64))
+            if dtype is not None:
+                codes.append(("p", dtype, hint))
+                continue
         else:
             type_ = scalar_type_of(value)
             if type_.is_int() and not type_.is_bool() and name not in unhinted:
@@ -295,11 +359,20 @@ def specialize(kernel, runtime_args: dict, host_memory: bool = False):
                 elif divisible and value % SPECIALIZED_HINT == 0:
                     hint = SPECIALIZED_HINT
             values.append((value, SCALAR_CTYPES[type_.name]))
-        types.append(type_)
-        hints.append(hint)
-    key = (kernel, tuple(runtime_args), tuple(types), tuple(hints))
+        codes.append(("t", type_, hint))
+    key = (kernel, tuple(runtime_args), tuple(codes))
     signature = _signatures.get(key)
     if signature is None:
         signature = _signatures[key] = Signature(tuple(
-            map(SignatureParameter, runtime_args, types, hints)))
+            SignatureParameter(name, *_decode(code)) for name, code in zip(runtime_args, codes)))
     return signature, values
+
+
+def _decode(code) -> tuple:
+    """(type, hint) of one of ``specialize``'s argument codes."""
+    if code is None or type(code) is int:
+        return T.int32, code
+    if code == "f":
+        return T.float32, None
+    kind, what, hint = code
+    return (_pointer_types[what] if kind == "p" else what), hint

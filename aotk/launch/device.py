@@ -7,6 +7,7 @@ context and launches through cuda-python on the given or current stream.
 from __future__ import annotations
 
 import ctypes
+import struct
 import threading
 
 from .. import cache
@@ -133,6 +134,36 @@ def _load_function(kernel, context_key, signature, constants, num_warps, num_sta
 
 STATIC_SHARED_LIMIT = 48 * 1024
 
+# cuLaunchKernel's ``extra`` markers (cuda.h): the buffer, its size, the end of the list.
+LAUNCH_PARAM_BUFFER_POINTER, LAUNCH_PARAM_BUFFER_SIZE, LAUNCH_PARAM_END = 1, 2, 0
+_STRUCT_CODES = {ctypes.c_bool: "?", ctypes.c_int8: "b", ctypes.c_int16: "h",
+                 ctypes.c_int32: "i", ctypes.c_int64: "q", ctypes.c_uint8: "B",
+                 ctypes.c_uint16: "H", ctypes.c_uint32: "I", ctypes.c_uint64: "Q",
+                 ctypes.c_float: "f", ctypes.c_double: "d"}
+
+
+class ParameterPacking:
+    """A kernel's parameters as one buffer laid out as the kernel reads them: each at the
+    next offset aligned to its size, which is C's struct layout (``struct``'s native
+    mode), and the ``extra`` list of cuLaunchKernel that passes it."""
+
+    def __init__(self, ctypes_list):
+        self.layout = struct.Struct("@" + "".join(_STRUCT_CODES[c] for c in ctypes_list))
+        self.size = ctypes.c_size_t(self.layout.size)
+
+    def pack(self, values):
+        """The ``extra`` array (void*[5]) of one launch; the buffer and the size it points
+        to live as long as it."""
+        buffer = ctypes.create_string_buffer(self.layout.pack(*values), self.layout.size)
+        extra = (ctypes.c_void_p * 5)(LAUNCH_PARAM_BUFFER_POINTER, ctypes.addressof(buffer),
+                                      LAUNCH_PARAM_BUFFER_SIZE, ctypes.addressof(self.size),
+                                      LAUNCH_PARAM_END)
+        extra._buffer, extra._packing = buffer, self
+        return extra
+
+
+_packings: dict = {}   # Signature -> ParameterPacking
+
 
 def launch_on_device(kernel, grid, runtime_args, constants, num_warps, num_stages, stream,
                      maxnreg=None, fp_fusion=True):
@@ -152,6 +183,18 @@ def launch_on_device(kernel, grid, runtime_args, constants, num_warps, num_stage
         _launchable[fast_key] = found
     function, metadata = found
     if 0 in grid:
+        return
+    if values and not metadata.get("tensor_maps"):
+        # The parameters packed into one buffer, passed through ``extra``: one struct call
+        # per launch instead of a ctypes object per argument.
+        packing = _packings.get(signature)
+        if packing is None:
+            packing = _packings[signature] = ParameterPacking([ctype for _, ctype in values])
+        extra = packing.pack([value for value, _ in values])
+        _check(driver.cuLaunchKernel(function, grid[0], grid[1], grid[2], 32 * num_warps, 1, 1,
+                                     metadata.get("shared", 0),
+                                     _stream_handle(stream, runtime_args), 0,
+                                     ctypes.addressof(extra)), f"launching {kernel.name}")
         return
     # kernelParams as a void*[] built with ctypes: far cheaper than cuda-python's packing.
     holders = [ctype(value) for value, ctype in values]
