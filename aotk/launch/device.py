@@ -7,6 +7,7 @@ context and launches through cuda-python on the given or current stream.
 from __future__ import annotations
 
 import ctypes
+import os
 import struct
 import threading
 
@@ -14,7 +15,7 @@ from .. import cache
 from ..ir import kir
 from ..errors import AotkError
 from ..options import CompileOptions
-from .arguments import address_of, check_devices, specialize
+from .arguments import address_of, check_devices, specialize, torch_current_device
 from .tensor_maps import encode_tensor_maps
 
 _lock = threading.Lock()
@@ -40,15 +41,63 @@ def _check(result, what: str):
 _initialized = False
 
 
+class HotDriver:
+    """The driver entry points every launch calls, straight from libcuda through ctypes:
+    cuda-python's wrappers build objects for each argument and result (microseconds a call,
+    several calls a launch); a ctypes call costs well under one. Everything else (init,
+    modules, attributes) stays on cuda-python."""
+
+    def __init__(self, library):
+        c_uint, c_void_p = ctypes.c_uint, ctypes.c_void_p
+        self.get_current = library.cuCtxGetCurrent
+        self.get_current.argtypes, self.get_current.restype = [ctypes.POINTER(c_void_p)], ctypes.c_int
+        self.get_id = getattr(library, "cuCtxGetId", None)   # CUDA 12.0+
+        if self.get_id is not None:
+            self.get_id.argtypes = [c_void_p, ctypes.POINTER(ctypes.c_ulonglong)]
+            self.get_id.restype = ctypes.c_int
+        self.launch = library.cuLaunchKernel
+        self.launch.argtypes = [c_void_p] + [c_uint] * 7 + [c_void_p] * 3
+        self.launch.restype = ctypes.c_int
+
+    @classmethod
+    def load(cls):
+        """The driver library cuda-python also uses, or None where ctypes cannot open it."""
+        name = "nvcuda.dll" if os.name == "nt" else "libcuda.so.1"
+        try:
+            return cls(ctypes.CDLL(name))
+        except (OSError, AttributeError):
+            return None
+
+    def context_key(self):
+        """``_current_context_key``'s answer for a current context, else None."""
+        context = ctypes.c_void_p()
+        if self.get_current(ctypes.byref(context)) or not context.value:
+            return None
+        if self.get_id is None:
+            return context.value, 0
+        ident = ctypes.c_ulonglong()
+        if self.get_id(context, ctypes.byref(ident)):
+            return None
+        return context.value, ident.value
+
+
+_hot = None   # HotDriver, once the driver is initialized (None: cuda-python only)
+
+
 def _current_context_key():
     """The current context's cache key (creating device 0's primary context if none): its
     handle and, where the driver has cuCtxGetId (CUDA 12.0+), its unique id, since a
     destroyed context's handle can be reused by a new one, whose modules are not loaded."""
-    global _initialized
+    global _initialized, _hot
+    if _hot is not None:
+        key = _hot.context_key()
+        if key is not None:
+            return key
     driver = _driver()
     if not _initialized:
         _check(driver.cuInit(0), "cuInit")
         _initialized = True
+        _hot = HotDriver.load()
     context = _check(driver.cuCtxGetCurrent(), "cuCtxGetCurrent")
     if not int(context):
         device = _check(driver.cuDeviceGet(0), "cuDeviceGet")
@@ -104,7 +153,7 @@ def _stream_handle(stream, runtime_args):
             import torch
             raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
             if raw is not None:   # what Triton uses: current_stream() builds a Stream object
-                return raw(torch.cuda.current_device())
+                return raw(torch_current_device())
             return torch.cuda.current_stream().cuda_stream
     return 0   # the legacy default stream, as for any CUDA array without a stream of its own
 
@@ -191,10 +240,15 @@ def launch_on_device(kernel, grid, runtime_args, constants, num_warps, num_stage
         if packing is None:
             packing = _packings[signature] = ParameterPacking([ctype for _, ctype in values])
         extra = packing.pack([value for value, _ in values])
-        _check(driver.cuLaunchKernel(function, grid[0], grid[1], grid[2], 32 * num_warps, 1, 1,
-                                     metadata.get("shared", 0),
-                                     _stream_handle(stream, runtime_args), 0,
-                                     ctypes.addressof(extra)), f"launching {kernel.name}")
+        arguments = (grid[0], grid[1], grid[2], 32 * num_warps, 1, 1, metadata.get("shared", 0),
+                     _stream_handle(stream, runtime_args), None, ctypes.addressof(extra))
+        if _hot is None:
+            _check(driver.cuLaunchKernel(function, *arguments[:-2], 0, arguments[-1]),
+                   f"launching {kernel.name}")
+            return
+        result = _hot.launch(int(function), *arguments)
+        if result:
+            _check((driver.CUresult(result),), f"launching {kernel.name}")
         return
     # kernelParams as a void*[] built with ctypes: far cheaper than cuda-python's packing.
     holders = [ctype(value) for value, ctype in values]
