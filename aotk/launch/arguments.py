@@ -88,23 +88,24 @@ def is_array(value) -> bool:
     return isinstance(value, np.ndarray) or is_cuda_array(value)
 
 
-_array_classes: dict = {}   # Python type -> whether its values are arrays (``is_array``)
+# Python type -> "numpy", "cuda" (torch tensors, ``__cuda_array_interface__`` objects) or
+# None: decided once per type, since every launch asks it of each of its arguments.
+_array_kinds: dict = {}
+
+
+def array_kind(cls):
+    """What values of Python type ``cls`` are as kernel arguments (see ``_array_kinds``)."""
+    kind = _array_kinds.get(cls, False)
+    if kind is False:
+        kind = _array_kinds[cls] = "numpy" if issubclass(cls, np.ndarray) else \
+            "cuda" if hasattr(cls, "__cuda_array_interface__") else None
+    return kind
 
 
 def array_arguments(values) -> list:
-    """The arrays among ``values`` (numpy, torch, ``__cuda_array_interface__``), decided
-    once per Python type: every launch asks it of each of its arguments."""
-    arrays = []
-    for value in values:
-        cls = type(value)
-        if cls is int or cls is float:
-            continue
-        found = _array_classes.get(cls)
-        if found is None:
-            found = _array_classes[cls] = is_array(value)
-        if found:
-            arrays.append(value)
-    return arrays
+    """The arrays among ``values`` (numpy, torch, ``__cuda_array_interface__``)."""
+    return [value for value in values
+            if type(value) is not int and type(value) is not float and array_kind(type(value))]
 
 
 def interprets_cpu_tensors() -> bool:
@@ -274,10 +275,9 @@ def check_layouts(kernel_name: str, layouts, values: dict) -> None:
 # Signatures already built, by kernel and argument types and hints: a launch like an
 # earlier one (the common case) skips building and checking a new one.
 _signatures: dict = {}
-# Per Python type: whether its values are CUDA arrays (``is_cuda_array``); per array dtype
-# object: the pointer type. A launch passes the same few types and dtypes every time, and
-# these lookups replace a dozen attribute tests per argument on the hot path.
-_array_types: dict = {}
+# Per array dtype object: the pointer type. A launch passes the same few types and dtypes
+# every time, and this lookup (with ``array_kind``) replaces a dozen attribute tests per
+# argument on the hot path.
 _pointer_types: dict = {}
 _INT32_MIN, _INT32_END = -2**31, 2**31
 
@@ -326,9 +326,7 @@ def specialize(kernel, runtime_args: dict, host_memory: bool = False):
             values.append((value, ctypes.c_float))
             codes.append("f")
             continue
-        is_array = _array_types.get(cls)
-        if is_array is None:
-            is_array = _array_types[cls] = is_cuda_array(value)
+        is_array = array_kind(cls) == "cuda"
         divisible = name not in unhinted and name not in unaligned
         if host_memory and isinstance(value, np.ndarray):
             type_ = T.PointerType(NUMPY_DTYPES[value.dtype])
