@@ -64,6 +64,34 @@ class JITFunction(KernelFunction):
         """The parameter names as a set: O(1) membership on the launch's hot path."""
         return frozenset(self.param_names)
 
+    @cached_property
+    def _binder(self):
+        """A function generated for this kernel's parameters that binds a launch's
+        arguments as Python binds a call's (in C: positions, keywords, defaults) and returns
+        (runtime arguments, constexpr values) as ``_split_arguments`` would, or None where
+        an argument needs its rules (None, a TensorDescriptor); a TypeError where the call
+        does not bind, which ``_split_arguments`` then words. None for parameter names that
+        cannot be the generated function's own."""
+        names = self.param_names
+        if not all(n.isidentifier() and not n.startswith("_aotk_") for n in names) or \
+                len(set(names)) != len(names):
+            return None
+        runtime = [n for n in names if n not in self.constexpr_names]
+        constexprs = [n for n in names if n in self.constexpr_names]
+        with_default = [n in self.defaults for n in names]
+        if any(with_default[i] and not with_default[i + 1] for i in range(len(names) - 1)):
+            return None   # a default before a parameter without one: no Python signature
+        special = " or ".join(f"type({n}) in _aotk_special" for n in runtime) or "False"
+        source = (f"def _aotk_bind({', '.join(names)}):\n"
+                  f"    if {special}:\n        return None\n"
+                  f"    return {{{', '.join(f'{n!r}: {n}' for n in runtime)}}}, "
+                  f"{{{', '.join(f'{n!r}: {n}.value if isinstance({n}, _aotk_cx) else {n}' for n in constexprs)}}}\n")
+        scope = {"_aotk_special": frozenset({type(None), TensorDescriptor}), "_aotk_cx": constexpr}
+        exec(compile(source, f"<aotk binder of {self.name}>", "exec"), scope)
+        binder = scope["_aotk_bind"]
+        binder.__defaults__ = tuple(self.defaults[n] for n in names if n in self.defaults) or None
+        return binder
+
     def __getitem__(self, grid):
         return lambda *args, **kwargs: self.run(grid, args, kwargs)
 
@@ -85,18 +113,24 @@ class JITFunction(KernelFunction):
             # checks them, or raises
             CompileOptions(maxnreg=maxnreg, num_ctas=num_ctas, enable_fp_fusion=fp_fusion)
         stream = kwargs.pop("stream", None)
-        runtime_args, constants = self._split_arguments(args, kwargs)
+        bound, binder = None, self._binder
+        if binder is not None:
+            try:
+                bound = binder(*args, **kwargs)
+            except TypeError:   # worded by _split_arguments, which raises it again
+                bound = None
+        runtime_args, constants = bound or self._split_arguments(args, kwargs)
         # As in Triton, a grid function sees every argument of the launch by name.
         grid = grid({**runtime_args, **constants}) if callable(grid) else grid
-        grid = tuple(int(g) for g in (grid if isinstance(grid, (tuple, list)) else (grid,)))
+        grid = tuple(map(int, grid if isinstance(grid, (tuple, list)) else (grid,)))
         if not 1 <= len(grid) <= 3:
             raise ValueError(f"grid must have 1 to 3 dimensions, got {grid}")
         grid = grid + (1,) * (3 - len(grid))
         observe(self, grid, runtime_args, constants, num_warps, num_stages)
-        arrays = array_arguments(runtime_args.values())
+        arrays, any_numpy = array_arguments(runtime_args.values())
         if runs_on_interpreter(arrays):
             return self._run_interpreter(grid, runtime_args, constants, num_warps)
-        if any(isinstance(a, np.ndarray) for a in arrays):
+        if any_numpy:
             raise TypeError(f"{self.name}: cannot mix numpy arrays and CUDA arrays in one launch")
         return launch_on_device(self, grid, runtime_args, constants, num_warps, num_stages, stream,
                                 maxnreg, fp_fusion)

@@ -265,3 +265,59 @@ def test_launch_parameters_are_packed_as_c_lays_out_a_struct():
     expected = bytes(Expected(*values))
     # The struct's own size is rounded up to its alignment; the parameters end before.
     assert packed == expected[:size] and len(expected) - size < 8
+
+
+class FakeTorchTensor(FakeTensor):
+    """What the launcher reads of a torch tensor: its device besides dtype and address."""
+    __module__ = "torch.fake"
+
+    def __init__(self, address: int, device: int, pinned: bool = False):
+        super().__init__(address, "torch.float32")
+        self.device_index, self.pinned = device, pinned
+        self.device = f"cuda:{device}" if device >= 0 else "cpu"
+
+    def get_device(self) -> int:
+        return self.device_index
+
+    def is_pinned(self) -> bool:
+        return self.pinned
+
+
+def test_a_torch_tensor_on_another_device_than_the_current_one_is_refused(monkeypatch):
+    """The launch's one pass over the arguments checks torch tensors' devices: another GPU
+    (it would fault or read through peer access) or unpinned host memory is a ValueError
+    naming the argument; pinned host memory and the current GPU are taken."""
+    import aotk.launch.arguments as arguments
+    monkeypatch.setattr(arguments, "torch_current_device", lambda: 0)
+    signature, values = specialize(_kernel, _arguments(x_ptr=FakeTorchTensor(4096, 0),
+                                                       y_ptr=FakeTorchTensor(4100, -1, True)))
+    assert str(signature).startswith("*fp32:16, *fp32, ") and values[0] == (4096, ctypes.c_uint64)
+    with pytest.raises(ValueError, match=r"_kernel: argument 'y_ptr' is on cuda:1 but the "
+                                         r"current device is cuda:0"):
+        specialize(_kernel, _arguments(x_ptr=FakeTorchTensor(4096, 0),
+                                       y_ptr=FakeTorchTensor(4096, 1)))
+    with pytest.raises(ValueError, match=r"argument 'x_ptr' is a tensor in CPU memory"):
+        specialize(_kernel, _arguments(x_ptr=FakeTorchTensor(4096, -1)))
+
+
+@aotk.jit
+def _with_defaults(x_ptr, n, scale=2.0, BLOCK: tl.constexpr = 64, EVEN: tl.constexpr = True):
+    pass
+
+
+def test_the_generated_binder_binds_as_split_arguments_does():
+    """The launch binds arguments through a function generated with the kernel's own
+    parameters (Python's binding, in C); its answer is _split_arguments' answer, and
+    anything it does not handle (None, descriptors, a call that does not bind) goes there."""
+    x = FakeCudaArray(4096)
+    for args, kwargs in [((x, 10), {}), ((x,), {"n": 10, "BLOCK": tl.constexpr(128)}),
+                         ((x, 10, 0.5, 32), {"EVEN": False})]:
+        expected = _with_defaults._split_arguments(args, dict(kwargs))
+        assert _with_defaults._binder(*args, **kwargs) == expected
+    assert _with_defaults._binder(None, 10) is None   # a None pointer: a constant
+    with pytest.raises(TypeError):
+        _with_defaults._binder(x, 10, bogus=1)
+    with pytest.raises(TypeError, match=r"_with_defaults\(\) got an unexpected argument 'bogus'"):
+        _with_defaults[(1,)](x, 10, bogus=1)
+    with pytest.raises(TypeError, match=r"_with_defaults\(\) missing argument 'n'"):
+        _with_defaults[(1,)](x)

@@ -88,7 +88,7 @@ def is_array(value) -> bool:
     return isinstance(value, np.ndarray) or is_cuda_array(value)
 
 
-# Python type -> "numpy", "cuda" (torch tensors, ``__cuda_array_interface__`` objects) or
+# Python type -> "numpy", "torch", "cuda" (other ``__cuda_array_interface__`` objects) or
 # None: decided once per type, since every launch asks it of each of its arguments.
 _array_kinds: dict = {}
 
@@ -97,15 +97,30 @@ def array_kind(cls):
     """What values of Python type ``cls`` are as kernel arguments (see ``_array_kinds``)."""
     kind = _array_kinds.get(cls, False)
     if kind is False:
-        kind = _array_kinds[cls] = "numpy" if issubclass(cls, np.ndarray) else \
-            "cuda" if hasattr(cls, "__cuda_array_interface__") else None
+        if issubclass(cls, np.ndarray):
+            kind = "numpy"
+        elif not hasattr(cls, "__cuda_array_interface__"):
+            kind = None
+        else:
+            kind = "torch" if cls.__module__.startswith("torch") and \
+                hasattr(cls, "get_device") else "cuda"
+        _array_kinds[cls] = kind
     return kind
 
 
-def array_arguments(values) -> list:
-    """The arrays among ``values`` (numpy, torch, ``__cuda_array_interface__``)."""
-    return [value for value in values
-            if type(value) is not int and type(value) is not float and array_kind(type(value))]
+def array_arguments(values) -> tuple:
+    """(the arrays among ``values`` (numpy, torch, ``__cuda_array_interface__``), whether
+    one of them is a numpy array)."""
+    arrays, numpy = [], False
+    for value in values:
+        cls = type(value)
+        if cls is int or cls is float:
+            continue
+        kind = array_kind(cls)
+        if kind:
+            arrays.append(value)
+            numpy = numpy or kind == "numpy"
+    return arrays, numpy
 
 
 def interprets_cpu_tensors() -> bool:
@@ -221,10 +236,7 @@ def check_devices(kernel_name: str, named_values) -> None:
         if current is None:
             current = torch_current_device()
         if index != current:
-            raise ValueError(
-                f"{kernel_name}: argument {name!r} is on cuda:{index} but the current device "
-                f"is cuda:{current}; launch inside `with torch.cuda.device({index}):` or call "
-                f"torch.cuda.set_device({index}) first")
+            raise ValueError(_wrong_device(kernel_name, name, index, current))
 
 
 def tensor_layout(value):
@@ -300,7 +312,27 @@ def _pointer_type(value) -> tuple:
 
 def specialize(kernel, runtime_args: dict, host_memory: bool = False):
     """The Signature of a GPU launch, from the actual arguments, and per argument its
-    (value, ctypes type). ``kernel.do_not_specialize``: names that get no hint;
+    (value, ctypes type): ``specialize_values`` with the types paired in."""
+    signature, values = specialize_values(kernel, runtime_args, host_memory)
+    return signature, list(zip(values, parameter_ctypes(signature)))
+
+
+_ctypes_by_signature: dict = {}
+
+
+def parameter_ctypes(signature) -> list:
+    """The ctypes type each runtime parameter of ``signature`` is passed as."""
+    found = _ctypes_by_signature.get(signature)
+    if found is None:
+        found = _ctypes_by_signature[signature] = [
+            ctypes.c_uint64 if p.type.is_ptr() else SCALAR_CTYPES[p.type.name]
+            for p in signature.parameters]
+    return found
+
+
+def specialize_values(kernel, runtime_args: dict, host_memory: bool = False):
+    """The Signature of a GPU launch, from the actual arguments, and the value each
+    argument is passed as (an array's address). ``kernel.do_not_specialize``: names that get no hint;
     ``kernel.do_not_specialize_on_alignment``: names that get no ":16" (":1" still).
     ``host_memory``: arrays in host memory (numpy, torch CPU tensors) are specialized as
     the same arrays on the GPU would be (``aotk.launch.recording``), not refused.
@@ -309,8 +341,11 @@ def specialize(kernel, runtime_args: dict, host_memory: bool = False):
     a 32-bit int, "f" for a float, the dtype object and hint of an array), and the types
     and hints are read back from the codes only for a launch unlike any before."""
     unhinted, unaligned = kernel.do_not_specialize, kernel.do_not_specialize_on_alignment
-    values, codes = [], []
+    values, codes = list(runtime_args.values()), []
+    index = -1
+    current = None   # torch's current device, asked once a tensor needs it
     for name, value in runtime_args.items():   # in parameter order; None ones are constants
+        index += 1
         hint = None
         cls = type(value)
         if cls is int and _INT32_MIN <= value < _INT32_END:
@@ -319,21 +354,42 @@ def specialize(kernel, runtime_args: dict, host_memory: bool = False):
                     hint = 1
                 elif value % SPECIALIZED_HINT == 0 and name not in unaligned:
                     hint = SPECIALIZED_HINT
-            values.append((value, ctypes.c_int32))
             codes.append(hint)
             continue
         if cls is float:
-            values.append((value, ctypes.c_float))
             codes.append("f")
             continue
-        is_array = array_kind(cls) == "cuda"
+        kind = array_kind(cls)
         divisible = name not in unhinted and name not in unaligned
+        if kind == "torch" and not host_memory:
+            # A torch tensor: its device checked here (``check_devices``'s rule), since
+            # this is the one pass over the arguments a launch makes.
+            device = value.get_device()
+            if device < 0:
+                if not value.is_pinned():
+                    raise ValueError(f"{kernel.name}: argument {name!r} is a tensor in CPU "
+                                     f"memory (device {value.device}); move it to the GPU "
+                                     "with .cuda(), or pin it (or set AOTK_INTERPRET=1 to run "
+                                     "the launch on aotk's interpreter)")
+            elif device != current:
+                if current is None:
+                    current = torch_current_device()
+                if device != current:
+                    raise ValueError(_wrong_device(kernel.name, name, device, current))
+            dtype = value.dtype
+            if dtype in _pointer_types or _pointer_type(value)[1] is not None:
+                address = value.data_ptr()
+                if divisible and address % SPECIALIZED_HINT == 0:
+                    hint = SPECIALIZED_HINT
+                values[index] = address
+                codes.append((dtype, hint))
+                continue
         if host_memory and isinstance(value, np.ndarray):
             type_ = T.PointerType(NUMPY_DTYPES[value.dtype])
             if divisible and value.ctypes.data % SPECIALIZED_HINT == 0:
                 hint = SPECIALIZED_HINT
-            values.append((value.ctypes.data, ctypes.c_uint64))
-        elif is_array:
+            values[index] = value.ctypes.data
+        elif kind in ("torch", "cuda"):
             if not host_memory and getattr(value, "is_cuda", True) is False \
                     and not value.is_pinned():
                 # torch CPU tensors expose data_ptr too: a host address the GPU cannot read.
@@ -345,7 +401,7 @@ def specialize(kernel, runtime_args: dict, host_memory: bool = False):
             address = address_of(value)
             if divisible and address % SPECIALIZED_HINT == 0:
                 hint = SPECIALIZED_HINT
-            values.append((address, ctypes.c_uint64))
+            values[index] = address
             if dtype is not None:
                 codes.append(("p", dtype, hint))
                 continue
@@ -356,7 +412,6 @@ def specialize(kernel, runtime_args: dict, host_memory: bool = False):
                     hint = 1
                 elif divisible and value % SPECIALIZED_HINT == 0:
                     hint = SPECIALIZED_HINT
-            values.append((value, SCALAR_CTYPES[type_.name]))
         codes.append(("t", type_, hint))
     key = (kernel, tuple(runtime_args), tuple(codes))
     signature = _signatures.get(key)
@@ -372,5 +427,13 @@ def _decode(code) -> tuple:
         return T.int32, code
     if code == "f":
         return T.float32, None
+    if len(code) == 2:   # a torch tensor's (dtype, hint)
+        return _pointer_types[code[0]], code[1]
     kind, what, hint = code
     return (_pointer_types[what] if kind == "p" else what), hint
+
+
+def _wrong_device(kernel_name: str, name: str, index: int, current: int) -> str:
+    return (f"{kernel_name}: argument {name!r} is on cuda:{index} but the current device is "
+            f"cuda:{current}; launch inside `with torch.cuda.device({index}):` or call "
+            f"torch.cuda.set_device({index}) first")

@@ -15,7 +15,8 @@ from .. import cache
 from ..ir import kir
 from ..errors import AotkError
 from ..options import CompileOptions
-from .arguments import address_of, check_devices, specialize, torch_current_device
+from .arguments import (address_of, parameter_ctypes, specialize_values,
+                        torch_current_device)
 from .tensor_maps import encode_tensor_maps
 
 _lock = threading.Lock()
@@ -214,17 +215,27 @@ class ParameterPacking:
 _packings: dict = {}   # Signature -> ParameterPacking
 
 
+def _constants_key(constants: dict):
+    """The constexpr values as a key that tells 1, 1.0 and True apart (they hash alike):
+    the items and their types, hashed in C; reprs where a value is unhashable."""
+    key = (tuple(constants.items()), tuple(map(type, constants.values())))
+    try:
+        hash(key)
+    except TypeError:
+        return tuple(sorted((k, repr(v)) for k, v in constants.items()))
+    return key
+
+
 def launch_on_device(kernel, grid, runtime_args, constants, num_warps, num_stages, stream,
                      maxnreg=None, fp_fusion=True):
     # Arguments first: a CPU tensor is a ValueError naming it, with or without a GPU.
-    signature, values = specialize(kernel, runtime_args)
-    check_devices(kernel.name, runtime_args.items())
+    # specialize also checks each torch tensor's device (``check_devices``'s rule).
+    signature, values = specialize_values(kernel, runtime_args)
     driver = _driver()
     context_key = _current_context_key()
     # The hot path: a launch seen before skips kir, hashing and the disk cache.
-    fast_key = (kernel, context_key, signature,
-                tuple(sorted((k, repr(v)) for k, v in constants.items())), num_warps, num_stages,
-                kernel.debug, maxnreg, fp_fusion)
+    fast_key = (kernel, context_key, signature, _constants_key(constants), num_warps,
+                num_stages, kernel.debug, maxnreg, fp_fusion)
     found = _launchable.get(fast_key)
     if found is None:
         found = _load_function(kernel, context_key, signature, constants, num_warps,
@@ -238,8 +249,8 @@ def launch_on_device(kernel, grid, runtime_args, constants, num_warps, num_stage
         # per launch instead of a ctypes object per argument.
         packing = _packings.get(signature)
         if packing is None:
-            packing = _packings[signature] = ParameterPacking([ctype for _, ctype in values])
-        extra = packing.pack([value for value, _ in values])
+            packing = _packings[signature] = ParameterPacking(parameter_ctypes(signature))
+        extra = packing.pack(values)
         arguments = (grid[0], grid[1], grid[2], 32 * num_warps, 1, 1, metadata.get("shared", 0),
                      _stream_handle(stream, runtime_args), None, ctypes.addressof(extra))
         if _hot is None:
@@ -251,7 +262,7 @@ def launch_on_device(kernel, grid, runtime_args, constants, num_warps, num_stage
             _check((driver.CUresult(result),), f"launching {kernel.name}")
         return
     # kernelParams as a void*[] built with ctypes: far cheaper than cuda-python's packing.
-    holders = [ctype(value) for value, ctype in values]
+    holders = [ctype(value) for value, ctype in zip(values, parameter_ctypes(signature))]
     addresses = [ctypes.addressof(h) for h in holders]
     if metadata.get("tensor_maps"):
         maps = encode_tensor_maps(metadata["tensor_maps"], runtime_args, address_of)
