@@ -2,6 +2,8 @@
 
 The pipeline, one line per stage:
   kir     frontend: Python AST -> typed block SSA, specialized on types, hints, constexprs
+  (loop)  passes.loop_invariant: one-trip loops folded; loads that every trip of a loop
+          without writes repeats moved before it
   (desc)  passes.descriptors: tensor-descriptor loads and stores become pointer ones, except
           those a pipelined wgmma loop copies with TMA (passes.pipeline.tma_loads)
   (pipe)  passes.pipeline: with num_stages > 1, loads feeding a dot become cp.async (or TMA)
@@ -34,6 +36,7 @@ from .passes import axis_info
 from .passes.assign_layouts import assign_layouts
 from .passes.descriptors import lower_descriptors
 from .passes.pipeline import MAX_PIPELINE_BYTES, pipeline_dot_loops, tma_loads
+from .passes.loop_invariant import hoist_loop_invariants
 from .passes.prefetch import prefetch_dot_operands
 from .targets import SHARED_BYTES_PER_BLOCK, has_ampere_mma, has_async_copy, has_wgmma
 
@@ -118,6 +121,7 @@ def _lower(generated, kernel_options: CompileOptions, target: str, budget: int) 
     num_warps, num_stages = kernel_options.num_warps, kernel_options.num_stages
     wgmma = has_wgmma(target)
     function = copy.deepcopy(generated)
+    hoist_loop_invariants(function)
     # Without cp.async (sm_75) no loop is pipelined through shared memory; the register
     # prefetch below still issues its dot's loads one trip early.
     pipelined = num_stages > 1 and has_async_copy(target)

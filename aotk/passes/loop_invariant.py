@@ -1,0 +1,138 @@
+"""Loops that run once, and loads that every trip repeats.
+
+In: a kir ``Function`` the pass may edit (the compiler hands it a copy). Out: the same
+function where
+
+1. a ``for`` whose bounds and step are constants giving exactly one trip is replaced by its
+   body (the induction variable is the start, the carried values their initial ones, the
+   loop's results what the body yields): Triton's canonicalizer does the same, and the
+   loads of such a body then read the enclosing loop's values directly;
+2. in a ``for`` that writes no memory (no store, atomic, asynchronous copy, barrier, print,
+   assert or inline asm, nested regions included) and runs at least once (constant bounds),
+   a ``load`` whose operands all come from outside the loop, with the pure ops that compute
+   them in the body, moves before the loop: loaded once instead of on every trip. Moving a
+   load out of a loop that might not run could fault; a volatile load stays.
+
+Why: liger's int8 x int2 matmul reloads the same packed B tile on each of four trips (its
+inner loop runs once); kept in the loop, the tile's 64 byte addresses per thread stay live
+across it beside the 128 accumulator registers, and ptxas spilled 1.3 KB. Triton's loop
+invariant code motion loads the tile once before the loop. LLVM cannot: by then the loop
+also writes shared memory.
+"""
+from __future__ import annotations
+
+from ..ir import kir
+from .rewrite import ops_with_blocks
+
+# Ops after which a load may not move: anything that writes memory or orders it.
+WRITES = kir.SIDE_EFFECT_OPS | frozenset(("store", "descriptor_store"))
+
+
+def hoist_loop_invariants(function: kir.Function) -> int:
+    """Applies both rewrites (innermost loops first); returns how many ops moved or loops
+    were folded."""
+    changed = 0
+    # Innermost first: a folded or hoisted inner loop leaves its loads to the outer one.
+    for block, loop in reversed([(b, op) for b, op in ops_with_blocks(function.body)
+                                 if op.opcode == "for"]):
+        if _trip_count(loop) == 1:
+            _fold(function, block, loop)
+            changed += 1
+    for block, loop in reversed([(b, op) for b, op in ops_with_blocks(function.body)
+                                 if op.opcode == "for"]):
+        changed += _hoist_loads(block, loop)
+    return changed
+
+
+def _constant(value):
+    owner = value.owner
+    if owner is None or owner.opcode != "constant" or value.type.shape:
+        return None
+    constant = owner.attrs.get("value")
+    return constant if isinstance(constant, int) and not isinstance(constant, bool) else None
+
+
+def _trip_count(loop) -> int | None:
+    """The trips of a ``for`` with constant bounds and step, else None."""
+    start, end, step = (_constant(v) for v in loop.operands[:3])
+    if None in (start, end, step):
+        return None
+    # Trips run from start while below end (up) or above it (down), as backend.control.
+    direction = loop.attrs.get("direction")
+    if direction == "up" and step > 0:
+        return max(0, -(-(end - start) // step))
+    if direction == "down" and step < 0:
+        return max(0, -(-(start - end) // -step))
+    return None
+
+
+def _replace_uses(ops, mapping: dict) -> None:
+    for op in kir.walk(ops):
+        op.operands[:] = [mapping.get(v, v) for v in op.operands]
+
+
+def _fold(function: kir.Function, block: list, loop) -> None:
+    """Replaces a one-trip ``for`` by its body."""
+    region = loop.regions[0]
+    induction, carried = region.args[0], region.args[1:]
+    start = loop.operands[0]
+    inits = loop.operands[3:]
+    mapping = dict(zip([induction] + list(carried), [start] + list(inits)))
+    body = [op for op in region.body if op is not region.terminator]
+    _replace_uses(body + [region.terminator], mapping)
+    results = dict(zip(loop.results, region.terminator.operands))
+    position = block.index(loop)
+    block[position:position + 1] = body
+    _replace_uses(function.body, results)
+
+
+def _writes_memory(loop) -> bool:
+    return any(op.opcode in WRITES for op in kir.walk(loop.regions[0].body))
+
+
+def _hoist_loads(block: list, loop) -> int:
+    """Moves the loop's invariant loads (and their pure operand ops) before it."""
+    if (_trip_count(loop) or 0) < 1 or _writes_memory(loop):
+        return 0
+    region = loop.regions[0]
+    inside = {id(op) for op in kir.walk(region.body)}
+    direct = {id(op) for op in region.body}
+    hoisted: list = []
+    moved: set = set()
+
+    def invariant(value) -> bool:
+        owner = value.owner
+        return owner is None and value not in region.args or \
+            owner is not None and (id(owner) not in inside or id(owner) in moved)
+
+    def slice_of(load) -> list | None:
+        """The body ops ``load`` needs, in body order, if all are pure and invariant."""
+        needed, pending = {}, list(load.operands)
+        while pending:
+            value = pending.pop()
+            if invariant(value):
+                continue
+            owner = value.owner
+            if owner is None or id(owner) not in direct or \
+                    owner.opcode not in kir.PURE_OPS or owner.regions:
+                return None   # a region argument, a nested op or an impure one
+            if id(owner) not in needed:
+                needed[id(owner)] = owner
+                pending.extend(owner.operands)
+        return [op for op in region.body if id(op) in needed]
+
+    for op in list(region.body):
+        if op.opcode != "load" or op.attrs.get("volatile") or id(op) in moved:
+            continue
+        needed = slice_of(op)
+        if needed is None:
+            continue
+        for moving in needed + [op]:
+            moved.add(id(moving))
+            hoisted.append(moving)
+    if not hoisted:
+        return 0
+    region.body[:] = [op for op in region.body if id(op) not in moved]
+    position = block.index(loop)
+    block[position:position] = hoisted
+    return len(hoisted)
