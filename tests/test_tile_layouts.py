@@ -145,3 +145,52 @@ def test_the_gpu_runs_the_regions(flag, trips):
     got = _run_regions(x, w, flag, trips, lambda a: torch.from_numpy(a).cuda(),
                        lambda t: t.cpu().numpy())
     _check_regions(got, x, w, flag, trips)
+
+
+@aotk.jit
+def two_aligned_one_not(a_ptr, b_ptr, out_ptr, stride_unaligned, BLOCK: tl.constexpr):
+    rows, cols = tl.arange(0, BLOCK), tl.arange(0, BLOCK)
+    tile = rows[:, None] * BLOCK + cols[None, :]
+    a = tl.load(a_ptr + tile)
+    b = tl.load(b_ptr + tile)
+    tl.store(out_ptr + tile, a + b)
+    tl.store(out_ptr + BLOCK * BLOCK + tile, a * b)
+    # A row stride the launch gave no hint for: this store alone stays scalar.
+    unaligned = 2 * BLOCK * BLOCK + rows[:, None] * stride_unaligned + cols[None, :]
+    tl.store(out_ptr + unaligned, a - b)
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90"])
+def test_one_unaligned_access_leaves_the_others_vectorized(target):
+    """A shape's layout takes the vector width most of its memory elements can use: the
+    one store without an alignment hint stays scalar, the four aligned accesses keep their
+    16-byte vectors (the narrowest width made all of them scalar: liger's fused MoE
+    up-projection held 255 registers so, Triton 128)."""
+    compiled = aotk.compile(two_aligned_one_not, "*fp32:16, *fp32:16, *fp32:16, i32",
+                            {"BLOCK": 64}, num_warps=4, target=target)
+    ptx = compiled.ptx
+    per_thread = 64 * 64 // 128
+    assert ptx.count("ld.global.v4.b32") == 2 * per_thread // 4
+    assert ptx.count("st.global.v4.b32") == 2 * per_thread // 4
+    assert len(re.findall(r"st\.global\.b32", ptx)) == per_thread
+
+
+@pytest.mark.parametrize("device", [pytest.param("cuda", marks=pytest.mark.gpu), "interpreter"])
+def test_the_mixed_widths_compute_what_numpy_does(device, monkeypatch):
+    """The layout the aligned accesses chose, the unaligned store written through it: every
+    element lands where numpy puts it (a row stride of 65 floats)."""
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((64, 64)).astype(np.float32) for _ in range(2))
+    out = np.zeros(2 * 64 * 64 + 64 * 65, np.float32)
+    if device == "cuda":
+        torch = pytest.importorskip("torch")
+        arrays = [torch.from_numpy(x).cuda() for x in (a, b, out)]
+    else:
+        monkeypatch.setenv("AOTK_INTERPRET", "1")
+        arrays = [a, b, out]
+    two_aligned_one_not[(1,)](*arrays, 65, BLOCK=64)
+    got = arrays[2].cpu().numpy() if device == "cuda" else arrays[2]
+    np.testing.assert_allclose(got[:4096].reshape(64, 64), a + b, rtol=1e-6)
+    np.testing.assert_allclose(got[4096:8192].reshape(64, 64), a * b, rtol=1e-6)
+    unaligned = got[8192:8192 + 64 * 65].reshape(64, 65)[:, :64]
+    np.testing.assert_allclose(unaligned, a - b, rtol=1e-6)

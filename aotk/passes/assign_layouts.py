@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from ..ir.kir import (ATOMICS, COMBINING, ELEMENTWISE_OPS, PURE_OPS, SHUFFLES, SIDE_EFFECT_OPS,
                       TERMINATORS, Function, walk)
-from .layouts import (MAX_VECTOR_BYTES, SCALAR, Blocked, Layout, LayoutPlan, blocked_for,
+from .layouts import (SCALAR, Blocked, Layout, LayoutPlan, blocked_for,
                       memory_vector_width)
 from .mma_layout import Mma, choose_mma
 from .mma_residency import carried_layout, mma_residency
@@ -34,6 +34,14 @@ from .mma_residency import carried_layout, mma_residency
 
 
 # -- 1. facts -----------------------------------------------------------------------------
+
+def _elected(tally: dict) -> int:
+    """The vector width most of a rank's (or shape's) memory elements can take (the wider
+    on a tie). The narrowest width, taken before, let one unaligned store make every
+    access of the shape scalar (liger's fused MoE up-projection: three [64, 64] stores,
+    one without an alignment hint, all 96 per thread scalar; Triton vectorizes two)."""
+    return max(tally, key=lambda width: (tally[width], width))
+
 
 def blocked_layouts(function: Function, vector_width: dict, num_warps: int) -> tuple:
     """(rank -> Blocked, shape -> Blocked): one blocked layout per rank, shaped by the
@@ -61,8 +69,12 @@ def blocked_layouts(function: Function, vector_width: dict, num_warps: int) -> t
     for op, width in vector_width.items():
         shape = op.operands[0].type.shape
         if shape:
-            rank_widths[len(shape)] = min(rank_widths.get(len(shape), MAX_VECTOR_BYTES), width)
-            shape_widths[shape] = min(shape_widths.get(shape, MAX_VECTOR_BYTES), width)
+            elements = op.operands[0].type.numel
+            for votes, key in ((rank_widths, len(shape)), (shape_widths, shape)):
+                tally = votes.setdefault(key, {})
+                tally[width] = tally.get(width, 0) + elements
+    rank_widths = {key: _elected(tally) for key, tally in rank_widths.items()}
+    shape_widths = {key: _elected(tally) for key, tally in shape_widths.items()}
     by_rank = {rank: blocked_for(shape, rank_widths.get(rank, 1), num_warps)
                for rank, shape in largest.items()}
     by_shape = {}
