@@ -365,3 +365,25 @@ def test_scans_use_shuffle_up_and_down(target):
         compiled = aotk.compile(scan_1d_kernel, "*i32:16, *i32:16, i32", {"REVERSE": reverse,
                                 "BLOCK": 1024}, target=target)
         assert f"shfl.sync.{mode}.b32" in compiled.ptx
+
+
+@aotk.jit
+def _exp_kernel(x_ptr, out_ptr, LIBDEVICE: tl.constexpr):
+    offs = tl.arange(0, 128)
+    x = tl.load(x_ptr + offs)
+    if LIBDEVICE:
+        y = tl.extra.libdevice.exp(x)
+    else:
+        y = tl.exp(x)
+    tl.store(out_ptr + offs, y)
+
+
+def test_exp_on_fp32_is_tritons_approximation_and_libdevice_exp_is_not():
+    """tl.exp on fp32 is what Triton emits: ex2.approx.f32 (denormals kept) of x * log2(e),
+    two instructions; tl.extra.libdevice.exp stays libdevice's __nv_expf (within 2 ulp)."""
+    fast = aotk.compile(_exp_kernel, "*fp32:16, *fp32:16", {"LIBDEVICE": False}).ptx
+    precise = aotk.compile(_exp_kernel, "*fp32:16, *fp32:16", {"LIBDEVICE": True}).ptx
+    log2e = "0f3FB8AA3B"   # 1.4426950408889634 as an fp32 immediate
+    assert "ex2.approx.f32" in fast and log2e in fast and "ex2.approx.ftz" not in fast
+    assert "fma.rm" not in fast
+    assert "ex2.approx.ftz.f32" in precise and "fma.rm" in precise

@@ -539,6 +539,8 @@ def reference_special(name, *values):
     if name.startswith("cyl_bessel_i"):
         return float(mp.besseli(int(name[-1]), x)) if math.isfinite(x) else \
             math.copysign(math.inf, x) if name[-1] == "1" else math.inf
+    if name == "exp":
+        return 0.0 if x == -math.inf else math.inf if x == math.inf else float(mp.exp(x))
     if name == "erfcx":
         if x > 1e6:     # mpmath's erfc gives up there: the asymptotic series' first terms
             return float((1 - 1 / (2 * mp.mpf(x) ** 2)) / (x * mp.sqrt(mp.pi)))
@@ -599,6 +601,10 @@ def _approximate_groups():
             Group(f"bessel-i-{short}", ("cyl_bessel_i0", "cyl_bessel_i1"), (dtype,), dtype,
                   uniform(-100, 100, extra=(29.9, 30.1, 700.0)), reference_special, False,
                   close),
+            # libdevice's own exp (tl.exp on fp32 is Triton's approximation instead)
+            Group(f"exp-{short}", ("exp",), (dtype,), dtype,
+                  uniform(-80, 80, extra=(-104.0, -87.5, 88.7, 89.0, 0.0, -0.0)),
+                  reference_special, False, 2),
             Group(f"erfcx-{short}", ("erfcx",), (dtype,), dtype,
                   uniform(-10, 30, extra=(-30.0, 9.99, 10.0, 1e5)), reference_special, False,
                   close),

@@ -22,6 +22,7 @@ from .llvm_types import I16, I32, I64, declare_function, inline_asm, llvm_type
 from .registry import value_lowering
 
 
+LOG2_E = 1.4426950408889634
 _FLOAT_MATH = {  # opcode -> (libdevice fp32 name, fp64 name) or an LLVM intrinsic
     "exp": ("__nv_expf", "__nv_exp"), "exp2": ("__nv_exp2f", "__nv_exp2"),
     "log": ("__nv_logf", "__nv_log"), "log2": ("__nv_log2f", "__nv_log2"),
@@ -43,6 +44,7 @@ LIBDEVICE = {
         "tgamma", "round", "trunc", "rint", "nearbyint", "sinpi", "cospi", "normcdf", "pow",
         "atan2", "hypot", "copysign", "fmod", "fdim", "remainder", "nextafter")},
     "sqrt_rn": {"fp32": "__nv_fsqrt_rn", "fp64": "__nv_dsqrt_rn"},
+    "exp": {"fp32": "__nv_expf", "fp64": "__nv_exp"},
     "rcp_rn": {"fp32": "__nv_frcp_rn", "fp64": "__nv_drcp_rn"},
     "div_rn": {"fp32": "__nv_fdiv_rn", "fp64": "__nv_ddiv_rn"},
     "add_rn": {"fp32": "__nv_fadd_rn", "fp64": "__nv_dadd_rn"},
@@ -123,6 +125,12 @@ def _float_call(ctx, op, args, intrinsic=None):
     native = llvm_type(element)
     compute = ir.FloatType() if _is_16bit_float(element) else native
     widened = [b.fpext(a, compute) if compute is not native else a for a in args]
+    if op.opcode == "exp" and element.is_fp32():
+        # Triton's tl.exp on fp32: ex2.approx of x * log2(e), denormals kept (not
+        # libdevice's __nv_expf, which tl.extra.libdevice.exp is).
+        scaled = b.fmul(widened[0], ir.Constant(compute, LOG2_E))
+        ex2 = declare_function(ctx.module, "llvm.nvvm.ex2.approx.f", compute, [compute])
+        return b.call(ex2, [scaled])
     if op.opcode in _FLOAT_MATH:
         name = _FLOAT_MATH[op.opcode][1 if element.is_fp64() else 0]
     else:

@@ -155,7 +155,7 @@ def _reverse_bits(value, bits):
 # arrays of the operands' types in, an array out (the executor casts it to the result type).
 MATH = {
     "erf": pointwise(math.erf), "erfc": pointwise(math.erfc), "erfinv": pointwise(_erfinv),
-    "tanh": wide(np.tanh), "exp10": wide(lambda x: np.power(10.0, x)),
+    "tanh": wide(np.tanh), "exp10": wide(lambda x: np.power(10.0, x)), "exp": wide(np.exp),
     "log10": wide(np.log10), "log1p": wide(np.log1p), "expm1": wide(np.expm1),
     "sinh": wide(np.sinh), "cosh": wide(np.cosh), "tan": wide(np.tan),
     "asin": wide(np.arcsin), "acos": wide(np.arccos), "atan": wide(np.arctan),

@@ -399,6 +399,9 @@ LIBDEVICE_FUNCTIONS = {
     "rhypot": MathFunction(2),
     "norm3d": MathFunction(3), "rnorm3d": MathFunction(3),
     "norm4d": MathFunction(4), "rnorm4d": MathFunction(4),
+    # libdevice's own exp (__nv_expf, within 2 ulp): tl.exp on fp32 is Triton's ex2.approx
+    # of x * log2(e), which tl.extra.libdevice.exp is not.
+    "exp": MathFunction(1),
 }
 
 # Every function of the kir op ``math``.
