@@ -19,6 +19,7 @@ import shutil
 import signal
 import subprocess
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -102,7 +103,7 @@ def build(manifest_path="aotk.toml", out_dir=None, jobs=None, verbose=False, sta
     remote_cache.new_build()
     compiled = compile_builds(plans, manifest.targets, jobs=jobs, verbose=verbose,
                               progress=progress)
-    result = link(manifest, plans, compiled, out, static, verbose)
+    result = link(manifest, plans, compiled, out, static, verbose, jobs)
     if cap is not None:       # the entries this build used were touched: they go last
         cache.limit_size(cap)
     return result
@@ -141,7 +142,8 @@ def prepare(manifest_path, out_dir=None, targets=None) -> tuple:
     return manifest, out, plan_builds(manifest)
 
 
-def link(manifest, plans, compiled: dict, out: Path, static=False, verbose=False) -> BuildResult:
+def link(manifest, plans, compiled: dict, out: Path, static=False, verbose=False,
+         jobs=None) -> BuildResult:
     """The library, header, depfile and .pc (and archive) from the compiled builds
     ({(kernel, index): CompiledBuild}): generated C compiled and linked, outputs replaced
     together, or left as they are when nothing changed."""
@@ -173,13 +175,21 @@ def link(manifest, plans, compiled: dict, out: Path, static=False, verbose=False
             write_atomic(work / file_name, content)
         for runtime_file in RUNTIME.iterdir():
             shutil.copyfile(runtime_file, work / runtime_file.name)
-        sources = [f"{name}_library.c", "aotk_runtime.c", f"{name}_fatbins.S"]
+        # The generated C files in their order (the library's, then the kernels' files),
+        # the runtime and the embedded fatbins.
+        sources = [f for f in files if f.endswith(".c")] + ["aotk_runtime.c",
+                                                            f"{name}_fatbins.S"]
+        objects = [source.rsplit(".", 1)[0] + ".o" for source in sources]
         flags = ["-O2", "-fPIC", "-std=c11", "-fvisibility=hidden", "-I."]
-        objects = []
-        for source in sources:
-            obj = source.rsplit(".", 1)[0] + ".o"
-            _run(_compiler() + flags + ["-c", source, "-o", obj], work, verbose)
-            objects.append(obj)
+
+        def compile_c(source_and_object):
+            _run(_compiler() + flags + ["-c", source_and_object[0], "-o", source_and_object[1]],
+                 work, verbose)
+        # As many C compilers at once as the build has jobs: a library of thousands of
+        # variants is many files. The link takes the objects in the files' order.
+        workers = max(1, min(jobs or os.cpu_count() or 1, len(sources)))
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            list(pool.map(compile_c, zip(sources, objects)))
         _run(_compiler() + ["-shared", "-o", f"lib{name}.so.tmp"] + objects + ["-ldl", "-pthread"],
              work, verbose)
         if archive:

@@ -1,8 +1,10 @@
 """Kernel plans + compiled builds -> the generated C sources of one library.
 
 In: the ``KernelPlan``s (dispatch order), their ``CompiledBuild``s, the manifest. Out:
-``{file name: text}`` for ``<name>.h``, ``<name>_library.c`` and ``<name>_fatbins.S``,
-filled from ``templates/`` by named placeholders. Output is stable: no timestamps, no
+``{file name: text}`` for ``<name>.h``, ``<name>_dispatch.h`` (what the C files share),
+``<name>_library.c`` (the variant table, the first kernels), ``<name>_kernels_<n>.c`` (the
+other kernels, when there are more than ``C_FILE_VARIANTS`` variants) and
+``<name>_fatbins.S``, filled from ``templates/`` by named placeholders. Output is stable: no timestamps, no
 absolute paths, the manifest's order everywhere.
 """
 from __future__ import annotations
@@ -325,6 +327,29 @@ def _layout_comment(plan) -> str:
             "keep them):" + "".join(lines))
 
 
+# The library's C is cut into files of about this many variants, so that a library of
+# thousands compiles in parallel; a cut between kernels only, made the same way whatever the
+# job count, so that the library's bytes do not depend on it.
+C_FILE_VARIANTS = 128
+
+
+def kernels_file(library_name: str, number: int) -> str:
+    return f"{library_name}_kernels_{number}.c"
+
+
+def _chunks(kernels: list) -> list:
+    """[(kernel, variant count, C)] -> runs of consecutive kernels of about
+    ``C_FILE_VARIANTS`` variants each (one run at least; a kernel is never cut)."""
+    chunks, current, count = [], [], 0
+    for kernel in kernels:
+        if current and count + kernel[1] > C_FILE_VARIANTS:
+            chunks.append(current)
+            current, count = [], 0
+        current.append(kernel)
+        count += kernel[1]
+    return chunks + [current]
+
+
 def generate(manifest, plans, compiled: dict) -> dict:
     name = manifest.name
     manifest_dir = manifest.path.parent
@@ -367,16 +392,22 @@ def generate(manifest, plans, compiled: dict) -> dict:
                 f"{c_string(result.metadata['name'])}, {symbol}, "
                 f"{32 * build.variant.num_warps}u, {int(result.metadata['shared'])}u, "
                 f"{table_symbol}, {{{{0, 0}}}}, 0}},")
-        kernels.append(_kernel_source(plan, offset, name, manifest_dir, compiled,
-                                      manifest.targets))
+        kernels.append((plan.kernel.name, len(plan.builds),
+                        _kernel_source(plan, offset, name, manifest_dir, compiled,
+                                       manifest.targets)))
         offset += len(plan.builds)
     common = {"name": name, "NAME": name.upper(), "version": __version__,
-              "manifest": manifest.path.name}
+              "manifest": manifest.path.name, "variant_count": offset}
     files[f"{name}.h"] = template("header.h.in").substitute(common, declarations="\n".join(declarations))
+    files[f"{name}_dispatch.h"] = template("dispatch.h.in").substitute(common)
+    chunks = _chunks(kernels)
     files[f"{name}_library.c"] = template("library.c.in").substitute(
         common, fatbin_declarations="\n".join(fatbin_declarations + shared_tables),
-        variant_count=offset,
-        variants="\n".join(variants), kernels="\n".join(kernels),
+        variants="\n".join(variants), kernels="\n".join(text for _, _, text in chunks[0]),
         info=c_string(info_json(manifest, plans, compiled)))
+    for number, chunk in enumerate(chunks[1:], 1):
+        files[kernels_file(name, number)] = template("kernels.c.in").substitute(
+            common, kernel_names=", ".join(kernel for kernel, _, _ in chunk),
+            chunk=C_FILE_VARIANTS, kernels="\n".join(text for _, _, text in chunk))
     files[f"{name}_fatbins.S"] = template("fatbins.S.in").substitute(common, blobs="\n".join(blobs))
     return files

@@ -85,13 +85,23 @@ def compile_builds(plans, targets, jobs=None, verbose=False, progress=None) -> d
     they come from) are compiled once."""
     versions = cache.versions()
     results, pending, sharing = {}, [], {}
+    # The kir for the lowest target stands for all of them: the targets are in the key, and a
+    # kernel that asks tl.target_info differs only as they do.
+    lowest = min(targets, key=capability)
+    listings = {}   # what decides a kir -> its listing, generated once each
     for plan in plans:
         for build in plan.builds:
-            # The kir for the lowest target stands for all of them: the targets are in the key,
-            # and a kernel that asks tl.target_info differs only as they do.
-            kir_text = kir.cache_listing(plan.function.kir(
-                build.signature, constants=build.constants, num_warps=build.variant.num_warps,
-                target=min(targets, key=capability)))
+            # Kernel entries that name one source function (each loaded on its own) and
+            # variants that repeat a specialization have one kir: a manifest of 2,000 variants
+            # over 8 specializations generates 8, not 2,000.
+            specialization = (str(plan.kernel.source), plan.kernel.function,
+                              plan.kernel.redirect_triton, build.signature,
+                              repr(sorted(build.constants.items())), build.variant.num_warps)
+            kir_text = listings.get(specialization)
+            if kir_text is None:
+                kir_text = listings[specialization] = kir.cache_listing(plan.function.kir(
+                    build.signature, constants=build.constants,
+                    num_warps=build.variant.num_warps, target=lowest))
             options = CompileOptions(num_warps=build.variant.num_warps,
                                      num_stages=build.variant.num_stages,
                                      maxnreg=build.variant.maxnreg,
