@@ -387,3 +387,20 @@ def test_exp_on_fp32_is_tritons_approximation_and_libdevice_exp_is_not():
     assert "ex2.approx.f32" in fast and log2e in fast and "ex2.approx.ftz" not in fast
     assert "fma.rm" not in fast
     assert "ex2.approx.ftz.f32" in precise and "fma.rm" in precise
+
+
+@aotk.jit
+def _exp2_kernel(x_ptr, out_ptr):
+    offs = tl.arange(0, 512)
+    tl.store(out_ptr + offs, tl.exp2(tl.load(x_ptr + offs)))
+
+
+def test_exp2_on_fp32_is_tritons_flush_to_zero_ex2():
+    """Triton's tl.exp2 on fp32 is libdevice's __nv_exp2f with __nvvm_reflect("__CUDA_FTZ")
+    = 1 (its enable_reflect_ftz): one ex2.approx.ftz.f32 per element. aotk's libdevice call
+    took the non-FTZ path, the denormal-keeping ex2.approx.f32, which ptxas expands to a
+    compare and two multiplies around the MUFU.EX2 (liger's cross entropy at 32000 columns:
+    33 of them in its first loop, 32 in its second)."""
+    compiled = aotk.compile(_exp2_kernel, "*fp32:16, *fp32:16", {})
+    assert compiled.ptx.count("ex2.approx.ftz.f32") == 4
+    assert "ex2.approx.f32" not in compiled.ptx and "__nv_exp2f" not in compiled.asm["llir"]
