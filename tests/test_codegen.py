@@ -1,4 +1,5 @@
 """GPU code generation without a GPU: PTX shape checks, and every case through ptxas."""
+import re
 import llvmlite.binding as llvm
 import pytest
 
@@ -404,3 +405,40 @@ def test_exp2_on_fp32_is_tritons_flush_to_zero_ex2():
     compiled = aotk.compile(_exp2_kernel, "*fp32:16, *fp32:16", {})
     assert compiled.ptx.count("ex2.approx.ftz.f32") == 4
     assert "ex2.approx.f32" not in compiled.ptx and "__nv_exp2f" not in compiled.asm["llir"]
+
+
+@aotk.jit
+def _row_sum_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    tl.store(out_ptr, tl.sum(tl.load(x_ptr + tl.arange(0, BLOCK))))
+
+
+def _longest_add_chain(ptx: str) -> int:
+    """The most fp32 adds one after another on any path through the PTX's dataflow
+    (a shuffle passes its source's count on; shared memory, the most stored there)."""
+    depth, stored = {}, 0
+    for line in ptx.splitlines():
+        registers = re.findall(r"%r\d+", line)
+        if re.match(r"\s*add(\.rn)?\.f32", line):
+            depth[registers[0]] = 1 + max(depth.get(r, 0) for r in registers[1:])
+        elif "shfl.sync" in line:
+            depth[registers[0]] = depth.get(registers[1], 0)
+        elif "st.shared" in line:
+            stored = max([stored] + [depth.get(r, 0) for r in registers])
+        elif "ld.shared" in line:
+            for register in registers:
+                depth[register] = stored
+    return max(depth.values())
+
+
+def test_reductions_combine_as_trees_like_triton():
+    """A row of 8192 over 32 warps (8 elements a thread): a balanced tree in each thread,
+    lanes combined farthest first (16 .. 1), and the 32 warps' partials combined by a
+    butterfly of shuffles after one shared-memory load each, Triton's order throughout:
+    3 + 5 + 5 dependent adds. Before: 7 sequential adds in the thread and 32 partials
+    loaded by every thread (8 ld.shared.v4) and added one after another (7 + 5 + 31)."""
+    ptx = aotk.compile(_row_sum_kernel, "*fp32:16, *fp32:16", {"BLOCK": 8192},
+                       num_warps=32).ptx
+    assert ptx.count("ld.shared") == 1 and "ld.shared.v4" not in ptx
+    lanes = re.findall(r"shfl\.sync\.bfly\.b32\s+%r\d+, %r\d+, (\d+),", ptx)
+    assert lanes == ["16", "8", "4", "2", "1"] * 2
+    assert _longest_add_chain(ptx) == 3 + 5 + 5

@@ -6,12 +6,17 @@ with its strides). Out: the result's registers in the slice of that layout along
 reduced axis (what ``expand_dims`` of the result needs, so
 broadcasting a row maximum back costs nothing). Steps:
 
-1. each thread combines its own registers along the axis;
-2. ``shfl.sync.bfly`` butterflies across the lanes that split the axis (no shared memory,
-   no barrier);
+1. each thread combines its own registers along the axis, as a balanced tree in register
+   order;
+2. ``shfl.sync.bfly`` butterflies across the lanes that split the axis, farthest lanes
+   first (no shared memory, no barrier);
 3. when warps split the axis too, each warp's partials go through shared memory: every
    lane along the axis holds the same value after step 2, so all write it (no predicate),
-   one barrier, then each thread combines the partials it needs.
+   one barrier; where all lanes of a warp need the same results, lane l loads warp
+   (l mod W)'s partial and a butterfly of shuffles combines the W of them, else each
+   thread loads the W partials it needs and combines them in that butterfly's order.
+Triton 3.8 combines in these orders too (its PTX for the same reductions), so float sums
+round as Triton's do.
 A combine is a named one (add max min xor or), argreduce's (value, index) rule, or a combine
 region on tuples of registers (``tl.reduce``; see ``combine``). Steps 2 and 3 only span the
 lanes and warps that hold distinct elements: when the layout's tile is larger than the
@@ -92,6 +97,28 @@ def shuffle(ctx, value, lane_argument, mode: str):
     return result if isinstance(value.type, ir.IntType) else bld.bitcast(result, value.type)
 
 
+def pairwise(items: list, merge):
+    """The items combined as a balanced tree in their order: neighbours first, then
+    neighbouring pairs, and so on (as Triton combines a thread's elements). Depth log2(n)
+    instead of n - 1, and the operands of each combine stay in order."""
+    while len(items) > 1:
+        paired = [merge(items[i], items[i + 1]) for i in range(0, len(items) - 1, 2)]
+        items = paired + items[len(items) - len(items) % 2:]
+    return items[0]
+
+
+def butterfly_order(items: list, merge):
+    """The items combined in the order a butterfly over them combines them, half the
+    distance each step (``W/2 .. 1``): what lane 0 of a shuffle butterfly computes when
+    lane ``w`` starts with ``items[w]``. ``len(items)`` is a power of two."""
+    items = list(items)
+    half = len(items) // 2
+    while half >= 1:
+        items = [merge(items[i], items[i + half]) for i in range(half)]
+        half //= 2
+    return items[0]
+
+
 def _component_elements(op) -> list:
     """Element type of each register of an item: one per operand (argreduce: value, index)."""
     if op.opcode == "argreduce":
@@ -143,21 +170,23 @@ def lower_reduce(ctx, op) -> list:
         merge = combiner(ctx, op)
     _, lanes, warps, _ = axis_geometry(blocked, shape[axis], axis)
 
-    # 1. In-thread: one accumulator per result slot (the slot with the axis component 0).
-    accumulators = {}
+    # 1. In-thread: one accumulator per result slot (the slot with the axis component 0),
+    # a balanced tree over the thread's elements in register order.
+    groups = {}
     for item, slot in zip(items, source.slots()):
-        key = slot[:axis] + (0,) + slot[axis + 1:]
-        accumulators[key] = item if key not in accumulators else merge(accumulators[key], item)
+        groups.setdefault(slot[:axis] + (0,) + slot[axis + 1:], []).append(item)
+    accumulators = {key: pairwise(group, merge) for key, group in groups.items()}
 
-    # 2. Across lanes: butterfly over the lanes that hold distinct elements of the axis.
+    # 2. Across lanes: butterfly over the lanes that hold distinct elements of the axis,
+    # the farthest lanes first.
     lane_stride, _ = blocked.strides(axis)
-    step = 1
-    while step < lanes:
+    step = lanes // 2
+    while step >= 1:
         distance = ir.Constant(I32, lane_stride * step)
         for key, item in accumulators.items():
             other = tuple(shuffle(ctx, value, distance, "bfly") for value in item)
             accumulators[key] = merge(item, other)
-        step *= 2
+        step //= 2
 
     result_layout = Layout(blocked, (axis,))
     target = ctx.threads.distribution(result_layout, op.results[0].type.shape)
@@ -172,7 +201,8 @@ def lower_reduce(ctx, op) -> list:
 def _across_warps(ctx, op, ordered, target, result_layout, warps, merge) -> list:
     """3. Each warp's partials through shared memory: every lane along the axis holds the
     same values after step 2, so all write them (no predicate); replica warps write what
-    their owner writes. One barrier, then each thread combines the partials it needs."""
+    their owner writes. One barrier, then the partials are combined by a butterfly over
+    the warps, of shuffles where the lanes of a warp share their entries."""
     bld = ctx.builder
     blocked = result_layout.blocked
     axis = op.attrs["axis"]
@@ -207,11 +237,36 @@ def _across_warps(ctx, op, ordered, target, result_layout, warps, merge) -> list
             bld.store(value, pointer(position, component))
     ctx.shared.barrier()
     combined = []
+    if _lanes_share_entries(blocked, axis, shape, result_layout) and warps <= 32:
+        # Every lane needs the same entries: lane l reads warp (l mod W)'s partial and a
+        # butterfly over W lanes combines them (one load and log2(W) shuffles, not W loads
+        # and W - 1 combines per thread).
+        lane_warp = bld.urem(ctx.threads.lane, ir.Constant(I32, warps))
+        for entry in entries:
+            position = bld.add(entry, lane_warp)
+            item = tuple(bld.load(pointer(position, c), typ=types[c]) for c in range(len(types)))
+            step = warps // 2
+            while step >= 1:
+                distance = ir.Constant(I32, step)
+                item = merge(item, tuple(shuffle(ctx, value, distance, "bfly") for value in item))
+                step //= 2
+            combined.append(item)
+        return combined
     for entry in entries:
-        item = None
+        partials = []
         for w in range(warps):
             position = bld.add(entry, ir.Constant(I32, w))
-            value = tuple(bld.load(pointer(position, c), typ=types[c]) for c in range(len(types)))
-            item = value if item is None else merge(item, value)
-        combined.append(item)
+            partials.append(tuple(bld.load(pointer(position, c), typ=types[c])
+                                  for c in range(len(types))))
+        combined.append(butterfly_order(partials, merge))
     return combined
+
+
+def _lanes_share_entries(blocked, axis: int, shape: tuple, result_layout) -> bool:
+    """Whether all lanes of a warp hold the same result entries: no lanes split an axis of
+    the result (the reduced axis aside, whose lanes all hold the reduced value)."""
+    for dim in range(len(shape)):
+        parent = result_layout.parent_axis(dim)
+        if parent != axis and shape[dim] > 1 and blocked.threads_per_warp[parent] > 1:
+            return False
+    return True
