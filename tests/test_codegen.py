@@ -442,3 +442,42 @@ def test_reductions_combine_as_trees_like_triton():
     lanes = re.findall(r"shfl\.sync\.bfly\.b32\s+%r\d+, %r\d+, (\d+),", ptx)
     assert lanes == ["16", "8", "4", "2", "1"] * 2
     assert _longest_add_chain(ptx) == 3 + 5 + 5
+
+
+@aotk.jit
+def _compare_mask_kernel(x_ptr, y_ptr, n, PREDICATE: tl.constexpr, SWAP: tl.constexpr):
+    offs = tl.arange(0, 512)
+    if SWAP:
+        if PREDICATE == "lt":
+            mask = n < offs
+        elif PREDICATE == "le":
+            mask = n <= offs
+        elif PREDICATE == "gt":
+            mask = n > offs
+        else:
+            mask = n >= offs
+    else:
+        if PREDICATE == "lt":
+            mask = offs < n
+        elif PREDICATE == "le":
+            mask = offs <= n
+        elif PREDICATE == "gt":
+            mask = offs > n
+        else:
+            mask = offs >= n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask, other=0.0))
+
+
+@pytest.mark.parametrize("predicate, swap, vector", [
+    ("lt", False, True), ("ge", False, True), ("le", False, False), ("gt", False, False),
+    ("gt", True, True), ("le", True, True), ("lt", True, False), ("ge", True, False)])
+def test_a_mask_is_constant_over_aligned_runs_only_where_its_boundary_is(predicate, swap,
+                                                                          vector):
+    """offs < n and offs >= n (n divisible by 16) switch at a multiple of 16: one predicate
+    per 4-element vector is exact. offs <= n and offs > n switch one past it (offs = n + 1
+    is inside a run), so each element needs its own predicate (Triton: 4 scalar loads).
+    aotk claimed the run for all four and loaded x[n + 1 .. n + 3] under offs <= n."""
+    ptx = aotk.compile(_compare_mask_kernel, "*fp32:16, *fp32:16, i32:16",
+                       {"PREDICATE": predicate, "SWAP": swap}).ptx
+    assert ("ld.global.v4.b32" in ptx) == vector
+    assert ptx.count("ld.global.b32") == (0 if vector else 4)

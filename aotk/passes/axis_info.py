@@ -98,15 +98,19 @@ def _mul(a: AxisInfo, b: AxisInfo, shape) -> AxisInfo:
 
 
 def _compare(a: AxisInfo, b: AxisInfo, predicate, shape) -> AxisInfo:
-    """``offs < n``: runs of a contiguous, aligned ``offs`` against a divisible ``n`` agree."""
+    """``offs < n``: runs of a contiguous, aligned ``offs`` against a divisible ``n`` agree.
+    Only where the boundary falls between runs: ``offs < n`` and ``offs >= n`` (``n > offs``
+    and ``n <= offs``) change value at a multiple of n's divisibility, ``offs <= n`` and
+    ``offs > n`` one past it, inside a run (Triton claims nothing for those either)."""
     rank = len(shape)
     constancy = []
     for d in range(rank):
         c = gcd(a.constancy[d], b.constancy[d])
-        if predicate in ("lt", "le", "gt", "ge"):
+        if predicate in ("lt", "ge"):
             if b.constancy[d] > 1 or rank == 1 and b.constant is not None:
                 c = max(c, gcd(a.contiguity[d], gcd(a.divisibility[d], b.divisibility[d]),
                                b.constancy[d]))
+        if predicate in ("gt", "le"):
             if a.constancy[d] > 1:
                 c = max(c, gcd(b.contiguity[d], gcd(a.divisibility[d], b.divisibility[d]),
                                a.constancy[d]))
