@@ -481,3 +481,24 @@ def test_a_mask_is_constant_over_aligned_runs_only_where_its_boundary_is(predica
                        {"PREDICATE": predicate, "SWAP": swap}).ptx
     assert ("ld.global.v4.b32" in ptx) == vector
     assert ptx.count("ld.global.b32") == (0 if vector else 4)
+
+
+@aotk.jit
+def _where_mask_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    tl.store(y_ptr + offs, tl.where(offs < n, x * 2.0, 0.0))
+
+
+def test_elementwise_ops_compute_once_per_constant_run():
+    """offs < n with n:16 is constant over each thread's aligned 4-vector of offsets (axis
+    info's constancy): Triton computes the compare once per vector and so does aotk now,
+    1 setp per vector instead of 4 (and the offsets + 1, + 2, + 3 it needed go too). liger's
+    cross entropy: 33 ISETP and 30 IADD3 fewer per trip of its first loop."""
+    ptx = aotk.compile(_where_mask_kernel, "*fp32:16, *fp32:16, i32:16", {"BLOCK": 2048},
+                       num_warps=4).ptx
+    assert "ld.global.v4.b32" in ptx
+    assert len(re.findall(r"setp\.\w+\.s32", ptx)) == 4
+    unaligned = aotk.compile(_where_mask_kernel, "*fp32:16, *fp32:16, i32", {"BLOCK": 2048},
+                             num_warps=4).ptx
+    assert len(re.findall(r"setp\.\w+\.s32", unaligned)) == 16

@@ -10,9 +10,12 @@ computed in fp32 and rounded back, as Triton does.
 """
 from __future__ import annotations
 
+import math
+
 import llvmlite.ir as ir
 
 from ..ir import types as T
+from ..passes.layouts import Blocked, Layout
 from ..semantic.elementwise import (DIRECTED_ROUNDINGS, LIBDEVICE_BIT_CASTS,
                                     LIBDEVICE_CONVERSIONS, LIBDEVICE_ROUNDINGS,
                                     ROUNDED_ARITHMETIC, operand_signature)
@@ -384,7 +387,42 @@ RULES = {
 
 @value_lowering(*RULES)
 def lower_elementwise(ctx, op, layout):
+    """Each register by the op's rule; where axis info proves the result constant over runs
+    of a thread's registers (``offs < n`` over aligned vectors of offsets), only the first
+    of each run is computed and the others reuse it, as Triton does."""
     rule = RULES[op.opcode]
     operand_registers = [ctx.regs(v, layout) for v in op.operands]
-    return [rule(ctx, op, [registers[i] for registers in operand_registers])
-            for i in range(len(operand_registers[0]))]
+    count = len(operand_registers[0])
+    runs = _constant_runs(ctx, op.result, layout, count)
+    results = []
+    for i in range(count):
+        if runs[i] < i:
+            results.append(results[runs[i]])
+        else:
+            results.append(rule(ctx, op, [registers[i] for registers in operand_registers]))
+    return results
+
+
+def _constant_runs(ctx, value, layout, count: int) -> list:
+    """For each of a thread's ``count`` registers of ``value`` in ``layout``, the first
+    register holding the same value by axis info's constancy. A thread's elements along an
+    axis start at a multiple of min(size per thread, extent) (its base) and sit at fixed
+    offsets from it, so registers whose offsets share a block of gcd(constancy, that) are
+    in one run of equal values."""
+    unchanged = list(range(count))
+    info = ctx.infos.get(value)
+    shape = value.type.shape
+    if info is None or not shape or len(info.constancy) != len(shape) \
+            or all(c == 1 for c in info.constancy) or not isinstance(layout, Layout) \
+            or layout.sliced or not isinstance(layout.blocked, Blocked):
+        return unchanged
+    distribution = ctx.threads.distribution(layout, shape)
+    slots = distribution.slots()
+    if len(slots) != count:
+        return unchanged
+    widths = [math.gcd(info.constancy[d], min(layout.blocked.size_per_thread[d], shape[d]))
+              for d in range(len(shape))]
+    first = {}
+    return [first.setdefault(tuple(distribution.slot_offsets[d][slot[d]] // widths[d]
+                                   for d in range(len(shape))), index)
+            for index, slot in enumerate(slots)]
