@@ -1,5 +1,6 @@
 """GPU code generation without a GPU: PTX shape checks, and every case through ptxas."""
 import re
+
 import llvmlite.binding as llvm
 import pytest
 
@@ -502,3 +503,26 @@ def test_elementwise_ops_compute_once_per_constant_run():
     unaligned = aotk.compile(_where_mask_kernel, "*fp32:16, *fp32:16, i32", {"BLOCK": 2048},
                              num_warps=4).ptx
     assert len(re.findall(r"setp\.\w+\.s32", unaligned)) == 16
+
+
+@aotk.jit
+def _scaled_rows_kernel(x_ptr, out_ptr, n, count, BLOCK: tl.constexpr):
+    """liger's jsd loop in small: load, scale by 1 / count (the same every trip), store."""
+    for start in range(0, n, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        mask = offs < n
+        x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+        tl.store(out_ptr + offs, x * (1.0 / count), mask=mask)
+
+
+def test_a_loop_invariant_division_after_a_load_leaves_the_loop():
+    """fp32 ``/`` is an asm ``div.full.f32``; after a load (an asm with side effects) it is
+    only sure to run if the load returns, which the load's call site says: LLVM's LICM
+    then computes it once before the loop, as Triton does (one MUFU.RCP and its fix-ups
+    less per trip)."""
+    compiled = aotk.compile(_scaled_rows_kernel, "*fp32:16, *fp32:16, i32, i32", {"BLOCK": 512})
+    body = compiled.ptx.split(".entry")[1]
+    # The first label is the loop's header (the bounds are checked before it).
+    loop = re.search(r"^\$L__BB0_\d+:", body, re.MULTILINE).start()
+    assert body.count("div.full.f32") == 1 and body.index("div.full.f32") < loop
+    assert "ld.global" in body and body.index("ld.global") > loop

@@ -17,7 +17,7 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from ..targets import has_bf16_atom_add
-from .llvm_types import I16, I32, I64, llvm_type
+from .llvm_types import I16, I32, I64, llvm_type, returns
 from .registry import lowering, scratch
 from .shared import row_major_index
 
@@ -62,7 +62,7 @@ def emit_atom(builder, instruction: str, address, predicate, words: list, bits: 
     constraints += [letter] * len(words)
     asm = ir.InlineAsm(ir.FunctionType(_WORD[bits], [o.type for o in operands]), text,
                        ",".join(constraints), side_effect=True)
-    return builder.call(asm, operands)
+    return returns(builder.call(asm, operands))
 
 
 def _bf16_add_loop(ctx, address, predicate, value, qualifiers: str):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import struct
 
 import llvmlite.ir as ir
+from llvmlite.ir.instructions import CallInstrAttributes
 from llvmlite.ir.types import _BaseFloatType
 
 from ..ir import float8
@@ -68,6 +69,22 @@ def declare_function(module, name: str, return_type, argument_types):
     if function is None:
         function = ir.Function(module, ir.FunctionType(return_type, argument_types), name=name)
     return function
+
+
+class _CallAttributes(CallInstrAttributes):
+    """A call site's attributes, ``willreturn`` included (llvmlite's list lacks it)."""
+    _known = CallInstrAttributes._known | frozenset(("willreturn",))
+
+
+def returns(call):
+    """Marks an inline-asm ``call`` with side effects (a global load, store or atomic) as one
+    that returns and throws nothing, which PTX memory instructions do. LLVM cannot know it of
+    an asm: without the mark, nothing after such a call in a loop body is sure to run, so
+    LICM keeps a loop-invariant pure asm after it (fp32 ``div.full``, ``1.0 / n`` in liger's
+    jsd) inside the loop, where Triton computes it once before. The asm keeps its side
+    effects: LLVM neither drops it nor reorders it against the others."""
+    call.attributes = _CallAttributes(("nounwind", "willreturn"))
+    return call
 
 
 def inline_asm(builder, text: str, constraints: str, args, return_type=ir.VoidType(),

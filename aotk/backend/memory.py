@@ -7,15 +7,16 @@ layout pass proved legal. Out: inline-asm calls such as ``@p ld.global.v4.b32 {.
 [addr];`` (``emit_load`` / ``emit_store``, which ``backend.pipeline`` reuses). A store is
 predicated on its mask and on the thread owning each element, so replicas write nothing.
 Inline asm pins the exact instruction the axis info licensed (the width is proven, not
-hoped for) and keeps masked lanes as predicates. Both loads and stores are marked as having side effects so
-LLVM keeps their order relative to each other.
+hoped for) and keeps masked lanes as predicates. Both loads and stores are marked as having
+side effects so LLVM keeps their order relative to each other, and as returning
+(``llvm_types.returns``) so LLVM may still hoist loop-invariant work that follows them.
 """
 from __future__ import annotations
 
 import llvmlite.ir as ir
 
 from ..passes.layouts import SCALAR
-from .llvm_types import I8, I16, I32, constant, llvm_type
+from .llvm_types import I8, I16, I32, constant, llvm_type, returns
 from .registry import lowering, value_lowering
 
 
@@ -106,7 +107,7 @@ def emit_load(builder, address, predicate, element, vec, others, cache="", evict
     result_type = ir.LiteralStructType([word_type] * word_count) if word_count > 1 else word_type
     asm = ir.InlineAsm(ir.FunctionType(result_type, [o.type for o in operands]), " ".join(lines),
                        ",".join([f"={letter}"] * word_count + constraints), side_effect=True)
-    result = builder.call(asm, operands)
+    result = returns(builder.call(asm, operands))
     words = [builder.extract_value(result, i) for i in range(word_count)] if word_count > 1 \
         else [result]
     return [_from_memory(builder, v, element) for v in
@@ -135,7 +136,7 @@ def emit_store(builder, address, predicate, element, values, cache="", eviction=
     constraints += [letter] * word_count
     asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), [o.type for o in operands]), text,
                        ",".join(constraints), side_effect=True)
-    builder.call(asm, operands)
+    returns(builder.call(asm, operands))
 
 
 def _to_memory(builder, value, element):
