@@ -1,0 +1,169 @@
+"""PTX whose shape follows Triton's lowering of the same source, without a GPU: fp32 exp and
+exp2 as Triton emits them, reductions in Triton's combine order, mask constancy only where a
+comparison's boundary falls between aligned runs, elementwise work once per constant run,
+and loop-invariant work hoisted past memory instructions."""
+import re
+
+import pytest
+
+import aotk
+import aotk.language as tl
+
+
+@aotk.jit
+def _exp_kernel(x_ptr, out_ptr, LIBDEVICE: tl.constexpr):
+    offs = tl.arange(0, 128)
+    x = tl.load(x_ptr + offs)
+    if LIBDEVICE:
+        y = tl.extra.libdevice.exp(x)
+    else:
+        y = tl.exp(x)
+    tl.store(out_ptr + offs, y)
+
+
+def test_exp_on_fp32_is_tritons_approximation_and_libdevice_exp_is_not():
+    """tl.exp on fp32 is what Triton emits: ex2.approx.f32 (denormals kept) of x * log2(e),
+    two instructions; tl.extra.libdevice.exp stays libdevice's __nv_expf (within 2 ulp)."""
+    fast = aotk.compile(_exp_kernel, "*fp32:16, *fp32:16", {"LIBDEVICE": False}).ptx
+    precise = aotk.compile(_exp_kernel, "*fp32:16, *fp32:16", {"LIBDEVICE": True}).ptx
+    log2e = "0f3FB8AA3B"   # 1.4426950408889634 as an fp32 immediate
+    assert "ex2.approx.f32" in fast and log2e in fast and "ex2.approx.ftz" not in fast
+    assert "fma.rm" not in fast
+    assert "ex2.approx.ftz.f32" in precise and "fma.rm" in precise
+
+
+@aotk.jit
+def _exp2_kernel(x_ptr, out_ptr):
+    offs = tl.arange(0, 512)
+    tl.store(out_ptr + offs, tl.exp2(tl.load(x_ptr + offs)))
+
+
+def test_exp2_on_fp32_is_tritons_flush_to_zero_ex2():
+    """Triton's tl.exp2 on fp32 is libdevice's __nv_exp2f with __nvvm_reflect("__CUDA_FTZ")
+    = 1 (its enable_reflect_ftz): one ex2.approx.ftz.f32 per element. aotk's libdevice call
+    took the non-FTZ path, the denormal-keeping ex2.approx.f32, which ptxas expands to a
+    compare and two multiplies around the MUFU.EX2 (liger's cross entropy at 32000 columns:
+    33 of them in its first loop, 32 in its second)."""
+    compiled = aotk.compile(_exp2_kernel, "*fp32:16, *fp32:16", {})
+    assert compiled.ptx.count("ex2.approx.ftz.f32") == 4
+    assert "ex2.approx.f32" not in compiled.ptx and "__nv_exp2f" not in compiled.asm["llir"]
+
+
+@aotk.jit
+def _row_sum_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    tl.store(out_ptr, tl.sum(tl.load(x_ptr + tl.arange(0, BLOCK))))
+
+
+def _longest_add_chain(ptx: str) -> int:
+    """The most fp32 adds one after another on any path through the PTX's dataflow
+    (a shuffle passes its source's count on; shared memory, the most stored there)."""
+    depth, stored = {}, 0
+    for line in ptx.splitlines():
+        registers = re.findall(r"%r\d+", line)
+        if re.match(r"\s*add(\.rn)?\.f32", line):
+            depth[registers[0]] = 1 + max(depth.get(r, 0) for r in registers[1:])
+        elif "shfl.sync" in line:
+            depth[registers[0]] = depth.get(registers[1], 0)
+        elif "st.shared" in line:
+            stored = max([stored] + [depth.get(r, 0) for r in registers])
+        elif "ld.shared" in line:
+            for register in registers:
+                depth[register] = stored
+    return max(depth.values())
+
+
+def test_reductions_combine_as_trees_like_triton():
+    """A row of 8192 over 32 warps (8 elements a thread): a balanced tree in each thread,
+    lanes combined farthest first (16 .. 1), and the 32 warps' partials combined by a
+    butterfly of shuffles after one shared-memory load each, Triton's order throughout:
+    3 + 5 + 5 dependent adds. Before: 7 sequential adds in the thread and 32 partials
+    loaded by every thread (8 ld.shared.v4) and added one after another (7 + 5 + 31)."""
+    ptx = aotk.compile(_row_sum_kernel, "*fp32:16, *fp32:16", {"BLOCK": 8192},
+                       num_warps=32).ptx
+    assert ptx.count("ld.shared") == 1 and "ld.shared.v4" not in ptx
+    lanes = re.findall(r"shfl\.sync\.bfly\.b32\s+%r\d+, %r\d+, (\d+),", ptx)
+    assert lanes == ["16", "8", "4", "2", "1"] * 2
+    assert _longest_add_chain(ptx) == 3 + 5 + 5
+
+
+@aotk.jit
+def _compare_mask_kernel(x_ptr, y_ptr, n, PREDICATE: tl.constexpr, SWAP: tl.constexpr):
+    offs = tl.arange(0, 512)
+    if SWAP:
+        if PREDICATE == "lt":
+            mask = n < offs
+        elif PREDICATE == "le":
+            mask = n <= offs
+        elif PREDICATE == "gt":
+            mask = n > offs
+        else:
+            mask = n >= offs
+    else:
+        if PREDICATE == "lt":
+            mask = offs < n
+        elif PREDICATE == "le":
+            mask = offs <= n
+        elif PREDICATE == "gt":
+            mask = offs > n
+        else:
+            mask = offs >= n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask, other=0.0))
+
+
+@pytest.mark.parametrize("predicate, swap, vector", [
+    ("lt", False, True), ("ge", False, True), ("le", False, False), ("gt", False, False),
+    ("gt", True, True), ("le", True, True), ("lt", True, False), ("ge", True, False)])
+def test_a_mask_is_constant_over_aligned_runs_only_where_its_boundary_is(predicate, swap,
+                                                                          vector):
+    """offs < n and offs >= n (n divisible by 16) switch at a multiple of 16: one predicate
+    per 4-element vector is exact. offs <= n and offs > n switch one past it (offs = n + 1
+    is inside a run), so each element needs its own predicate (Triton: 4 scalar loads).
+    aotk claimed the run for all four and loaded x[n + 1 .. n + 3] under offs <= n."""
+    ptx = aotk.compile(_compare_mask_kernel, "*fp32:16, *fp32:16, i32:16",
+                       {"PREDICATE": predicate, "SWAP": swap}).ptx
+    assert ("ld.global.v4.b32" in ptx) == vector
+    assert ptx.count("ld.global.b32") == (0 if vector else 4)
+
+
+@aotk.jit
+def _where_mask_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    tl.store(y_ptr + offs, tl.where(offs < n, x * 2.0, 0.0))
+
+
+def test_elementwise_ops_compute_once_per_constant_run():
+    """offs < n with n:16 is constant over each thread's aligned 4-vector of offsets (axis
+    info's constancy): Triton computes the compare once per vector and so does aotk now,
+    1 setp per vector instead of 4 (and the offsets + 1, + 2, + 3 it needed go too). liger's
+    cross entropy: 33 ISETP and 30 IADD3 fewer per trip of its first loop."""
+    ptx = aotk.compile(_where_mask_kernel, "*fp32:16, *fp32:16, i32:16", {"BLOCK": 2048},
+                       num_warps=4).ptx
+    assert "ld.global.v4.b32" in ptx
+    assert len(re.findall(r"setp\.\w+\.s32", ptx)) == 4
+    unaligned = aotk.compile(_where_mask_kernel, "*fp32:16, *fp32:16, i32", {"BLOCK": 2048},
+                             num_warps=4).ptx
+    assert len(re.findall(r"setp\.\w+\.s32", unaligned)) == 16
+
+
+@aotk.jit
+def _scaled_rows_kernel(x_ptr, out_ptr, n, count, BLOCK: tl.constexpr):
+    """liger's jsd loop in small: load, scale by 1 / count (the same every trip), store."""
+    for start in range(0, n, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        mask = offs < n
+        x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+        tl.store(out_ptr + offs, x * (1.0 / count), mask=mask)
+
+
+def test_a_loop_invariant_division_after_a_load_leaves_the_loop():
+    """fp32 ``/`` is an asm ``div.full.f32``; after a load (an asm with side effects) it is
+    only sure to run if the load returns, which the load's call site says: LLVM's LICM
+    then computes it once before the loop, as Triton does (one MUFU.RCP and its fix-ups
+    less per trip)."""
+    compiled = aotk.compile(_scaled_rows_kernel, "*fp32:16, *fp32:16, i32, i32", {"BLOCK": 512})
+    body = compiled.ptx.split(".entry")[1]
+    # The first label is the loop's header (the bounds are checked before it).
+    loop = re.search(r"^\$L__BB0_\d+:", body, re.MULTILINE).start()
+    assert body.count("div.full.f32") == 1 and body.index("div.full.f32") < loop
+    assert "ld.global" in body and body.index("ld.global") > loop
