@@ -89,24 +89,15 @@ def test_reductions_combine_as_trees_like_triton():
 @aotk.jit
 def _compare_mask_kernel(x_ptr, y_ptr, n, PREDICATE: tl.constexpr, SWAP: tl.constexpr):
     offs = tl.arange(0, 512)
-    if SWAP:
-        if PREDICATE == "lt":
-            mask = n < offs
-        elif PREDICATE == "le":
-            mask = n <= offs
-        elif PREDICATE == "gt":
-            mask = n > offs
-        else:
-            mask = n >= offs
+    left, right = (n, offs) if SWAP else (offs, n)
+    if PREDICATE == "lt":
+        mask = left < right
+    elif PREDICATE == "le":
+        mask = left <= right
+    elif PREDICATE == "gt":
+        mask = left > right
     else:
-        if PREDICATE == "lt":
-            mask = offs < n
-        elif PREDICATE == "le":
-            mask = offs <= n
-        elif PREDICATE == "gt":
-            mask = offs > n
-        else:
-            mask = offs >= n
+        mask = left >= right
     tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask, other=0.0))
 
 
