@@ -182,14 +182,16 @@ def link(manifest, plans, compiled: dict, out: Path, static=False, verbose=False
         objects = [source.rsplit(".", 1)[0] + ".o" for source in sources]
         flags = ["-O2", "-fPIC", "-std=c11", "-fvisibility=hidden", "-I."]
 
-        def compile_c(source_and_object):
-            _run(_compiler() + flags + ["-c", source_and_object[0], "-o", source_and_object[1]],
-                 work, verbose)
+        commands = [_compiler() + flags + ["-c", source, "-o", obj]
+                    for source, obj in zip(sources, objects)]
+        if verbose:   # printed here, in order: lines printed by the threads could interleave
+            for command in commands:
+                print("aotk: " + " ".join(shlex.quote(str(c)) for c in command))
         # As many C compilers at once as the build has jobs: a library of thousands of
         # variants is many files. The link takes the objects in the files' order.
         workers = max(1, min(jobs or os.cpu_count() or 1, len(sources)))
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            list(pool.map(compile_c, zip(sources, objects)))
+            list(pool.map(lambda command: _run(command, work, False), commands))
         _run(_compiler() + ["-shared", "-o", f"lib{name}.so.tmp"] + objects + ["-ldl", "-pthread"],
              work, verbose)
         if archive:
