@@ -107,6 +107,19 @@ def pairwise(items: list, merge):
     return items[0]
 
 
+def shuffle_butterfly(ctx, items: list, lanes: int, lane_stride: int, merge) -> list:
+    """Each of ``items`` (tuples of registers) combined across ``lanes`` lanes ``lane_stride``
+    apart by ``shfl.sync.bfly``, the farthest lanes first (Triton's order); afterwards every
+    one of those lanes holds the combination. Step by step over all the items at once."""
+    step = lanes // 2
+    while step >= 1:
+        distance = ir.Constant(I32, lane_stride * step)
+        items = [merge(item, tuple(shuffle(ctx, value, distance, "bfly") for value in item))
+                 for item in items]
+        step //= 2
+    return items
+
+
 def butterfly_order(items: list, merge):
     """The items combined in the order a butterfly over them combines them, half the
     distance each step (``W/2 .. 1``): what lane 0 of a shuffle butterfly computes when
@@ -180,13 +193,8 @@ def lower_reduce(ctx, op) -> list:
     # 2. Across lanes: butterfly over the lanes that hold distinct elements of the axis,
     # the farthest lanes first.
     lane_stride, _ = blocked.strides(axis)
-    step = lanes // 2
-    while step >= 1:
-        distance = ir.Constant(I32, lane_stride * step)
-        for key, item in accumulators.items():
-            other = tuple(shuffle(ctx, value, distance, "bfly") for value in item)
-            accumulators[key] = merge(item, other)
-        step //= 2
+    accumulators = dict(zip(accumulators, shuffle_butterfly(
+        ctx, list(accumulators.values()), lanes, lane_stride, merge)))
 
     result_layout = Layout(blocked, (axis,))
     target = ctx.threads.distribution(result_layout, op.results[0].type.shape)
@@ -245,12 +253,7 @@ def _across_warps(ctx, op, ordered, target, result_layout, warps, merge) -> list
         for entry in entries:
             position = bld.add(entry, lane_warp)
             item = tuple(bld.load(pointer(position, c), typ=types[c]) for c in range(len(types)))
-            step = warps // 2
-            while step >= 1:
-                distance = ir.Constant(I32, step)
-                item = merge(item, tuple(shuffle(ctx, value, distance, "bfly") for value in item))
-                step //= 2
-            combined.append(item)
+            combined += shuffle_butterfly(ctx, [item], warps, 1, merge)
         return combined
     for entry in entries:
         partials = []
