@@ -891,14 +891,19 @@ def _ptx_instruction(name: str) -> str | None:
         return None
     ptx_mode = {"rz": "rz", "rd": "rm", "ru": "rp"}[mode]
     if stem in semantic.ROUNDED_ARITHMETIC:
-        return f"{stem}.{ptx_mode}.f32"     # (and .f64: the caller checks both)
+        # fp32 flushes denormals (libdevice's __CUDA_FTZ reflects to 1, as in Triton); fp64
+        # has no .ftz: the caller checks both
+        return f"{stem}.{ptx_mode}.ftz.f32"
     operand, _ = semantic.LIBDEVICE_CONVERSIONS[stem]
     ptx_type = {"fp32": "f32", "fp64": "f64", "i32": "s32", "u32": "u32", "i64": "s64",
                 "u64": "u64"}
     target = {"int": "s32", "uint": "u32", "ll": "s64", "ull": "u64", "float": "f32",
               "double": "f64"}[stem.split("2")[1]]
     rounding = ptx_mode + "i" if target[0] in "su" else ptx_mode
-    return f"cvt.{rounding}.{target}.{ptx_type[operand]}"
+    # A float operand of fp32, or an fp32 result rounded from fp64, flushes denormals
+    # (__CUDA_FTZ = 1, as in Triton); integers have none to flush.
+    ftz = ".ftz" if operand == "fp32" or (target == "f32" and operand == "fp64") else ""
+    return f"cvt.{rounding}{ftz}.{target}.{ptx_type[operand]}"
 
 
 @pytest.mark.parametrize("target", ["sm_80", "sm_90"])
@@ -931,7 +936,7 @@ def test_every_function_compiles_to_its_libdevice_call(target, monkeypatch):
         instruction = _ptx_instruction(name)
         if instruction and row.operands == ("fp32", "fp64"):
             assert instruction in compiled.ptx, name
-            assert instruction.replace(".f32", ".f64") in compiled.ptx, name
+            assert instruction.replace(".ftz.f32", ".f64") in compiled.ptx, name
         elif instruction:
             assert instruction in compiled.ptx, (name, instruction)
 

@@ -134,12 +134,6 @@ def _float_call(ctx, op, args, intrinsic=None):
         scaled = b.fmul(widened[0], ir.Constant(compute, LOG2_E))
         ex2 = declare_function(ctx.module, "llvm.nvvm.ex2.approx.f", compute, [compute])
         return b.call(ex2, [scaled])
-    if op.opcode == "exp2" and element.is_fp32():
-        # Triton's tl.exp2 on fp32: libdevice's __nv_exp2f with __CUDA_FTZ reflected to 1,
-        # which is one ex2.approx.ftz.f32 (the denormal-keeping ex2.approx.f32 of the
-        # non-FTZ path costs ptxas a compare and two multiplies more around the MUFU).
-        ex2 = declare_function(ctx.module, "llvm.nvvm.ex2.approx.ftz.f", compute, [compute])
-        return b.call(ex2, widened)
     if op.opcode in _FLOAT_MATH:
         name = _FLOAT_MATH[op.opcode][1 if element.is_fp64() else 0]
     else:

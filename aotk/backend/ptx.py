@@ -84,7 +84,10 @@ def _with_block_size(text: str, kernel_name: str, threads: int, maxnreg=None) ->
     # hoisted liger's mhc_pre loads of all four unrolled steps (186 registers, 110 without,
     # Triton 64); matmul and attention compile the same or better without it.
     registers = f' "nvvm.maxnreg"="{maxnreg}"' if maxnreg else ""
-    return text + (f'\nattributes #0 = {{ "nvvm.reqntid"="{threads}"{registers} }}\n')
+    # libdevice's __nvvm_reflect("__CUDA_FTZ") reads 1, as in Triton (its enable_reflect_ftz,
+    # on by default): fp32 math through libdevice flushes denormals as Triton's does.
+    return text + (f'\nattributes #0 = {{ "nvvm.reqntid"="{threads}"{registers} }}\n'
+                   '!llvm.module.flags = !{!900}\n!900 = !{i32 4, !"nvvm-reflect-ftz", i32 1}\n')
 
 
 def optimize(module_text: str, arch: str, kernel_name: str, num_warps: int, maxnreg=None):
