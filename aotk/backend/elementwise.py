@@ -31,6 +31,9 @@ _FLOAT_MATH = {  # opcode -> (libdevice fp32 name, fp64 name) or an LLVM intrins
     "log": ("__nv_logf", "__nv_log"), "log2": ("__nv_log2f", "__nv_log2"),
     "sin": ("__nv_sinf", "__nv_sin"), "cos": ("__nv_cosf", "__nv_cos"),
     "rsqrt": ("__nv_rsqrtf", "__nv_rsqrt"), "frem": ("__nv_fmodf", "__nv_fmod"),
+    # Triton's tl.sqrt: libdevice's, whose __CUDA_PREC_SQRT reflects to 0 (sqrt.approx,
+    # .ftz with __CUDA_FTZ) on fp32 and sqrt.rn on fp64; tl.sqrt_rn is the exact one
+    "sqrt": ("__nv_sqrtf", "__nv_sqrt"),
 }
 def _float_symbols(stem: str) -> dict:
     """libdevice's usual spelling: ``__nv_<stem>f`` for fp32, ``__nv_<stem>`` for fp64."""
@@ -109,7 +112,7 @@ LIBDEVICE.update({
     "sad": {("i32", "i32", "u32"): "__nv_sad", "u32": "__nv_usad"},
     "byte_perm": {"i32": "__nv_byte_perm"},
 })
-_INTRINSIC_MATH = {"sqrt": "llvm.sqrt", "floor": "llvm.floor", "ceil": "llvm.ceil",
+_INTRINSIC_MATH = {"floor": "llvm.floor", "ceil": "llvm.ceil",
                    "abs": "llvm.fabs", "min": "llvm.minnum", "max": "llvm.maxnum",
                    "fma": "llvm.fma"}
 _INT_COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
@@ -143,9 +146,22 @@ def _float_call(ctx, op, args, intrinsic=None):
     return b.fptrunc(result, native) if compute is not native else result
 
 
+# Triton's core tl.sqrt_rn / tl.div_rn (precise_sqrt / precise_divf): the IEEE instruction,
+# which keeps fp32 denormals (libdevice's functions of those names flush them).
+_IEEE_INTRINSICS = {("sqrt_rn", "fp32"): "llvm.nvvm.sqrt.rn.f",
+                    ("sqrt_rn", "fp64"): "llvm.nvvm.sqrt.rn.d",
+                    ("div_rn", "fp32"): "llvm.nvvm.div.rn.f",
+                    ("div_rn", "fp64"): "llvm.nvvm.div.rn.d"}
+
+
 def _math(ctx, op, args):
-    """A math function through libdevice, for the operand types aotk.semantic allows."""
+    """A math function through libdevice, for the operand types aotk.semantic allows; the
+    core IEEE ones (``ieee``) as their instruction."""
     signature = operand_signature(operand.element for operand in op.operands)
+    if op.attrs.get("ieee"):
+        name = _IEEE_INTRINSICS[(op.attrs["function"], op.operands[0].element.short)]
+        function = declare_function(ctx.module, name, args[0].type, [a.type for a in args])
+        return ctx.builder.call(function, args)
     name = LIBDEVICE[op.attrs["function"]][signature]
     result_type = llvm_type(op.result.element)
     function = declare_function(ctx.module, name, result_type, [a.type for a in args])

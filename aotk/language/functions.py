@@ -198,8 +198,21 @@ def _math_function(name: str, arity: int):
 # take theirs from here, and tl the ones Triton has at its top level.
 MATH_BUILTINS = {name: _math_function(name, row.arity)
                  for name, row in ALL_MATH_FUNCTIONS.items()}
-div_rn, erf, sqrt_rn, umulhi = (MATH_BUILTINS[name] for name in ("div_rn", "erf", "sqrt_rn",
-                                                                 "umulhi"))
+erf, umulhi = MATH_BUILTINS["erf"], MATH_BUILTINS["umulhi"]
+
+
+@builtin
+def sqrt_rn(x):
+    """The square root rounded to nearest (Triton's precise_sqrt: sqrt.rn, denormals kept;
+    tl.extra.libdevice.sqrt_rn flushes fp32 ones, as in Triton)."""
+    return semantic.math_function("sqrt_rn", x, ieee=True)
+
+
+@builtin
+def div_rn(x, y):
+    """x / y rounded to nearest (Triton's precise_divf: div.rn, denormals kept;
+    tl.extra.libdevice.div_rn flushes fp32 ones, as in Triton)."""
+    return semantic.math_function("div_rn", x, y, ieee=True)
 
 
 @builtin

@@ -129,10 +129,10 @@ def truediv(lhs, rhs) -> tensor:
 
 def fdiv(lhs, rhs, ieee_rounding: bool) -> tensor:
     """``tl.math.fdiv``: floats only (16-bit ones in fp32, as ``/``); rounded to nearest
-    (libdevice's div_rn) with ``ieee_rounding``, else the fast division of ``/``."""
+    (Triton's precise_divf) with ``ieee_rounding``, else the fast division of ``/``."""
     a, b = _binary_operands(lhs, rhs, allow_int=False, op_name="fdiv")
     if ieee_rounding:
-        return math_function("div_rn", *_in_fp32_if_16_bit(a, b))
+        return math_function("div_rn", *_in_fp32_if_16_bit(a, b), ieee=True)
     return _binary("fdiv", *_in_fp32_if_16_bit(a, b))
 
 
@@ -408,10 +408,20 @@ LIBDEVICE_FUNCTIONS = {
 ALL_MATH_FUNCTIONS = {**MATH_FUNCTIONS, **LIBDEVICE_FUNCTIONS}
 
 
-def math_function(name, *operands) -> tensor:
+# Of ALL_MATH_FUNCTIONS, those Triton also has as core ops rather than libdevice calls:
+# tl.sqrt_rn and tl.div_rn (and tl.fdiv with ieee_rounding) are tt.precise_sqrt /
+# tt.precise_divf, one IEEE instruction that keeps fp32 denormals, where libdevice's
+# sqrt_rn / div_rn (linked with __CUDA_FTZ = 1) flush them.
+IEEE_FUNCTIONS = frozenset(("sqrt_rn", "div_rn"))
+
+
+def math_function(name, *operands, ieee=False) -> tensor:
     """``tl.<name>(*operands)`` of ALL_MATH_FUNCTIONS: the operands typed by the row's
     signatures (each in its own type where a signature lists one type per operand, else
-    promoted together) and broadcast; out: the kir ``math`` op's result."""
+    promoted together) and broadcast; out: the kir ``math`` op's result. ``ieee`` (only for
+    IEEE_FUNCTIONS): Triton's core op, not libdevice's function of that name."""
+    if ieee and name not in IEEE_FUNCTIONS:
+        raise AssertionError(f"{name} has no IEEE core form")
     row = ALL_MATH_FUNCTIONS[name]
     if len(operands) != row.arity:
         raise TypeError(f"tl.{name} takes {row.arity} operand{'s' if row.arity > 1 else ''}, "
@@ -419,7 +429,9 @@ def math_function(name, *operands) -> tensor:
     values = _signature_operands(name, row, operands)
     signature = operand_signature(v.dtype for v in values)
     result = T.DTYPE_BY_SHORT[row.result_type(signature)]
-    return emit("math", values, values[0].type.with_element(result), function=name)
+    attributes = {"ieee": True} if ieee else {}
+    return emit("math", values, values[0].type.with_element(result), function=name,
+                **attributes)
 
 
 def _signature_operands(name, row: MathFunction, operands) -> list:
