@@ -161,13 +161,16 @@ def forget_machine_code() -> None:
     _MACHINE_CODE.clear()
 
 
-def _machine_code(llvm_text: str, arch: str, name: str, num_warps: int, maxnreg) -> tuple:
+def _machine_code(llvm_text: str, arch: str, name: str, num_warps: int, maxnreg,
+                  fp_fusion: bool) -> tuple:
     from .backend.ptx import emit_ptx
     from .toolchain.ptxas import assemble
-    key = (llvm_text, arch, name, num_warps, maxnreg)
+    # fp_fusion: a module without float arithmetic of its own reads the same either way,
+    # but the libdevice functions it calls contract only with it.
+    key = (llvm_text, arch, name, num_warps, maxnreg, fp_fusion)
     found = _MACHINE_CODE.get(key)
     if found is None:
-        llir, ptx = emit_ptx(llvm_text, arch, name, num_warps, maxnreg)
+        llir, ptx = emit_ptx(llvm_text, arch, name, num_warps, maxnreg, fp_fusion)
         cubin, info = assemble(ptx, arch)
         if len(_MACHINE_CODE) >= MACHINE_CODE_ENTRIES:
             _MACHINE_CODE.pop(next(iter(_MACHINE_CODE)))   # the oldest
@@ -218,7 +221,7 @@ def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target
             "num_warps, or leave this target out", source.filename, source.first_line)
     llvm_text = grid_constant_params(str(lowered.module), len(function.tensor_maps))
     llir, ptx, cubin, ptxas_info = _machine_code(llvm_text, arch, function.name, num_warps,
-                                                 options.maxnreg)
+                                                 options.maxnreg, options.enable_fp_fusion)
     vector_widths = sorted({w for w in plan.vector_width.values()})
     metadata = {
         "name": function.name, "target": target, "arch": arch, "num_warps": num_warps,

@@ -134,7 +134,7 @@ def _float_call(ctx, op, args, intrinsic=None):
     if op.opcode == "exp" and element.is_fp32():
         # Triton's tl.exp on fp32: ex2.approx of x * log2(e), denormals kept (not
         # libdevice's __nv_expf, which tl.extra.libdevice.exp is).
-        scaled = b.fmul(widened[0], ir.Constant(compute, LOG2_E))
+        scaled = b.fmul(widened[0], ir.Constant(compute, LOG2_E), flags=ctx.float_flags)
         ex2 = declare_function(ctx.module, "llvm.nvvm.ex2.approx.f", compute, [compute])
         return b.call(ex2, [scaled])
     if op.opcode in _FLOAT_MATH:

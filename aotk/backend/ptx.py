@@ -52,10 +52,16 @@ def _drop_unused_functions(module, target_machine_) -> None:
         target_machine_, llvm.create_pipeline_tuning_options(speed_level=0)))
 
 
+_FLOAT_ARITHMETIC = re.compile(r"= (fadd|fsub|fmul) (?!contract)")
+
+
 @functools.lru_cache(maxsize=64)
-def _libdevice_for(names: frozenset, arch: str) -> bytes:
-    """libdevice's bitcode reduced to the functions ``names`` and what they call (their
-    definitions unchanged): every other function internalized, then dropped."""
+def _libdevice_for(names: frozenset, arch: str, contract: bool = True) -> bytes:
+    """libdevice's bitcode reduced to the functions ``names`` and what they call: every
+    other function internalized, then dropped. With ``contract`` (the kernel's
+    enable_fp_fusion), its float adds, subtractions and products may contract into FMAs, as
+    the kernel's own do: Triton fuses libdevice's as well (its whole module is compiled
+    with FP-op fusion), so ptxas sees mul.f32, not mul.rn.f32, inside them."""
     tm = target_machine(arch)
     library = llvm.parse_bitcode(_libdevice_bitcode())
     library.triple = TRIPLE
@@ -64,6 +70,8 @@ def _libdevice_for(names: frozenset, arch: str) -> bytes:
         if not function.is_declaration and function.name not in names:
             function.linkage = "internal"
     _drop_unused_functions(library, tm)
+    if contract:
+        library = llvm.parse_assembly(_FLOAT_ARITHMETIC.sub(r"= \1 contract ", str(library)))
     return library.as_bitcode()
 
 
@@ -90,8 +98,10 @@ def _with_block_size(text: str, kernel_name: str, threads: int, maxnreg=None) ->
                    '!llvm.module.flags = !{!900}\n!900 = !{i32 4, !"nvvm-reflect-ftz", i32 1}\n')
 
 
-def optimize(module_text: str, arch: str, kernel_name: str, num_warps: int, maxnreg=None):
-    """Returns the optimized llvmlite binding module."""
+def optimize(module_text: str, arch: str, kernel_name: str, num_warps: int, maxnreg=None,
+             contract: bool = True):
+    """Returns the optimized llvmlite binding module. ``contract``: libdevice's float
+    arithmetic may contract into FMAs (the kernel's enable_fp_fusion)."""
     tm = target_machine(arch)
     module = llvm.parse_assembly(_with_block_size(module_text, kernel_name, num_warps * 32,
                                                   maxnreg))
@@ -101,7 +111,7 @@ def optimize(module_text: str, arch: str, kernel_name: str, num_warps: int, maxn
     needed = frozenset(f.name for f in module.functions
                        if f.is_declaration and f.name.startswith("__nv_"))
     if needed:
-        module.link_in(llvm.parse_bitcode(_libdevice_for(needed, arch)))
+        module.link_in(llvm.parse_bitcode(_libdevice_for(needed, arch, contract)))
         for function in module.functions:
             if not function.is_declaration and function.name != kernel_name:
                 function.linkage = "internal"
@@ -113,6 +123,6 @@ def optimize(module_text: str, arch: str, kernel_name: str, num_warps: int, maxn
 
 
 def emit_ptx(module_text: str, arch: str, kernel_name: str, num_warps: int,
-             maxnreg=None) -> tuple[str, str]:
-    module = optimize(module_text, arch, kernel_name, num_warps, maxnreg)
+             maxnreg=None, contract: bool = True) -> tuple[str, str]:
+    module = optimize(module_text, arch, kernel_name, num_warps, maxnreg, contract)
     return str(module), target_machine(arch).emit_assembly(module)
