@@ -27,7 +27,7 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from ..ir.kir import SHUFFLES
-from ..passes.layouts import SCALAR, Layout
+from ..passes.layouts import SCALAR, Layout, unit_reshape_layout
 from .llvm_types import I8, I32, llvm_type
 from .registry import scratch, value_lowering
 from .shared import padded_bytes, row_major_index, row_padding
@@ -71,12 +71,25 @@ def lower_broadcast(ctx, op, layout):
 
 @scratch(*SHUFFLES)
 def shuffle_scratch_bytes(plan, op) -> int:
+    if _relabels(plan, op):
+        return 0
     return padded_bytes(_buffer_shape(op), op.result.element)
+
+
+def _relabels(plan, op) -> bool:
+    """Whether ``op`` is a reshape the layout pass keeps in registers (it adds or drops
+    size-1 dimensions only; ``assign_layouts._reshape``): it then has no home."""
+    return op.opcode == "reshape" and op.result in plan.demands and op.result not in plan.homes
 
 
 @value_lowering(*SHUFFLES)
 def lower_shuffle(ctx, op, layout) -> list:
-    """``layout`` is the result's home, its rank's layout."""
+    """``layout`` is the result's home, its rank's layout; or, for a reshape that adds or
+    drops size-1 dimensions, any layout it is wanted in: its operand's registers there
+    (less or plus those dimensions) are the result's, in the same order."""
+    if _relabels(ctx.plan, op):
+        return ctx.regs(op.operands[0], unit_reshape_layout(
+            layout, op.result.type.shape, op.operands[0].type.shape))
     b = ctx.builder
     element = op.result.element
     shape = _buffer_shape(op)

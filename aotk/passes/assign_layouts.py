@@ -27,7 +27,7 @@ from __future__ import annotations
 from ..ir.kir import (ATOMICS, COMBINING, ELEMENTWISE_OPS, PURE_OPS, SHUFFLES, SIDE_EFFECT_OPS,
                       TERMINATORS, Function, walk)
 from .layouts import (SCALAR, Blocked, Layout, LayoutPlan, blocked_for,
-                      memory_vector_width)
+                      memory_vector_width, unit_reshape_layout)
 from .mma_layout import Mma, choose_mma
 from .mma_residency import carried_layout, mma_residency
 
@@ -326,6 +326,22 @@ def _shuffle(demands, op, wanted):
 
 
 @_value_op
+def _reshape(demands, op, wanted):
+    """A reshape that only adds or drops size-1 dimensions moves no element: it is
+    recomputed in each layout it is wanted in, from its operand in the same layout less
+    (or plus) those dimensions. Its operand is then converted once, straight to where the
+    result is wanted (an accumulator to a rank-3 store's layout), not first to its own
+    rank's layout and then through shared memory again. Any other reshape is a shuffle."""
+    source = [unit_reshape_layout(layout, op.result.type.shape, op.operands[0].type.shape)
+              for layout in wanted]
+    if None in source:
+        _shuffle(demands, op, wanted)
+        return
+    for layout in source:
+        demands.want(op.operands[0], layout)
+
+
+@_value_op
 def _gather(demands, op, wanted):
     """The source goes through shared memory from its natural layout; each thread reads
     the elements its own index registers name, so the index is wanted where the result
@@ -416,6 +432,7 @@ DEMANDS = {
     "for": _for, "if": _branches, "while": _branches,
     "dot": _dot,
     **dict.fromkeys(SHUFFLES, _value_op(_shuffle)),
+    "reshape": _reshape,
     "sort": _value_op(_shuffle),   # through shared memory like a shuffle
     "gather": _gather,
     "inline_asm": _inline_asm,

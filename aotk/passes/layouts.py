@@ -162,6 +162,40 @@ class LayoutPlan:
         return "\n".join(definitions) + "\n" + body
 
 
+def unit_reshape_layout(layout, shape: tuple, other_shape: tuple):
+    """The layout of ``other_shape`` in which every thread holds, in the same registers,
+    the elements ``layout`` gives it of ``shape``, where the two shapes differ only in
+    size-1 dimensions (a reshape that adds or drops them, like ``[BM, BN] -> [1, BM, BN]``
+    before a rank-3 descriptor store); None for any other reshape, or where ``layout``
+    spreads threads or warps along a size-1 dimension (replicas the other shape has no
+    dimension for). Lanes, warps and register slots are counted over the dimensions
+    larger than 1 only, so the reshape then moves no element."""
+    if layout is SCALAR or layout.sliced or not isinstance(layout.blocked, Blocked):
+        return None
+    kept = [axis for axis, size in enumerate(shape) if size != 1]
+    other_kept = [axis for axis, size in enumerate(other_shape) if size != 1]
+    if [shape[a] for a in kept] != [other_shape[a] for a in other_kept]:
+        return None
+    blocked = layout.blocked
+    if any((blocked.size_per_thread[a], blocked.threads_per_warp[a],
+            blocked.warps_per_cta[a]) != (1, 1, 1)
+           for a in range(len(shape)) if a not in kept):
+        return None
+    to_other = dict(zip(kept, other_kept))
+    rank = len(other_shape)
+
+    def spread(values):
+        out = [1] * rank
+        for axis, other in to_other.items():
+            out[other] = values[axis]
+        return tuple(out)
+
+    order = tuple(to_other[a] for a in blocked.order if a in to_other) + \
+        tuple(a for a in range(rank - 1, -1, -1) if a not in other_kept)
+    return Layout(Blocked(spread(blocked.size_per_thread), spread(blocked.threads_per_warp),
+                          spread(blocked.warps_per_cta), order))
+
+
 def memory_vector_width(op, infos) -> int:
     """Elements per access along the fastest dimension that axis info proves legal."""
     pointer = op.operands[0]
