@@ -304,9 +304,12 @@ def test_matmul_epilogue_runs_in_the_accumulator_layout(activation):
                                      "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8,
                                      "ACTIVATION": activation},
                           num_warps=8, num_stages=1)
-    fp16_tile = 128 * (128 + 2) * 2     # rows padded by one 32-bit word
+    # Rows padded by the blocked layout's 16-byte vector (8 fp16), so that its rows are
+    # read 16 bytes at a time (they were 32 single words, rows padded by one word).
+    fp16_tile = 128 * (128 + 8) * 2
     assert kernel.metadata["shared"] == fp16_tile
     assert kernel.metadata["spills"] == 0
+    assert kernel.ptx.count("ld.shared.v4.b32") == 8 and "ld.shared.b32" not in kernel.ptx
 
 
 def _carried_types(listing):

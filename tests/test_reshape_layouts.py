@@ -71,8 +71,34 @@ def test_an_accumulator_reshaped_for_a_rank3_store_crosses_shared_memory_once(ta
     ptx = compiled.ptx
     assert ptx.count("st.shared.v4.b32") == 4      # the dot's operands only
     assert ptx.count("bar.sync") == 3
-    assert len(re.findall(r"st\.shared\.b32", ptx)) == 64 * 64 // 128
-    assert len(re.findall(r"ld\.shared\.b32", ptx)) == 64 * 64 // 128
+    # The one conversion: fragment pairs written 8 bytes, rows read 16 bytes at a time
+    # (it was one word at a time: 32 st.shared.b32 and 32 ld.shared.b32 per thread),
+    # through rows padded by 8 words, not 1: a half-warp's pair stores cover 4 rows of
+    # 32 bytes, which then fall in distinct banks.
+    per_thread = 64 * 64 // 128
+    assert ptx.count("st.shared.v2.b32") == per_thread // 2
+    assert ptx.count("ld.shared.v4.b32") == per_thread // 4
+    assert not re.search(r"(st|ld)\.shared\.b32", ptx)
+    assert compiled.metadata["shared"] == 64 * (64 + 8) * 4
+
+
+def test_conversion_vectors_are_whole_aligned_runs_of_a_row():
+    from aotk.backend.shared import conversion_vector
+    from aotk.ir.types import float16 as fp16, float32 as fp32, int1 as i1
+    mma = Layout(Mma((4, 1)))
+    assert conversion_vector(mma, (64, 64), fp32) == 2          # column pairs
+    assert conversion_vector(Layout(RANK2), (128, 128), fp32) == 4
+    assert conversion_vector(Layout(Blocked((1, 8), (4, 8), (4, 1), (1, 0))), (64, 64),
+                             fp16) == 8
+    assert conversion_vector(Layout(Blocked((1, 8), (4, 8), (4, 1), (1, 0))), (64, 64),
+                             fp32) == 4                         # at most 16 bytes
+    assert conversion_vector(Layout(RANK2), (128, 128), i1) == 1
+    assert conversion_vector(Layout(RANK2), (128,), fp32) == 1
+    # Column-major registers (order [0, 1]): a thread's row elements are not neighbours.
+    assert conversion_vector(Layout(Blocked((4, 1), (32, 1), (1, 8), (0, 1))), (128, 128),
+                             fp32) == 1
+    # The last dimension sliced away: rows are the parent's axis 0.
+    assert conversion_vector(Layout(RANK2, (1,)), (128,), fp32) == 1
 
 
 def test_the_interpreter_matches_numpy(monkeypatch):

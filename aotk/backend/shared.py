@@ -21,6 +21,7 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from ..ir.kir import walk
+from ..passes.layouts import SCALAR
 from .llvm_types import I8, I32, llvm_type
 from .registry import scratch_bytes_of
 from .swizzle import SWIZZLE_ATOM_BYTES
@@ -137,10 +138,15 @@ class SharedMemory:
             values = list(op.results) + [a for region in op.regions for a in region.args]
             for value in values:
                 home = plan.homes.get(value)
-                if home is not None and any(lay != home for lay in plan.demands[value]):
-                    needed = max(needed, padded_bytes(value.type.shape, value.element,
-                                                      self.pad_conversions))
+                for other in plan.demands.get(value, ()) if home is not None else ():
+                    if other != home:
+                        needed = max(needed, self._conversion_bytes(value, home, other))
         return needed
+
+    def _conversion_bytes(self, value, source, target) -> int:
+        shape = value.type.shape
+        pitch = (shape[-1] if shape else 1) + self._conversion_padding(value, source, target)
+        return _rows(shape) * pitch * max(1, value.element.itemsize)
 
     def _needed(self, function) -> int:
         needed = self._bytes_of(function.body)
@@ -194,36 +200,141 @@ class SharedMemory:
         return self.builder.bitcast(address, element_type.as_pointer(3))
 
     # -- layout conversion ------------------------------------------------------------
-    def _address(self, value, layout, slot_indices):
+    def _conversion_padding(self, value, source, target) -> int:
+        """Elements added to each row of a conversion's buffer. One 32-bit word, so that a
+        side that reads or writes down a column stays free of bank conflicts. Where both
+        sides move vectors along rows (``conversion_vector``), enough that each side's
+        accesses stay free of them too: a warp's vector accesses go to shared memory 128
+        bytes of lanes at a time, and where those lanes span several rows, each row must
+        start where the previous row's lanes stopped (``_row_shift_bytes``); that is also
+        a multiple of every vector, so each row starts aligned for it. A wgmma fp32
+        accumulator going to a blocked layout of 4-wide rows is then written 8 and read
+        16 bytes at a time in the fewest wavefronts (rows padded by 8 words), instead of
+        one word at a time with 4-way bank conflicts. 0 where the block fits only
+        unpadded (``allocate``)."""
+        if not self.pad_conversions:
+            return 0
+        shape, element = value.type.shape, value.element
+        widths = self._conversion_vectors(value, source, target)
+        if min(widths) == 1:
+            return row_padding(shape, element)
+        itemsize = max(1, element.itemsize)
+        return max(_row_shift_bytes(layout, shape, width * itemsize)
+                   for layout, width in zip((source, target), widths)) // itemsize
+
+    def _conversion_vectors(self, value, source, target) -> tuple:
+        shape, element = value.type.shape, value.element
+        return tuple(conversion_vector(layout, shape, element) for layout in (source, target))
+
+    def _address(self, value, layout, slot_indices, padding):
         b = self.builder
         shape = value.type.shape
         indices = [slot_indices[layout.parent_axis(dim)] for dim in range(len(shape))]
-        # Padded rows, as for shuffles: a conversion that reads down columns stays
-        # free of bank conflicts (unless only unpadded ones fit: ``allocate``).
-        padding = row_padding(shape, value.element) if self.pad_conversions else 0
         byte = row_major_index(b, indices, shape, padding, max(1, value.element.itemsize))
         memory_type = I8 if value.element.is_bool() else llvm_type(value.element)
         return self.pointer(byte, memory_type), memory_type
 
     def convert(self, value, registers, source, target) -> list:
-        """``value``'s ``registers`` in layout ``source`` -> its registers in ``target``."""
+        """``value``'s ``registers`` in layout ``source`` -> its registers in ``target``,
+        through a row-major buffer (its rows padded: ``_conversion_padding``), in vectors
+        where each side's rows start aligned for them."""
         b = self.builder
         src_dist = self.threads.distribution(source, value.type.shape)
         dst_dist = self.threads.distribution(target, value.type.shape)
         src_axes = [src_dist.axis_indices(a) for a in range(len(src_dist.embedded))]
         dst_axes = [dst_dist.axis_indices(a) for a in range(len(dst_dist.embedded))]
+        padding = self._conversion_padding(value, source, target)
+        widths = self._conversion_vectors(value, source, target)
+        # Vectors need rows that start aligned for them (padded for vectors, or not at
+        # all) and an aligned buffer: above a pipelined loop's stages, whose mbarriers may
+        # end on 8 bytes, it may not be.
+        if (padding and min(widths) == 1) or self.floor % 16:
+            widths = (1, 1)
+        element_bytes = max(1, value.element.itemsize)
         self.begin_use()
-        for reg, slot in zip(registers, src_dist.slots()):
-            indices = [src_axes[a][k] for a, k in enumerate(slot)]
-            address, memory_type = self._address(value, source, indices)
-            stored = b.zext(reg, I8) if value.element.is_bool() else reg
-            b.store(stored, address)
+        slots = src_dist.slots()
+        for first in range(0, len(registers), widths[0]):
+            indices = [src_axes[a][k] for a, k in enumerate(slots[first])]
+            address, memory_type = self._address(value, source, indices, padding)
+            _store_vector(b, [b.zext(reg, I8) if value.element.is_bool() else reg
+                              for reg in registers[first:first + widths[0]]],
+                          address, memory_type, element_bytes)
         self.barrier()
         out = []
-        for slot in dst_dist.slots():
-            indices = [dst_axes[a][k] for a, k in enumerate(slot)]
-            address, memory_type = self._address(value, target, indices)
-            loaded = b.load(address, typ=memory_type)
-            out.append(b.icmp_unsigned("!=", loaded, ir.Constant(I8, 0))
-                       if value.element.is_bool() else loaded)
+        slots = dst_dist.slots()
+        for first in range(0, len(slots), widths[1]):
+            indices = [dst_axes[a][k] for a, k in enumerate(slots[first])]
+            address, memory_type = self._address(value, target, indices, padding)
+            for loaded in _load_vector(b, address, memory_type, widths[1], element_bytes):
+                out.append(b.icmp_unsigned("!=", loaded, ir.Constant(I8, 0))
+                           if value.element.is_bool() else loaded)
         return out
+
+
+def conversion_vector(layout, shape, element) -> int:
+    """How many consecutive registers of a value of ``shape`` in ``layout`` hold
+    consecutive elements of one row, each run starting at a multiple of that count (so a
+    run is one aligned vector of a row-major buffer): the thread's elements per run along
+    the last dimension (a blocked layout's size_per_thread, an mma fragment's column
+    pair), when that dimension's slots are the fastest-varying registers; at most 16
+    bytes, and 1 for booleans (bytes in shared memory) and 0-d or 1-d values."""
+    if layout is SCALAR or len(shape) < 2 or element.is_bool():
+        return 1
+    parent = layout.blocked
+    axis = layout.parent_axis(len(shape) - 1)
+    embedded = layout.embed(shape)
+    if any(len(parent.slot_offsets(a, embedded[a])) != 1
+           for a in range(axis + 1, parent.rank)):
+        return 1
+    width = min(parent.size_per_thread[axis], embedded[axis],
+                max(1, 16 // max(1, element.itemsize)))
+    width = 1 << (max(1, width).bit_length() - 1)
+    offsets = parent.slot_offsets(axis, embedded[axis])
+    for start in range(0, len(offsets), width):
+        run = offsets[start:start + width]
+        if len(run) != width or run[0] % width or \
+                run != list(range(run[0], run[0] + width)):
+            return 1
+    return width
+
+
+def _row_shift_bytes(layout, shape, vector_bytes) -> int:
+    """Bytes one row of a padded buffer should start past a 128-byte boundary for the
+    vector accesses of ``layout`` (``vector_bytes`` each) to hit distinct banks: the bytes
+    the lanes of one 128-byte access phase cover in a row, where the phase spans several
+    rows (an mma fragment: 4 lanes per row, 8 bytes each, 4 rows per phase -> 32); else
+    just the vector, for alignment."""
+    parent = layout.blocked
+    axis = layout.parent_axis(len(shape) - 1)
+    lane_stride, _ = parent.strides(axis)
+    lanes_per_row = parent.threads_per_warp[axis] if lane_stride == 1 else 1
+    row_bytes = lanes_per_row * vector_bytes
+    return row_bytes if row_bytes < 128 else vector_bytes
+
+
+def _store_vector(builder, registers, address, memory_type, element_bytes):
+    if len(registers) == 1:
+        builder.store(registers[0], address)
+        return
+    vector_type = ir.VectorType(memory_type, len(registers))
+    vector = ir.Constant(vector_type, ir.Undefined)
+    for lane, register in enumerate(registers):
+        vector = builder.insert_element(vector, register, ir.Constant(I32, lane))
+    pointer = builder.bitcast(address, vector_type.as_pointer(3))
+    builder.store(vector, pointer, align=len(registers) * element_bytes)
+
+
+def _load_vector(builder, address, memory_type, width, element_bytes) -> list:
+    if width == 1:
+        return [builder.load(address, typ=memory_type)]
+    vector_type = ir.VectorType(memory_type, width)
+    pointer = builder.bitcast(address, vector_type.as_pointer(3))
+    vector = builder.load(pointer, typ=vector_type, align=width * element_bytes)
+    return [builder.extract_element(vector, ir.Constant(I32, lane)) for lane in range(width)]
+
+
+def _rows(shape) -> int:
+    rows = 1
+    for s in shape[:-1]:
+        rows *= s
+    return rows
