@@ -210,8 +210,8 @@ class SharedMemory:
         a multiple of every vector, so each row starts aligned for it. A wgmma fp32
         accumulator going to a blocked layout of 4-wide rows is then written 8 and read
         16 bytes at a time in the fewest wavefronts (rows padded by 8 words), instead of
-        one word at a time with 4-way bank conflicts. 0 where the block fits only
-        unpadded (``allocate``)."""
+        one word at a time with 4-way bank conflicts. The padding stays within an eighth
+        of a row (or one vector); 0 where the block fits only unpadded (``allocate``)."""
         if not self.pad_conversions:
             return 0
         shape, element = value.type.shape, value.element
@@ -219,8 +219,15 @@ class SharedMemory:
         if min(widths) == 1:
             return row_padding(shape, element)
         itemsize = max(1, element.itemsize)
-        return max(_row_shift_bytes(layout, shape, width * itemsize)
-                   for layout, width in zip((source, target), widths)) // itemsize
+        row_bytes, vector_bytes = shape[-1] * itemsize, max(widths) * itemsize
+        shift = max(_row_shift_bytes(layout, shape, width * itemsize)
+                    for layout, width in zip((source, target), widths))
+        if shift > max(vector_bytes, row_bytes // 8):
+            # Short rows: padding for that would grow the buffer by more than an eighth
+            # (liger's mhc [256, 32] fp32 tiles: by a half); aligned rows only.
+            shift = vector_bytes
+        # Rows one shift long already start where the previous row's lanes stopped.
+        return 0 if row_bytes == shift else shift // itemsize
 
     def _conversion_vectors(self, value, source, target) -> tuple:
         shape, element = value.type.shape, value.element
