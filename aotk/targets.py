@@ -38,6 +38,12 @@ def has_wgmma(target: str) -> bool:
     return target.rstrip("a") == "sm_90"
 
 
+def has_l2_cache_hint(target: str) -> bool:
+    """``createpolicy`` and the ``.L2::cache_hint`` operand of ``ld``/``st`` (sm_80 on):
+    an eviction policy reaches L2 as well as L1, as Triton lowers it on these targets."""
+    return capability(target) >= 80
+
+
 def has_ampere_mma(target: str) -> bool:
     """Ampere's ``mma.sync`` shapes: m16n8k16 for fp16 and bf16, m16n8k8 for tf32,
     m16n8k32 for int8 (sm_80 on). Turing has fp16 m16n8k8 only: ``backend.mma`` issues two

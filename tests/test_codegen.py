@@ -147,6 +147,43 @@ def test_cache_modifier_reaches_the_instruction():
     assert any("st.global.cs.v4.b32" in l for l in lines)
 
 
+@aotk.jit
+def _evicting_copy(src, dst, keep, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    value = tl.load(src + offs, mask=mask, other=0.0, eviction_policy="evict_first")
+    value += tl.load(keep + offs, mask=mask, other=0.0, eviction_policy="evict_last")
+    value += tl.load(keep + offs + BLOCK, mask=mask, other=0.0, cache_modifier=".cg",
+                     eviction_policy="evict_last")
+    tl.store(dst + offs, value, mask=mask, eviction_policy="evict_first")
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90"])
+def test_eviction_policy_reaches_l1_and_l2(target):
+    """Triton's lowering from sm_80: ``.L1::evict_*`` and an L2 policy from ``createpolicy``
+    (one per policy, shared by the op's vectors); a cache modifier wins over the policy."""
+    compiled = aotk.compile(_evicting_copy, "*fp32:16, *fp32:16, *fp32:16, i32:16",
+                            {"BLOCK": 512}, target=target)
+    lines = _memory_lines(compiled.ptx)
+    for opcode in ("ld.global.L1::evict_first.L2::cache_hint.v4.b32",
+                   "ld.global.L1::evict_last.L2::cache_hint.v4.b32",
+                   "st.global.L1::evict_first.L2::cache_hint.v4.b32"):
+        assert sum(opcode in line for line in lines) == 1, opcode
+    assert sum("ld.global.cg.v4.b32" in line for line in lines) == 1
+    policies = [l.strip() for l in compiled.ptx.splitlines() if "createpolicy" in l]
+    assert [p.split()[0] for p in policies] == ["createpolicy.fractional.L2::evict_first.b64",
+                                                "createpolicy.fractional.L2::evict_last.b64"]
+
+
+def test_eviction_policy_before_sm80_marks_l1_only():
+    compiled = aotk.compile(_evicting_copy, "*fp32:16, *fp32:16, *fp32:16, i32:16",
+                            {"BLOCK": 512}, target="sm_75")
+    lines = _memory_lines(compiled.ptx)
+    assert sum("ld.global.L1::evict_first.v4.b32" in line for line in lines) == 1
+    assert sum("st.global.L1::evict_first.v4.b32" in line for line in lines) == 1
+    assert "createpolicy" not in compiled.ptx and "cache_hint" not in compiled.ptx
+
+
 def test_llir_is_a_ptx_kernel_reading_thread_ids():
     compiled = aotk.compile(add_kernel, ALIGNED_ADD, {"BLOCK": 1024})
     assert "ptx_kernel" in compiled.llir

@@ -10,13 +10,17 @@ Inline asm pins the exact instruction the axis info licensed (the width is prove
 hoped for) and keeps masked lanes as predicates. Both loads and stores are marked as having
 side effects so LLVM keeps their order relative to each other, and as returning
 (``llvm_types.returns``) so LLVM may still hoist loop-invariant work that follows them.
+An eviction policy (``evict_first`` / ``evict_last``, no cache modifier) marks L1 with
+``.L1::evict_*`` and, from sm_80, L2 through a ``createpolicy`` operand (``l2_policy``), as
+Triton does.
 """
 from __future__ import annotations
 
 import llvmlite.ir as ir
 
 from ..passes.layouts import SCALAR
-from .llvm_types import I8, I16, I32, constant, llvm_type, returns
+from ..targets import has_l2_cache_hint
+from .llvm_types import I8, I16, I32, I64, constant, inline_asm, llvm_type, returns
 from .registry import lowering, value_lowering
 
 
@@ -79,31 +83,54 @@ def _eviction(eviction: str) -> str:
     return f".L1::{eviction}" if eviction else ""
 
 
+def _modifier(cache: str, eviction: str, policy) -> str:
+    """The instruction's cache qualifiers: a cache modifier wins over an eviction policy
+    (PTX takes no ``.L1::evict_*`` next to ``.cg``/``.cs``...)."""
+    if cache:
+        return cache
+    return _eviction(eviction) + (".L2::cache_hint" if policy is not None else "")
+
+
+def l2_policy(builder, target: str, cache: str, eviction: str):
+    """The 64-bit L2 cache policy of an access evicting first or last, for its
+    ``.L2::cache_hint`` operand; None where the access takes none (no such policy, a cache
+    modifier, or a target before sm_80). One pure asm per op: LLVM may share and hoist it."""
+    if cache or eviction not in ("evict_first", "evict_last") or not has_l2_cache_hint(target):
+        return None
+    return inline_asm(builder, f"createpolicy.fractional.L2::{eviction}.b64 $0, 1.0;", "=l",
+                      [], I64, side_effect=False)
+
+
 def emit_load(builder, address, predicate, element, vec, others, cache="", eviction="",
-              volatile=False):
-    """Loads ``vec`` consecutive elements at ``address``; lanes off the predicate get ``others``."""
+              volatile=False, policy=None):
+    """Loads ``vec`` consecutive elements at ``address``; lanes off the predicate get ``others``.
+    ``policy``: ``l2_policy``'s value, or None."""
     memory_type = _memory_type(element)
     word_bits, word_count, letter = _words(vec * memory_type_bits(memory_type))
     word_type = _word_type(word_bits)
     kind = ".u8" if word_bits == 8 else f".b{word_bits}"
     vector = f".v{word_count}" if word_count > 1 else ""
-    modifier = cache if cache else _eviction(eviction)
+    modifier = _modifier(cache, eviction, policy)
     opcode = f"ld{'.volatile' if volatile else ''}.global{modifier}{vector}{kind}"
     outputs = [f"${i}" for i in range(word_count)]
     destination = "{" + ", ".join(outputs) + "}" if word_count > 1 else outputs[0]
     operands, constraints = [address], ["l"]
-    lines = []
+    lines, guard = [], ""
     if predicate is not None:
         other_words = _pack(builder, [_to_memory(builder, o, element) for o in others],
                             memory_type, word_bits, word_count)
         pred_index = word_count + 1
         for i, word in enumerate(other_words):
             lines.append(f"mov.b{32 if word_bits == 8 else word_bits} ${i}, ${pred_index + 1 + i};")
-        lines.append(f"@${pred_index} {opcode} {destination}, [ ${word_count} ];")
+        guard = f"@${pred_index} "
         operands += [predicate] + other_words
         constraints += ["b"] + [letter] * len(other_words)
-    else:
-        lines.append(f"{opcode} {destination}, [ ${word_count} ];")
+    source = f"[ ${word_count} ]"
+    if policy is not None:   # the last operand
+        source += f", ${word_count + len(operands)}"
+        operands.append(policy)
+        constraints.append("l")
+    lines.append(f"{guard}{opcode} {destination}, {source};")
     result_type = ir.LiteralStructType([word_type] * word_count) if word_count > 1 else word_type
     asm = ir.InlineAsm(ir.FunctionType(result_type, [o.type for o in operands]), " ".join(lines),
                        ",".join([f"={letter}"] * word_count + constraints), side_effect=True)
@@ -114,18 +141,21 @@ def emit_load(builder, address, predicate, element, vec, others, cache="", evict
             _unpack(builder, words, memory_type, vec, word_bits)]
 
 
-def emit_store(builder, address, predicate, element, values, cache="", eviction=""):
+def emit_store(builder, address, predicate, element, values, cache="", eviction="",
+               policy=None):
     memory_type = _memory_type(element)
     vec = len(values)
     word_bits, word_count, letter = _words(vec * memory_type_bits(memory_type))
     kind = ".b8" if word_bits == 8 else f".b{word_bits}"
     vector = f".v{word_count}" if word_count > 1 else ""
-    modifier = cache if cache else _eviction(eviction)
+    modifier = _modifier(cache, eviction, policy)
     words = _pack(builder, [_to_memory(builder, v, element) for v in values], memory_type,
                   word_bits, word_count)
     first = 2 if predicate is not None else 1
     sources = [f"${first + i}" for i in range(word_count)]
     source = "{" + ", ".join(sources) + "}" if word_count > 1 else sources[0]
+    if policy is not None:
+        source += f", ${first + word_count}"
     text = f"st.global{modifier}{vector}{kind} [ $0 ], {source};"
     operands, constraints = [address], ["l"]
     if predicate is not None:
@@ -134,6 +164,9 @@ def emit_store(builder, address, predicate, element, values, cache="", eviction=
         constraints.append("b")
     operands += words
     constraints += [letter] * word_count
+    if policy is not None:
+        operands.append(policy)
+        constraints.append("l")
     asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), [o.type for o in operands]), text,
                        ",".join(constraints), side_effect=True)
     returns(builder.call(asm, operands))
@@ -174,12 +207,14 @@ def lower_load(ctx, op, layout):
         others = ctx.regs(op.operands[2], layout)
     else:
         others = [constant(element, 0)] * len(pointers)
+    cache, eviction = op.attrs.get("cache", ""), op.attrs.get("eviction", "")
+    policy = l2_policy(ctx.builder, ctx.target, cache, eviction)
     out = []
     for group in vector_groups(ctx, op, layout, len(pointers)):
         out += emit_load(ctx.builder, pointers[group[0]],
                          masks[group[0]] if masks is not None else None, element, len(group),
-                         [others[i] for i in group], op.attrs.get("cache", ""),
-                         op.attrs.get("eviction", ""), op.attrs.get("volatile", False))
+                         [others[i] for i in group], cache, eviction,
+                         op.attrs.get("volatile", False), policy)
     return out
 
 
@@ -194,12 +229,14 @@ def lower_store(ctx, op):
     b = ctx.builder
     owner = ctx.threads.owner(pointer, layout)
     element = pointer.element.element_ty
+    cache, eviction = op.attrs.get("cache", ""), op.attrs.get("eviction", "")
+    policy = l2_policy(b, ctx.target, cache, eviction)
     for group in vector_groups(ctx, op, layout, len(pointers)):
         predicate = masks[group[0]] if masks is not None else None
         if owner is not None:
             predicate = owner if predicate is None else b.and_(predicate, owner)
         emit_store(b, pointers[group[0]], predicate, element, [values[i] for i in group],
-                   op.attrs.get("cache", ""), op.attrs.get("eviction", ""))
+                   cache, eviction, policy)
 
 
 @value_lowering("hint")
