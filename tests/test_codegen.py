@@ -1,4 +1,6 @@
 """GPU code generation without a GPU: PTX shape checks, and every case through ptxas."""
+import re
+
 import llvmlite.binding as llvm
 import pytest
 
@@ -347,6 +349,24 @@ def test_matmul_epilogue_runs_in_the_accumulator_layout(activation):
     assert kernel.metadata["shared"] == fp16_tile
     assert kernel.metadata["spills"] == 0
     assert kernel.ptx.count("ld.shared.v4.b32") == 8 and "ld.shared.b32" not in kernel.ptx
+
+
+def test_kernel_parameters_are_noundef():
+    """A launch passes a defined value for every parameter, and the LLVM IR says so: NVPTX's
+    straight-line strength reduction (LLVM 22) asks, for every pair of address computations
+    it compares, whether one may be poison, and without ``noundef`` each question walked up
+    to the parameters (the generic matmul's SLSR: 47 -> 38 ms, the same PTX)."""
+    kernel = aotk.compile(_matmul_example().matmul_kernel,
+                          signature="*fp16, *fp16, *fp16, i32, i32, i32, i32, i32, i32, i32, "
+                                    "i32, i32",
+                          constants={"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 64,
+                                     "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8, "ACTIVATION": ""},
+                          num_warps=4, target="sm_90")
+    definition = re.search(r"^define ptx_kernel void @\"?matmul_kernel\"?\((.*)\)",
+                           kernel.llir, re.MULTILINE).group(1)
+    parameters = definition.split(", ")
+    assert len(parameters) == 12
+    assert all(" noundef " in parameter for parameter in parameters), parameters
 
 
 def _carried_types(listing):

@@ -98,6 +98,11 @@ def lower_to_llvm(function, plan: LayoutPlan, infos: dict, target: str = "sm_90"
         ctx.float_flags = ()
     for param, arg in zip(function.params, kernel.args):
         arg.name = param.name
+        # A launch passes a defined value for every parameter. Saying so lets LLVM stop its
+        # poison walks at the parameters: NVPTX's straight-line strength reduction asks, for
+        # every (basis, candidate) pair of address computations, whether the basis may be
+        # poison, and without it walked up to every parameter each time.
+        arg.attributes.add("noundef")
         value = builder.ptrtoint(arg, I64, name=param.name + "_addr") \
             if param.value.element.is_ptr() else arg
         ctx.bind(param.value, SCALAR, [value])
