@@ -302,6 +302,19 @@ def test_matmul_on_sm_90_runs_wgmma_from_swizzled_stages(block_n, num_warps, ins
     assert ampere.metadata["spills"] == 0
 
 
+@pytest.mark.parametrize("activation", ["", "leaky_relu"])
+def test_matmul_epilogue_converts_two_accumulators_per_instruction(activation):
+    """The fp32 -> fp16 epilogue as Triton emits it: cvt.rn.f16x2.f32, two accumulators an
+    instruction (128 a thread: 64). LLVM's vectorizer paired them only sometimes (with the
+    activation, not without: 128 cvt.rn.f16.f32 and as many half moves)."""
+    constants = {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 64,
+                 "GROUP_SIZE_M": 8, "ACTIVATION": activation}
+    kernel = aotk.compile(_matmul_example().matmul_kernel, MATMUL_ALIGNED, constants,
+                          num_warps=8, target="sm_90")
+    assert kernel.ptx.count("cvt.rn.f16x2.f32") == 64 and "cvt.rn.f16.f32" not in kernel.ptx
+    assert "mov.b16" not in kernel.ptx and kernel.metadata["spills"] == 0
+
+
 @pytest.mark.parametrize("name", [c.name for c in CASES if c.name.endswith("-wgmma")])
 def test_dots_wgmma_fits_run_on_wgmma_on_sm_90_only(name):
     """Dots outside pipelined loops too: the threads store the operands into the swizzled

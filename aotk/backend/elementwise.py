@@ -404,6 +404,8 @@ def lower_elementwise(ctx, op, layout):
     operand_registers = [ctx.regs(v, layout) for v in op.operands]
     count = len(operand_registers[0])
     runs = _constant_runs(ctx, op.result, layout, count)
+    if _narrows_in_pairs(ctx, op):
+        return _narrow_in_pairs(ctx, op, operand_registers[0], runs)
     results = []
     for i in range(count):
         if runs[i] < i:
@@ -411,6 +413,38 @@ def lower_elementwise(ctx, op, layout):
         else:
             results.append(rule(ctx, op, [registers[i] for registers in operand_registers]))
     return results
+
+
+def _narrows_in_pairs(ctx, op) -> bool:
+    """fp32 -> fp16 / bf16 rounding to nearest, on sm_80 on: PTX converts two floats in one
+    instruction (``cvt.rn.f16x2.f32``, ``cvt.rn.bf16x2.f32``), the same rounding as two."""
+    if op.opcode != "cast" or op.attrs.get("bitcast") \
+            or op.attrs.get("rounding", "rtne") != "rtne":
+        return False
+    source, target = op.operands[0].element, op.result.element
+    return source.is_fp32() and (target.is_fp16() or target.is_bf16()) \
+        and has_bf16_convert(ctx.target)
+
+
+def _narrow_in_pairs(ctx, op, registers, runs) -> list:
+    """The registers converted two at a time, as a ``<2 x float>`` fptrunc, which LLVM's
+    NVPTX backend emits as one paired cvt (a thread's neighbouring registers: the pairs a
+    16-bit store or a packed operand takes, so the halves stay in one 32-bit register).
+    Registers that repeat an earlier one (``runs``) reuse its result."""
+    b = ctx.builder
+    half = llvm_type(op.result.element)
+    fresh = [i for i in range(len(registers)) if runs[i] == i]
+    converted = {}
+    for first, second in zip(fresh[0::2], fresh[1::2]):
+        pair = ir.Constant(ir.VectorType(ir.FloatType(), 2), None)
+        pair = b.insert_element(pair, registers[first], ir.Constant(I32, 0))
+        pair = b.insert_element(pair, registers[second], ir.Constant(I32, 1))
+        narrowed = b.fptrunc(pair, ir.VectorType(half, 2))
+        converted[first] = b.extract_element(narrowed, ir.Constant(I32, 0))
+        converted[second] = b.extract_element(narrowed, ir.Constant(I32, 1))
+    if len(fresh) % 2:
+        converted[fresh[-1]] = b.fptrunc(registers[fresh[-1]], half)
+    return [converted[runs[i]] for i in range(len(registers))]
 
 
 def _constant_runs(ctx, value, layout, count: int) -> list:
