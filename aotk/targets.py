@@ -61,6 +61,12 @@ def has_bf16_atom_add(target: str) -> bool:
     return capability(target) >= 90
 
 
+def has_vector_atom_add(target: str) -> bool:
+    """``atom.add.v2/.v4.f32`` and ``atom.add.noftz.v2/.v4/.v8.{f16,bf16}`` (sm_90 on, PTX ISA
+    8.1)."""
+    return capability(target) >= 90
+
+
 def has_grid_dependency_control(target: str) -> bool:
     """``griddepcontrol`` (``tl.extra.cuda.gdc_wait`` / ``gdc_launch_dependents``): sm_90
     on, as programmatic dependent launch itself."""

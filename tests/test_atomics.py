@@ -113,6 +113,64 @@ def test_half_adds_native_or_cas_loop():
 
 
 @aotk.jit
+def _vector_add_kernel(ptr, x_ptr, old_ptr, n, STRIDE: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    old = tl.atomic_add(ptr + offs * STRIDE, x, mask=offs < n)
+    tl.store(old_ptr + offs, old)
+
+
+def _vector_add_ptx(element, target, stride=1, n_hint=":16"):
+    return _ptx(_vector_add_kernel, f"*{element}:16, *{element}:16, *{element}:16, i32{n_hint}",
+                {"STRIDE": stride, "BLOCK": 1024}, target)
+
+
+@pytest.mark.parametrize("element, instruction, count", [
+    ("fp32", "atom.global.acq_rel.gpu.add.v4.f32", 2),
+    ("fp16", "atom.global.acq_rel.gpu.add.noftz.v8.f16", 1),
+    ("bf16", "atom.global.acq_rel.gpu.add.noftz.v8.bf16", 1)])
+def test_float_adds_on_sm_90_are_vector_atoms_as_in_triton(element, instruction, count):
+    """1024 contiguous, aligned elements over 128 threads, the mask constant over 16: each
+    thread's 8 elements take 16 bytes per atom (Triton's atom.add.v4.f32 / .noftz.v8), the
+    PTX declaring ISA 8.1, which vector atoms need."""
+    ptx = _vector_add_ptx(element, "sm_90")
+    lines = _atom_lines(ptx)
+    assert len(lines) == count and all(instruction in l for l in lines), lines
+    assert ".version 8.1" in ptx
+
+
+def test_vector_atoms_only_where_provable_and_on_sm_90():
+    """sm_80 has no vector atom; a strided pointer or a mask that may change inside a
+    vector (``n`` without a divisibility hint) keeps one atom per element, and ISA 8.0."""
+    for ptx in (_vector_add_ptx("fp32", "sm_80"), _vector_add_ptx("fp32", "sm_90", stride=2),
+                _vector_add_ptx("fp32", "sm_90", n_hint="")):
+        lines = _atom_lines(ptx)
+        assert len(lines) == 8 and not any(".v4." in l or ".v2." in l for l in lines)
+        assert ".version 8.0" in ptx
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_vector_atomic_adds_on_gpu(dtype):
+    """Two launches add into the same 1008 of 1024 elements (mask at a multiple of 16) with
+    16-byte vector atoms: every element gets both adds, each old value is what was there
+    before one of them, masked-off lanes read 0 and their elements stay."""
+    torch = pytest.importorskip("torch")
+    element = getattr(torch, dtype)
+    x = torch.randint(1, 5, (2, 1024), device="cuda").to(element)
+    start = torch.randint(0, 9, (1024,), device="cuda").to(element)
+    ptr, old = start.clone(), torch.empty(2, 1024, device="cuda", dtype=element)
+    for program in range(2):
+        _vector_add_kernel[(1,)](ptr, x[program], old[program], 1008, STRIDE=1, BLOCK=1024)
+    torch.cuda.synchronize()
+    kept = torch.arange(1024, device="cuda") < 1008
+    expected = torch.where(kept, start + x[0] + x[1], start)
+    torch.testing.assert_close(ptr, expected, rtol=0, atol=0)
+    torch.testing.assert_close(old[0], torch.where(kept, start, 0), rtol=0, atol=0)
+    torch.testing.assert_close(old[1], torch.where(kept, start + x[0], 0), rtol=0, atol=0)
+
+
+@aotk.jit
 def _replicated_kernel(ptr, out_ptr):
     offs = tl.arange(0, 16)   # 16 elements over 128 threads: most threads hold replicas
     tl.store(out_ptr + offs, tl.atomic_add(ptr + offs, 1))

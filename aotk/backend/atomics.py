@@ -11,13 +11,20 @@ are layout roots, see ``passes.layouts``). Out: the old values, as registers in 
   registers).
 - bf16 add exists as an instruction from sm_90 on; before, it is a loop of 16-bit
   compare-and-swaps (``atom.cas.b16``, sm_70+) around an fp32 add rounded to bf16.
+- Float adds on sm_90 take vectors, as Triton emits them: ``atom.add.v4.f32`` (16 bytes),
+  ``atom.add.noftz.v8.f16``, over a thread's consecutive elements where axis info proves the
+  addresses contiguous and aligned and the mask constant across them (as for a vector
+  store). A quarter of the atomics for a 4-wide fp32 row (liger's dW / dphi partial sums).
+  Each element is still added atomically on its own; only the instruction count changes.
 """
 from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from ..targets import has_bf16_atom_add
+from ..passes.layouts import memory_vector_width
+from ..targets import has_bf16_atom_add, has_vector_atom_add
 from .llvm_types import I16, I32, I64, llvm_type, returns
+from .memory import vector_groups
 from .registry import lowering, scratch
 from .shared import row_major_index
 
@@ -63,6 +70,37 @@ def emit_atom(builder, instruction: str, address, predicate, words: list, bits: 
     asm = ir.InlineAsm(ir.FunctionType(_WORD[bits], [o.type for o in operands]), text,
                        ",".join(constraints), side_effect=True)
     return returns(builder.call(asm, operands))
+
+
+def emit_vector_atom(builder, instruction: str, address, predicate, words: list, bits: int):
+    """``@p <instruction> {d...}, [address], {words...}`` for a vector atom (``words``: one
+    per element); lanes off the predicate return 0s. Returns the old words."""
+    count, letter = len(words), _LETTER[bits]
+    outputs = "{" + ", ".join(f"${i}" for i in range(count)) + "}"
+    first = count + (2 if predicate is not None else 1)
+    sources = "{" + ", ".join(f"${first + i}" for i in range(count)) + "}"
+    text = f"{instruction} {outputs}, [${count}], {sources};"
+    operands, constraints = [address], [f"=&{letter}"] * count + ["l"]
+    if predicate is not None:
+        zeros = " ".join(f"mov.b{bits} ${i}, 0;" for i in range(count))
+        text = f"{zeros} @${count + 1} {text}"
+        operands.append(predicate)
+        constraints.append("b")
+    operands += words
+    constraints += [letter] * count
+    result = ir.LiteralStructType([_WORD[bits]] * count)
+    asm = ir.InlineAsm(ir.FunctionType(result, [o.type for o in operands]), text,
+                       ",".join(constraints), side_effect=True)
+    call = returns(builder.call(asm, operands))
+    return [builder.extract_value(call, i) for i in range(count)]
+
+
+def _vector_width(ctx, op, element) -> int:
+    """Elements one atom may add: >1 only for a float add on sm_90 (16 bytes at most)."""
+    if op.opcode != "atomic_rmw" or op.attrs["kind"] != "add" or not element.is_floating() \
+            or element.bits not in (16, 32) or not has_vector_atom_add(ctx.target):
+        return 1
+    return memory_vector_width(op, ctx.infos)
 
 
 def _bf16_add_loop(ctx, address, predicate, value, qualifiers: str):
@@ -119,6 +157,14 @@ def lower_atomic(ctx, op) -> list:
     owner = ctx.threads.owner(pointer, layout)
     loop_bf16 = op.opcode == "atomic_rmw" and element.is_bf16() and \
         not has_bf16_atom_add(ctx.target)
+    width = 1 if loop_bf16 else _vector_width(ctx, op, element)
+    groups = vector_groups(ctx, op, layout, len(addresses), width) if width > 1 else None
+    if groups is not None and max(len(g) for g in groups) > 1:
+        old = _vector_adds(ctx, instruction, addresses, masks, operand_regs[0], owner,
+                           groups, element)
+        if owner is not None and op.result in ctx.plan.demands:
+            old = _share_with_replicas(ctx, op.result, layout, old, owner)
+        return [old]
     old = []
     for index, address in enumerate(addresses):
         predicate = masks[index] if masks is not None else None
@@ -134,6 +180,28 @@ def lower_atomic(ctx, op) -> list:
     if owner is not None and op.result in ctx.plan.demands:
         old = _share_with_replicas(ctx, op.result, layout, old, owner)
     return [old]
+
+
+def _vector_adds(ctx, instruction, addresses, masks, values, owner, groups, element):
+    """One vector atom per group of a thread's consecutive registers (``.v2/.v4/.v8``
+    before the type); the old values, per register."""
+    b = ctx.builder
+    head, _, ptx_type = instruction.rpartition(".")
+    old = [None] * len(addresses)
+    for group in groups:
+        predicate = masks[group[0]] if masks is not None else None
+        if owner is not None:
+            predicate = owner if predicate is None else b.and_(predicate, owner)
+        words = [_to_word(b, values[i], element) for i in group]
+        if len(group) == 1:
+            results = [emit_atom(b, instruction, addresses[group[0]], predicate, words,
+                                 element.bits)]
+        else:
+            results = emit_vector_atom(b, f"{head}.v{len(group)}.{ptx_type}",
+                                       addresses[group[0]], predicate, words, element.bits)
+        for index, word in zip(group, results):
+            old[index] = _from_word(b, word, element)
+    return old
 
 
 def _share_with_replicas(ctx, value, layout, registers, owner):

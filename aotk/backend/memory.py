@@ -183,9 +183,12 @@ def _from_memory(builder, value, element):
 
 
 
-def vector_groups(ctx, op, layout, count) -> list:
-    """Register indices grouped into vector accesses along the fastest dimension."""
-    width = ctx.plan.vector_width.get(op, 1)
+def vector_groups(ctx, op, layout, count, width=None) -> list:
+    """Register indices grouped into vector accesses along the fastest dimension, at most
+    ``width`` (default: the plan's vector width of ``op``) and what the layout holds in a
+    row of a thread's registers."""
+    if width is None:
+        width = ctx.plan.vector_width.get(op, 1)
     if layout is SCALAR:
         return [[0]]
     dist = ctx.threads.distribution(layout, op.operands[0].type.shape)

@@ -17,9 +17,11 @@ import llvmlite.binding as llvm
 
 TRIPLE = "nvptx64-nvidia-cuda"
 # The PTX ISA a target's PTX declares: 8.0 (ptxas from CUDA 12.0 on) from Turing up to
-# Hopper; the first versions that know Blackwell for it (CUDA 12.8).
+# Hopper; the first versions that know Blackwell for it (CUDA 12.8). A kernel whose inline
+# PTX needs a newer ISA declares that one (VECTOR_ATOM: sm_90's vector atom adds, 8.1).
 PTX_FEATURES = {"sm_100": "+ptx86", "sm_120": "+ptx87"}
 DEFAULT_PTX_FEATURES = "+ptx80"
+VECTOR_ATOM = re.compile(r"\batom\.[\w.:]*\.v[248]\.b?f(16|32)\b")
 
 
 @functools.lru_cache(maxsize=None)
@@ -30,11 +32,20 @@ def _initialize():
 
 
 @functools.lru_cache(maxsize=None)
-def target_machine(arch: str):
+def target_machine(arch: str, features: str | None = None):
     _initialize()
     target = llvm.Target.from_triple(TRIPLE)
-    features = PTX_FEATURES.get(arch.rstrip("a"), DEFAULT_PTX_FEATURES)
+    features = features or PTX_FEATURES.get(arch.rstrip("a"), DEFAULT_PTX_FEATURES)
     return target.create_target_machine(cpu=arch, features=features, opt=3)
+
+
+def ptx_features(arch: str, module_text: str) -> str:
+    """The PTX ISA the kernel's PTX declares: the target's, or 8.1 where its inline PTX has
+    a vector atom (sm_90 only; later targets' ISAs are newer already)."""
+    features = PTX_FEATURES.get(arch.rstrip("a"), DEFAULT_PTX_FEATURES)
+    if features == DEFAULT_PTX_FEATURES and VECTOR_ATOM.search(module_text):
+        return "+ptx81"
+    return features
 
 
 @functools.lru_cache(maxsize=1)
@@ -125,4 +136,5 @@ def optimize(module_text: str, arch: str, kernel_name: str, num_warps: int, maxn
 def emit_ptx(module_text: str, arch: str, kernel_name: str, num_warps: int,
              maxnreg=None, contract: bool = True) -> tuple[str, str]:
     module = optimize(module_text, arch, kernel_name, num_warps, maxnreg, contract)
-    return str(module), target_machine(arch).emit_assembly(module)
+    machine = target_machine(arch, ptx_features(arch, module_text))
+    return str(module), machine.emit_assembly(module)

@@ -207,7 +207,8 @@ def memory_vector_width(op, infos) -> int:
     itemsize = pointer.element.element_ty.itemsize
     width = min(info.contiguity[dim], max(1, info.divisibility[dim] // itemsize),
                 max(1, MAX_VECTOR_BYTES // itemsize), shape[dim])
-    mask_index = 2 if op.opcode == "store" else 1   # load / async_copy: (ptr, mask, ..)
+    # store / atomic_rmw: (ptr, value, mask); load / async_copy: (ptr, mask, ..)
+    mask_index = 2 if op.opcode in ("store", "atomic_rmw") else 1
     if op.attrs.get("has_mask"):
         width = min(width, infos[op.operands[mask_index]].constancy[dim])
     return 1 << (max(1, width).bit_length() - 1)
