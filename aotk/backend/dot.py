@@ -30,7 +30,7 @@ def dot_scratch_bytes(plan, op) -> int:
     layout = plan.mma.get(op)
     if layout is not None:
         instruction = wgmma if layout.instruction == "wgmma" else mma
-        return instruction.shared_bytes_needed(op)
+        return instruction.shared_bytes_needed(plan, op)
     a, b = op.operands[:2]
     return _aligned(padded_bytes(a.type.shape, a.element)) + padded_bytes(b.type.shape, b.element)
 

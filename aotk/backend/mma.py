@@ -40,7 +40,7 @@ def staged(value) -> bool:
     return value.owner is not None and value.owner.opcode == "shared_read"
 
 
-def shared_bytes_needed(op) -> int:
+def shared_bytes_needed(plan, op) -> int:
     a, b = op.operands[:2]
     if staged(a) and staged(b):
         return 0
@@ -86,13 +86,17 @@ def place_operands(ctx, a, b, b_base: int, a_offset_of, b_offset_of, before_barr
     ``async_wait``; others the threads store (``store_tile`` with each offset function):
     both at 0 and ``b_base`` of the scratch space, or, beside a staged one, alone at the
     first tile boundary above the loop's stages. Then ``before_barrier`` (if any) and a
-    barrier."""
+    barrier. ``a`` None: A stays in registers (``wgmma.a_in_registers``), b is placed as
+    beside a staged A, and A's base is None."""
     builder = ctx.builder
     c = lambda v: ir.Constant(I32, v)   # noqa: E731
-    if staged(a) or staged(b):
+    if a is None or staged(a) or staged(b):
         root = builder.ptrtoint(ctx.shared.stage_pointer(c(0)), I32)
         bases = []
         for value, offset_of in ((a, a_offset_of), (b, b_offset_of)):
+            if value is None:
+                bases.append(None)
+                continue
             if staged(value):
                 bases.append(ctx.pipeline.staged[value.owner.attrs["buffer"]].stage_base(
                     builder, ctx.regs(value.owner.operands[0], SCALAR)[0]))

@@ -1,6 +1,8 @@
 """Lowering of ``dot`` on Hopper tensor cores with ``wgmma.mma_async`` (sm_90a): fp16 / bf16
-inputs, or fp32 ones read as tf32, fp32 accumulation, both operands read by the tensor cores
-from shared memory.
+inputs, or fp32 ones read as tf32, fp32 accumulation, B read by the tensor cores from shared
+memory, A too unless it stays in registers: a 16-bit A computed in the accumulator
+fragments of a dot with this one's warps (flash attention's p, ``a_in_registers``) is
+already in wgmma's A register fragments, and goes in as four 32-bit registers per k16 slice.
 
 In: a [M, K] and b [K, N] (already in shared memory when a pipelined loop staged them, else
 in their natural blocked layouts), the accumulator in its ``Mma`` layout with warps
@@ -59,8 +61,21 @@ def tile_bytes(value) -> int:
     return rows * columns * value.element.itemsize
 
 
-def shared_bytes_needed(op) -> int:
+def a_in_registers(plan, op) -> bool:
+    """Whether A stays in the registers it was computed in: a 16-bit block resident in
+    the accumulator fragments of a dot whose warps tile M as this one's do (flash
+    attention's p), which are A's register fragments of wgmma as they are (one 16x8 tile
+    pair per k16 slice), so no shared memory is needed for it."""
+    a = op.operands[0]
+    layout = Layout(plan.mma[op])
+    return not staged(a) and a.element.itemsize == 2 and plan.homes.get(a) == layout and \
+        layout in plan.demands.get(a, [])
+
+
+def shared_bytes_needed(plan, op) -> int:
     a, b = op.operands[:2]
+    if a_in_registers(plan, op):
+        return 0 if staged(b) else SWIZZLE_ATOM_BYTES + tile_bytes(b)
     if staged(a) and staged(b):
         return 0
     if staged(a) or staged(b):
@@ -108,6 +123,27 @@ def _n_chunk(n: int) -> int:
     return next(w for w in range(MAX_N, 0, -64) if n % w == 0)
 
 
+def _a_fragments(ctx, a, layout, row_tiles: int, k_steps: int) -> list:
+    """A's register fragments per (row tile, k16 slice), from A's accumulator-layout
+    registers: the instruction wants (row r, columns 2t, 2t+1), (r + 8, same), (r, 2t + 8,
+    2t + 9), (r + 8, same) of the slice in four registers, which are the pairs the Mma
+    layout holds in the slice's two 8-column tiles (``a_in_registers``)."""
+    b = ctx.builder
+    registers = ctx.regs(a, Layout(layout))
+    per_row = 2 * (a.type.shape[1] // 8)      # registers per slot row of A's Mma layout
+    pair_type = ir.VectorType(llvm_type(a.element), 2)
+
+    def packed(slot):
+        pair = ir.Constant(pair_type, None)
+        for lane in (0, 1):
+            pair = b.insert_element(pair, registers[slot + lane], ir.Constant(I32, lane))
+        return b.bitcast(pair, I32)
+
+    return [[[packed((2 * tm + half) * per_row + 2 * (2 * ks + tile))
+              for tile in (0, 1) for half in (0, 1)]
+             for ks in range(k_steps)] for tm in range(row_tiles)]
+
+
 def lower_wgmma(ctx, op) -> list:
     b = ctx.builder
     a, b_operand, acc = op.operands
@@ -118,8 +154,9 @@ def lower_wgmma(ctx, op) -> list:
     c = lambda v: ir.Constant(I32, v)   # noqa: E731
 
     # Staged operands were fenced for the async proxy by their loop's async_wait.
-    root, a_base, b_base = place_operands(ctx, a, b_operand, tile_bytes(a),
-                                          tile_of(a).element_offset,
+    registers_a = a_in_registers(ctx.plan, op)
+    root, a_base, b_base = place_operands(ctx, None if registers_a else a, b_operand,
+                                          tile_bytes(a), tile_of(a).element_offset,
                                           tile_of(b_operand).element_offset, proxy_fence)
 
     warpgroup = b.udiv(ctx.threads.warp, c(4))
@@ -130,12 +167,14 @@ def lower_wgmma(ctx, op) -> list:
     width_a = tile_of(a).width
     width_b = (SwizzledTile(n, k, element) if k_major_b else tile_of(b_operand)).width
     groups_n = layout.warps_per_cta[1]
-    if groups_n == 1:
-        # Warpgroup g's slices of C start at row 64 g of each block of 64 * warpgroups rows.
-        a_start = b.add(b.add(root, a_base), b.mul(warpgroup, c(WGMMA_ROWS * width_a)))
-    else:
+    desc_a = None
+    if not registers_a:
         a_start = b.add(root, a_base)
-    desc_a = _descriptor(b, a_start, _descriptor_high(16, PHASE_ROWS * width_a, width_a))
+        if groups_n == 1:
+            # Warpgroup g's slices of C start at row 64 g of each block of 64 * warpgroups
+            # rows.
+            a_start = b.add(a_start, b.mul(warpgroup, c(WGMMA_ROWS * width_a)))
+        desc_a = _descriptor(b, a_start, _descriptor_high(16, PHASE_ROWS * width_a, width_a))
     b_start = b.add(root, b_base)
     if groups_n > 1:
         # One 64-row block; warpgroup g has every groups_n-th 8-column group from g: the
@@ -154,15 +193,22 @@ def lower_wgmma(ctx, op) -> list:
     k_step = K_STEP_BYTES // size
     count = chunk // 2                   # accumulator registers of one instruction
     outputs = ", ".join(f"${i}" for i in range(count))
+    # A: a descriptor, or its four registers of two f16 / bf16 each (``_a_fragments``).
+    a_text, a_constraints = (f"{{${count}, ${count + 1}, ${count + 2}, ${count + 3}}}",
+                             ["r"] * 4) if registers_a else (f"${count}", ["l"])
+    after_a = count + len(a_constraints)
     # scale-d is a predicate operand (true: D = A*B + D), as ptxas wants for chaining.
-    operands = f"{{{outputs}}}, ${count}, ${count + 1}, ${count + 2}, 1, 1"
+    operands = f"{{{outputs}}}, {a_text}, ${after_a}, ${after_a + 1}, 1, 1"
     if element.is_fp32():
         text = f"wgmma.mma_async.sync.aligned.m64n{chunk}k{k_step}.f32.tf32.tf32 {operands};"
     else:
         kind = "bf16" if element.is_bf16() else "f16"
+        # A from registers has no transpose operand (imm-trans-a).
+        transposes = f"{int(not k_major_b)}" if registers_a else f"0, {int(not k_major_b)}"
         text = (f"wgmma.mma_async.sync.aligned.m64n{chunk}k{k_step}.f32.{kind}.{kind} "
-                f"{operands}, 0, {int(not k_major_b)};")
-    constraints = ",".join(["=f"] * count + ["l", "l", "b"] + [str(i) for i in range(count)])
+                f"{operands}, {transposes};")
+    constraints = ",".join(["=f"] * count + a_constraints + ["l", "b"] +
+                           [str(i) for i in range(count)])
     result_type = ir.LiteralStructType([F32] * count)
     accumulate = ir.Constant(ir.IntType(1), 1)
 
@@ -174,6 +220,8 @@ def lower_wgmma(ctx, op) -> list:
     def offset(descriptor, byte_offset: int):
         return b.add(descriptor, ir.Constant(I64, byte_offset >> 4)) if byte_offset else descriptor
 
+    if registers_a:
+        a_fragments = _a_fragments(ctx, a, layout, m // block_rows, k // k_step)
     inline_asm(b, "wgmma.fence.sync.aligned;", "", [])
     # One accumulator's whole chain over K, then the next (the order Triton issues them in).
     for tm in range(m // block_rows):
@@ -182,15 +230,18 @@ def lower_wgmma(ctx, op) -> list:
             panel = first_column * size // width_b
             for kk in range(0, k, k_step):
                 k_bytes = kk * size
-                a_k = (k_bytes // width_a) * m * width_a + k_bytes % width_a
-                descriptor_a = offset(desc_a, a_k + tm * block_rows * width_a)
+                if registers_a:
+                    a_operands = a_fragments[tm][kk // k_step]
+                else:
+                    a_k = (k_bytes // width_a) * m * width_a + k_bytes % width_a
+                    a_operands = [offset(desc_a, a_k + tm * block_rows * width_a)]
                 if k_major_b:
                     b_k = (k_bytes // width_b) * n * width_b + k_bytes % width_b
                     descriptor_b = offset(desc_b, b_k + first_column * groups_n * width_b)
                 else:
                     descriptor_b = offset(desc_b, panel * k * width_b + kk * width_b)
                 result = inline_asm(b, text, constraints,
-                                    [descriptor_a, descriptor_b, accumulate] +
+                                    a_operands + [descriptor_b, accumulate] +
                                     [accumulators[i] for i in indices], result_type)
                 for position, index in enumerate(indices):
                     accumulators[index] = b.extract_value(result, position)
