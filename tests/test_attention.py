@@ -117,10 +117,11 @@ def test_the_online_softmax_stays_in_the_accumulator_layout():
     assert exp2.rstrip().endswith("in #mma0 (home)    // line 36")   # converted nowhere
     cast = next(line for line in lines if " = cast " in line and "fp16[128,64]" in line)
     assert cast.rstrip().endswith("in #mma0 (home)    // line 41")
-    # Per trip only the stage wait's barrier (q is staged once); before, the scores went
-    # through shared memory for each reduction (17), then p for the second dot (3).
+    # Per trip the stage wait's barrier and the one before the copies (q is staged once);
+    # before, the scores went through shared memory for each reduction (17), then p for
+    # the second dot (3).
     body = compiled.ptx.split("cp.async.commit_group;")[2]
-    assert body.count("bar.sync") == 1, body.count("bar.sync")
+    assert body.count("bar.sync") == 2, body.count("bar.sync")
 
 
 @pytest.mark.parametrize("head_dim, warps, causal", [(64, 4, False), (64, 4, True),
@@ -136,7 +137,7 @@ def test_p_reaches_the_second_wgmma_in_registers(head_dim, warps, causal):
                             num_stages=3, target="sm_90")
     for loop in _loops(compiled.ptx):
         assert "st.shared" not in loop and "fence.proxy.async" in loop
-        assert loop.count("fence.proxy.async") == 1 and loop.count("bar.sync") == 1
+        assert loop.count("fence.proxy.async") == 1
         products = [line for line in loop.splitlines() if "wgmma.mma_async" in line]
         from_registers = [line for line in products if re.search(r"\}, \{%r\d+, ", line)]
         # Per warpgroup: q @ k.T over head_dim, then p @ v over the 64 keys, k16 each.
@@ -160,3 +161,44 @@ def _loops(ptx: str) -> list:
             found.append("\n".join(lines[labels[branch.group(1)]:index + 1]))
     assert found
     return found
+
+
+@pytest.mark.parametrize("head_dim, warps, causal", [(64, 4, False), (64, 4, True),
+                                                     (128, 8, False)])
+def test_p_at_v_runs_into_the_next_trip(head_dim, warps, causal):
+    """p @ v leaves its wgmma group in flight; the next trip's q @ k.T wait (the one
+    ``wgmma.wait_group 0`` of a trip) retires both, and only then is the accumulator
+    rescaled, as Triton pipelines it. A barrier before the copies orders every warp's wait
+    before the refill of the stages p @ v read. Before: a wait after each dot (2 per trip),
+    the tensor cores idle from the end of p @ v to the next q @ k.T."""
+    constants = dict(HEAD_DIM=head_dim, BLOCK_M=128, BLOCK_N=64, CAUSAL=causal)
+    compiled = aotk.compile(_kernel(), _signature(), constants, num_warps=warps,
+                            num_stages=3, target="sm_90")
+    assert not compiled.metadata["wgmma_serialized"]
+    row_tiles = 128 // (16 * warps)
+    for loop in _loops(compiled.ptx):
+        events = [kind for line in loop.splitlines() for kind in
+                  ("wgmma.mma_async", "wgmma.commit_group", "wgmma.wait_group", "bar.sync",
+                   "cp.async.cg", "cp.async.wait_group") if kind in line]
+        # Collapse runs: the order of what a trip does.
+        order = [kind for i, kind in enumerate(events) if i == 0 or events[i - 1] != kind]
+        assert order == ["cp.async.wait_group", "bar.sync", "wgmma.mma_async",
+                         "wgmma.commit_group", "wgmma.wait_group", "wgmma.mma_async",
+                         "wgmma.commit_group", "bar.sync", "cp.async.cg"], order
+        assert "wgmma.wait_group.sync.aligned 0;" in loop
+        assert events.count("wgmma.mma_async") == row_tiles * (head_dim // 16 + 64 // 16)
+    gir = compiled.gir
+    waits = [line for line in gir.splitlines() if " = wgmma_wait [pending=0]" in line]
+    assert len(waits) == (2 if causal else 1)
+    assert gir.count("wgmma_deferred=True") == 2 * len(waits)
+
+
+def test_an_accumulator_read_before_the_first_dot_is_waited_for_in_its_trip():
+    """When the carried accumulator is read before any dot of the next trip has waited,
+    nothing would retire its group first: each dot then waits for its own."""
+    from tests.kernels.pipeline_shapes import rescaled_first_kernel
+    compiled = aotk.compile(rescaled_first_kernel, "*fp16:16, *fp16:16, *fp32:16, i32:16",
+                            dict(BLOCK=64), num_warps=4, num_stages=3, target="sm_90")
+    assert "wgmma_wait" not in compiled.gir and "wgmma_deferred" not in compiled.gir
+    (loop,) = _loops(compiled.ptx)
+    assert loop.count("wgmma.wait_group") == 2 and loop.count("wgmma.mma_async") == 8

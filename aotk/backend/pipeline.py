@@ -11,6 +11,7 @@ In: the ops, the pointers and masks of a copy in their natural blocked layout. O
 * ``async_commit``: ``cp.async.commit_group``; ``async_wait``: ``cp.async.wait_group N``,
   (with ``proxy_fence``, ``fence.proxy.async``: wgmma reads the stages through the async
   proxy) then a CTA barrier, since other threads' copies must be visible too.
+* ``wgmma_wait``: ``wgmma.wait_group N``, the values it retires passed through its asm.
 
 Shared memory: each pipelined loop's buffers are laid out from byte 0, operand after
 operand (then, for TMA, one mbarrier per stage: ``backend.tma``), each ``stages`` slots of a tile in the swizzled layout of ``backend.swizzle``
@@ -31,7 +32,7 @@ from .llvm_types import I32, I64, inline_asm, llvm_type
 from .memory import emit_load, vector_groups
 from .registry import lowering
 from .swizzle import SwizzledTile
-from .wgmma import proxy_fence
+from .wgmma import proxy_fence, wait_for_wgmma
 
 
 class StagedBuffer:
@@ -158,5 +159,20 @@ def lower_async_wait(ctx, op):
     if op.attrs.get("proxy_fence"):
         proxy_fence(ctx.builder)
     ctx.shared.barrier()
+
+
+@lowering("wgmma_wait")
+def lower_wgmma_wait(ctx, op) -> list:
+    """One ``wgmma.wait_group`` whose asm ties the registers of every value it retires:
+    nothing reads them before it."""
+    registers = [ctx.regs(value, ctx.plan.homes[result])
+                 for value, result in zip(op.operands, op.results)]
+    waited = wait_for_wgmma(ctx.builder, [r for group in registers for r in group],
+                            op.attrs["pending"])
+    results, start = [], 0
+    for group in registers:
+        results.append(waited[start:start + len(group)])
+        start += len(group)
+    return results
 
 

@@ -29,7 +29,8 @@ tf32) per slice and N-chunk (N up to 256):
   swizzled layout is defined in 16-byte units whatever the element size.
 Order: ``wgmma.fence`` (accumulator registers were written by ordinary instructions), the
 instructions, ``wgmma.commit_group``, then ``wgmma.wait_group 0`` whose asm ties every
-accumulator register, so nothing reads them before the tensor cores are done. A pipelined
+accumulator register, so nothing reads them before the tensor cores are done (a dot with
+``wgmma_deferred`` leaves that to a later ``wgmma_wait``, ``passes.pipeline``). A pipelined
 loop's dot (attribute ``wgmma_in_flight`` = 1, ``passes.pipeline``) waits only for the
 previous trip's group, so the tensor cores work while the next copies are issued; the
 loop's exit waits for the last (``wgmma_in_flight`` on the ``for``). With n dots per trip
@@ -246,6 +247,9 @@ def lower_wgmma(ctx, op) -> list:
                 for position, index in enumerate(indices):
                     accumulators[index] = b.extract_value(result, position)
     inline_asm(b, "wgmma.commit_group.sync.aligned;", "", [])
+    if op.attrs.get("wgmma_deferred"):
+        # Still being written: a later ``wgmma_wait`` retires the group before any use.
+        return accumulators
     in_flight = op.attrs.get("wgmma_in_flight", 0)
     accumulators = wait_for_wgmma(b, accumulators, in_flight)
     if in_flight and op.attrs.get("wgmma_barrier", True):

@@ -106,6 +106,10 @@ Software pipelining (made by ``passes.pipeline`` for the GPU only; never interpr
   shared_read                 (stage:i32)             buffer, stages, [transposed] -> the
                               block in slot stage of buffer, or its transpose (only a dot
                               that mma computes reads one)
+  wgmma_wait                  (*values)               pending -> the values, one result
+                              each, once at most pending of the thread's wgmma groups are
+                              in flight: the accumulators of dots with wgmma_deferred (which
+                              leave their group running) that the groups it retires write
 
   With TMA (operands read through tensor descriptors, on wgmma): one mbarrier per stage.
   tma_init                    ()                      loop, stages -> the stages' mbarriers
@@ -164,7 +168,7 @@ CONTROL_FLOW = frozenset(("for", "if", "while"))
 ATOMICS = frozenset(("atomic_rmw", "atomic_cas"))
 # Ops kept for their effect on memory or output, whether or not their result is used.
 ASYNC_OPS = frozenset(("async_copy", "async_commit", "async_wait", "tma_init", "tma_expect",
-                       "tma_copy", "tma_wait", "tma_release"))
+                       "tma_copy", "tma_wait", "tma_release", "wgmma_wait"))
 SIDE_EFFECT_OPS = ATOMICS | ASYNC_OPS | frozenset(("debug_barrier", "device_print",
                                                    "device_assert", "read_register",
                                                    "inline_asm"))

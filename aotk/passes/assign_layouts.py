@@ -424,6 +424,16 @@ def _same_layout(demands, op, wanted):
             demands.want(value, layout)
 
 
+def _wgmma_wait(demands, op):
+    """The registers pass through the wait: each result where its operand lives (the
+    accumulator fragments of a dot, or a loop-carried accumulator)."""
+    for value, result in zip(op.operands, op.results):
+        layout = demands.resident.get(result) or demands.resident.get(value) or \
+            demands.plan.natural(value)
+        demands.home(result, layout)
+        demands.want(value, layout)
+
+
 DEMANDS = {
     "store": _store,
     **dict.fromkeys(TERMINATORS, _terminator),
@@ -441,6 +451,7 @@ DEMANDS = {
     "load": _load,
     "splat": _splat,
     "expand_dims": _expand_dims,
+    "wgmma_wait": _wgmma_wait,
 }   # any other op: _same_layout
 
 

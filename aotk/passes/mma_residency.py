@@ -32,7 +32,10 @@ def carried_layout(plan: LayoutPlan, region, value):
             continue
         if owner.opcode == "dot" and plan.mma.get(owner) is not None:
             return Layout(plan.mma[owner])
-        if owner.result is not None:
+        if owner.opcode == "wgmma_wait":   # the value it passes on
+            pending.append(next(operand for operand, result in
+                                zip(owner.operands, owner.results) if result is v))
+        elif owner.result is not None:
             pending.extend(owner.operands)
     return plan.natural(value)
 
@@ -48,8 +51,8 @@ def mma_residency(plan: LayoutPlan, function: Function) -> tuple:
     forward: a dot's result; elementwise ops whose block operands are resident in one
     layout (index values built from splats, constants and aranges fit any: they are
     recomputed where wanted, as a causal mask is); ``broadcast`` of a resident value and
-    ``expand_dims`` of a resident slice along its axis; a ``reduce`` of a resident value,
-    in its slice along the axis (``backend.reduce`` reduces across the fragments). Flash
+    ``expand_dims`` of a resident slice along its axis; what a ``wgmma_wait`` passes on of a
+    resident value; a ``reduce`` of a resident value, in its slice along the axis (``backend.reduce`` reduces across the fragments). Flash
     attention's row maxima and sums, its probabilities p and the rescaled accumulator are
     then computed where q @ k.T left the scores, with no conversion through shared memory.
 
@@ -89,6 +92,11 @@ def mma_residency(plan: LayoutPlan, function: Function) -> tuple:
             if op.regions and op.opcode not in COMBINING:
                 for region in op.regions:   # if / while: their loops, their values
                     visit(region.body)
+                continue
+            if op.opcode == "wgmma_wait":   # registers passed through
+                for value, result in zip(op.operands, op.results):
+                    if resident.get(value) is not None:
+                        resident[result] = resident[value]
                 continue
             if op.result is None or op.regions and op.opcode != "reduce" or \
                     not op.result.type.shape:

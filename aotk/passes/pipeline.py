@@ -67,6 +67,17 @@ the last one alone then runs the barrier (the others carry ``wgmma_barrier`` = F
 before the copies refill the stages the previous trip's groups read; ``wgmma_in_flight``
 on the loop drains them after it. So the tensor cores run trip i while the threads issue
 the copies and reach trip i+1's barrier.
+
+Otherwise a wgmma dot whose fp32 result only the yield takes may still leave its group in
+flight (``_deferred_dots``: flash attention's p @ v, whose accumulator is the carried one
+rescaled first) when every use of that carried value in the next trip comes after an
+earlier dot of the body that waits (q @ k.T). That dot's wait then retires both: it
+becomes a ``wgmma_wait`` (pending 0) right after it, over its result and the deferred
+dots' carried values, which the body then reads from the wait; both dots carry
+``wgmma_deferred`` (no wait of their own). The tensor cores go from one trip's p @ v to
+the next trip's q @ k.T without waiting for the threads. As each warp waits only for its
+own groups, a barrier (``debug_barrier``) before the copies orders every warp's wait
+before the refill of the stages the previous trip's p @ v read.
 """
 from __future__ import annotations
 
@@ -147,6 +158,10 @@ class _LoopShape:
     # Operands loaded before the loop (flash attention's q): (dot index, operand position,
     # the load), copied once into a one-slot buffer with trip 0's group.
     invariants: list = None
+    # Dots left in flight into the next trip (``_deferred_dots``): [(dot, carried index)],
+    # and the dot whose wait retires them.
+    deferred: list = None
+    retiring: kir.Op | None = None
 
 
 def _analyze(function, loop, infos, users, num_warps: int, num_stages: int,
@@ -177,6 +192,8 @@ def _analyze(function, loop, infos, users, num_warps: int, num_stages: int,
     # wgmma runs asynchronously across trips, keeping the accumulators in fp32 registers.
     in_flight = async_proxy and all(dot.result.element.is_fp32() and
                                     _chained(dot, region, users) for dot in dots)
+    deferred, retiring = _deferred_dots(dots, region, users) if async_proxy and \
+        not in_flight else ([], None)
     recipes = None
     if any(load.opcode == "descriptor_load" for load in loads):
         recipes = [tensor_map_recipe(load, function) for load in loads]
@@ -223,7 +240,8 @@ def _analyze(function, loop, infos, users, num_warps: int, num_stages: int,
     if stages * per_stage + once > budget:
         return None
     return _LoopShape(dots, loads, shape.operands, shape.view_ops, load_ops, async_proxy,
-                      in_flight, shifted, update_slice, stages, recipes, invariants)
+                      in_flight, shifted, update_slice, stages, recipes, invariants,
+                      deferred, retiring)
 
 
 def _invariant_operands(dots, operands, body_ids: set, infos) -> list:
@@ -276,6 +294,53 @@ def _chained(dot, region, users) -> bool:
     index = next(i for i, arg in enumerate(carried) if arg is accumulator)
     return terminator.operands[index] is dot.result and \
         users.get(accumulator) == [dot] and users.get(dot.result) == [terminator]
+
+
+def _deferred_dots(dots, region, users) -> tuple:
+    """([(dot, carried index)], retiring dot): the wgmma dots whose group may stay in flight
+    into the next trip, and the first other dot, whose wait retires them there. A deferred
+    dot's fp32 result goes only to the yield, into one carried value; every user of that
+    value in the body is an op of the body itself after the retiring dot (the wait that
+    follows it is for every earlier group, as wgmma groups complete in order). ([], None)
+    when there is no such dot or nothing to retire them."""
+    ops = region.body
+    terminator = region.terminator
+    position = {id(o): index for index, o in enumerate(ops)}
+    carried = region.args[1:]
+    deferred = []
+    for dot in dots:
+        indices = [i for i, value in enumerate(terminator.operands) if value is dot.result]
+        if dot.result.element.is_fp32() and users.get(dot.result) == [terminator] and \
+                len(indices) == 1:
+            deferred.append((dot, indices[0]))
+    waiting = [dot for dot in dots if all(dot is not other for other, _ in deferred)]
+    if not deferred or not waiting or not waiting[0].result.element.is_fp32():
+        return [], None
+    retiring = waiting[0]
+    for _, index in deferred:
+        if any(position.get(id(user), -1) <= position[id(retiring)]
+               for user in users.get(carried[index], [])):
+            return [], None
+    return deferred, retiring
+
+
+def _retire_deferred(region, shape) -> None:
+    """Makes the deferred dots and the retiring one leave their groups in flight, and puts
+    the retiring dot's wait after it: ``wgmma_wait`` over its result and the deferred dots'
+    carried values, whose users in the body read the wait's results instead."""
+    retiring = shape.retiring
+    for dot in [retiring] + [dot for dot, _ in shape.deferred]:
+        dot.attrs["wgmma_deferred"] = True
+    waited = [retiring.result] + [region.args[1 + index] for _, index in shape.deferred]
+    results = [kir.Value(value.type, hint_name=value.hint_name) for value in waited]
+    wait = kir.Op("wgmma_wait", waited, None, {"pending": 0}, results=results)
+    for result in results:
+        result.owner = wait
+    place = next(i for i, o in enumerate(region.body) if o is retiring) + 1
+    region.body.insert(place, wait)
+    renamed = dict(zip(waited, results))
+    for op in kir.walk(region.body[place + 1:]):
+        op.operands = [renamed.get(value, value) for value in op.operands]
 
 
 def tma_loads(function: kir.Function, num_warps: int, num_stages: int, wgmma: bool,
@@ -479,11 +544,16 @@ def _rewrite(function, parent: list, loop, infos, users, num_warps: int, num_sta
     # and the wait's barrier ordered those reads first. Shared-memory reads cannot move
     # above a cp.async (ptxas cannot tell the addresses apart), so copies placed first
     # would keep the tensor cores idle while every thread issues them.
-    if tma and not in_flight:
+    if (tma or shape.deferred) and not in_flight:
         # Without wgmma left in flight the dot has no barrier of its own, and the wait for
         # the mbarrier is none: every warp must be done reading the stage the copies refill.
+        # With deferred dots each warp has retired the previous trip's groups, reading
+        # the stages refilled now, only for itself.
         body.insert(0, new_op("debug_barrier", [], None))
     region.body[:] = waits + reads + remaining + body
+    if shape.deferred:
+        _retire_deferred(region, shape)
+        loop.attrs["wgmma_in_flight"] = 1
     region.body += [next_stage, next_past, zero, stage_after]
     carried_out = [stage_after]
     if tma:

@@ -130,3 +130,19 @@ def matmul_fp32_out_kernel(a_ptr, b_ptr, d_ptr, c_ptr, M, N, K, BM: tl.constexpr
         if ADD_TILE:
             acc += tl.load(d_ptr + rows[:, None] * N + cols[None, :])
     tl.store(c_ptr + rows[:, None] * N + cols[None, :], acc)
+
+
+@aotk.jit
+def rescaled_first_kernel(q_ptr, k_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """Two dots a trip like flash attention's, the carried accumulator rescaled before the
+    first: out = sum over key blocks of (q @ k.T) @ k, halved each block
+    (tests/test_attention.py: nothing retires p @ v's group before that read)."""
+    rows = tl.arange(0, BLOCK)
+    acc = tl.zeros([BLOCK, BLOCK], dtype=tl.float32)
+    q = tl.load(q_ptr + rows[:, None] * BLOCK + rows[None, :])
+    for start in range(0, n, BLOCK):
+        acc = acc * 0.5
+        k = tl.load(k_ptr + (start + rows)[:, None] * BLOCK + rows[None, :])
+        scores = tl.dot(q, tl.trans(k))
+        acc = tl.dot(scores.to(tl.float16), k, acc)
+    tl.store(out_ptr + rows[:, None] * BLOCK + rows[None, :], acc)
