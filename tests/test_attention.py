@@ -187,6 +187,10 @@ def test_p_at_v_runs_into_the_next_trip(head_dim, warps, causal):
                          "wgmma.commit_group", "bar.sync", "cp.async.cg"], order
         assert "wgmma.wait_group.sync.aligned 0;" in loop
         assert events.count("wgmma.mma_async") == row_tiles * (head_dim // 16 + 64 // 16)
+    if head_dim == 128:
+        # The descriptors of q, one per warpgroup, stay in uniform registers (the
+        # warpgroup is broadcast from lane 0); 185 registers before (Triton 3.8: 165).
+        assert compiled.metadata["registers"] <= 170, compiled.metadata
     gir = compiled.gir
     waits = [line for line in gir.splitlines() if " = wgmma_wait [pending=0]" in line]
     assert len(waits) == (2 if causal else 1)

@@ -126,6 +126,22 @@ def test_two_dots_keep_both_wgmma_groups_in_flight():
     assert not compiled.metadata.get("wgmma_serialized")
 
 
+@pytest.mark.parametrize("warps", [4, 8])
+def test_the_warpgroup_is_the_same_across_each_warp(warps):
+    """With two warpgroups, each one's A descriptor starts 64 rows further. The warpgroup
+    is broadcast from lane 0 (``shfl.sync.idx``, once, before the loop), which ptxas knows
+    is the same across the warp: the descriptors stay in uniform registers. Computed as
+    tid / 128 they were moved there before each wgmma (R2UR; this 8-warp loop ran 102
+    SASS instructions a trip, 8 of them R2UR, now 90). One warpgroup: 0, no shuffle."""
+    _, kernel, arguments, _, _ = _cases(np.float16, 512, 512, 512)[0]
+    runtime, constants = kernel._split_arguments((), {**arguments, **_blocks(np.float16)[0]})
+    signature, _ = specialize(kernel, runtime, host_memory=True)
+    ptx = aotk.compile(kernel, signature, constants, warps, 3, target="sm_90").ptx
+    assert ptx.count("shfl.sync.idx") == (warps > 4)
+    if warps > 4:
+        assert ptx.index("shfl.sync.idx") < ptx.index("wgmma.mma_async")
+
+
 def _fill(arrays, rng):
     for array in arrays:
         array[...] = rng.standard_normal(array.shape).astype(array.dtype) / 4

@@ -16,7 +16,7 @@ import llvmlite.ir as ir
 
 from ..passes.layouts import SCALAR, Blocked, Layout
 from ..passes.mma_layout import MMA_TILE, Mma
-from .llvm_types import I32
+from .llvm_types import I32, inline_asm
 
 
 def _i32(n: int):
@@ -71,8 +71,26 @@ class ThreadGeometry:
             [_i32(0), _i32(threads)]))
         self.lane = builder.and_(self.tid, _i32(31), name="lane")
         self.warp = builder.lshr(self.tid, _i32(5), name="warp")
+        self.threads = threads
+        self._warpgroup = None
         self._bases: dict = {}
         self._distributions: dict = {}
+
+    @property
+    def warpgroup(self):
+        """This thread's warpgroup (4 warps), computed once in the entry block. With several,
+        broadcast from lane 0 (``shfl.sync.idx``), which ptxas knows to be the same across
+        the warp: the wgmma descriptors built from it then stay in uniform registers
+        instead of being moved there before each instruction (R2UR, 16 a trip in flash
+        attention's 8-warp loop). With one, 0, which LLVM folds from tid's range."""
+        if self._warpgroup is None:
+            b = self.prologue
+            self._warpgroup = b.lshr(self.warp, _i32(2), name="warpgroup")
+            if self.threads > 128:
+                self._warpgroup = inline_asm(b, "shfl.sync.idx.b32 $0, $1, 0, 31, -1;",
+                                             "=r,r", [self._warpgroup], I32,
+                                             side_effect=False)
+        return self._warpgroup
 
     def thread_base(self, parent, axis: int):
         """First index along ``axis`` of this thread's elements in a parent layout (blocked

@@ -160,7 +160,7 @@ def lower_wgmma(ctx, op) -> list:
                                           tile_bytes(a), tile_of(a).element_offset,
                                           tile_of(b_operand).element_offset, proxy_fence)
 
-    warpgroup = b.udiv(ctx.threads.warp, c(4))
+    warpgroup = ctx.threads.warpgroup
     block_rows = layout.tile(0)
     # A pipelined loop may stage B as loaded, [N, K]: K-major like A, read untransposed.
     k_major_b = staged(b_operand) and b_operand.owner.attrs.get("transposed", False)
