@@ -200,6 +200,8 @@ CASES = [
     _chain_dot_case(np.float16, 32, 32, 32, "ieee"),
     _chain_dot_case(np.float32, 32, 32, 32, "tf32"),
     _chain_dot_case(np.float32, 64, 64, 64, "tf32"),
+    # On wgmma (sm_90), the second dot's A straight from the first one's fragments.
+    _chain_dot_case(np.float16, 64, 64, 64, "ieee"),
     _two_dots_case(32),
     # 50 KB of operands: dynamic shared memory past the 48 KB default.
     _dot_case("dot-fp32-128x64x64-over-48KB-shared", np.float32, 128, 64, 64, rtol=1e-4),
