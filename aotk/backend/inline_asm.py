@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from .llvm_types import I8, llvm_type
+from .llvm_types import I8, llvm_type, register_struct
 from .registry import lowering
 
 _INTEGER_CONSTRAINTS = {"r": 32, "l": 64, "h": 16, "c": 8}
@@ -127,7 +127,7 @@ def lower_inline_asm(ctx, op) -> list:
                                           outputs[constraint_index:constraint_index + n])
             constraint_index += n
         return_type = output_types[0] if len(output_types) == 1 else \
-            ir.LiteralStructType(output_types)
+            register_struct(b, output_types)
         constraints = ",".join(outputs + inputs + clobbers)
         asm = ir.InlineAsm(ir.FunctionType(return_type, [o.type for o in operands]),
                            escaped(op.attrs["asm"]), constraints,

@@ -87,6 +87,22 @@ def returns(call):
     return call
 
 
+def register_struct(builder, types) -> ir.Type:
+    """The struct of registers a multi-output asm returns, as a type named in the module's
+    context (``f32x128``), so that each asm call and ``extractvalue`` prints its name, not
+    every field: a 128x256 wgmma matmul's 768 extractvalues of a literal 128-float struct
+    were three quarters of its 1 MB LLVM text, printed by llvmlite and parsed by LLVM."""
+    types = list(types)
+    if all(t == types[0] for t in types):
+        name = f"{types[0]}x{len(types)}"
+    else:
+        name = "_".join(str(t) for t in types)
+    struct = builder.module.context.get_identified_type(name)
+    if struct.is_opaque:
+        struct.set_body(*types)
+    return struct
+
+
 def inline_asm(builder, text: str, constraints: str, args, return_type=ir.VoidType(),
                side_effect=True):
     """Calls PTX ``text`` with ``args`` bound to its ``constraints``; returns the result."""

@@ -78,7 +78,9 @@ def lower_to_llvm(function, plan: LayoutPlan, infos: dict, target: str = "sm_90"
     """(llvmlite module, bytes of dynamic shared memory the kernel needs, whether its
     layout conversions through shared memory kept their padded rows). ``fp_fusion``: float
     adds, subtractions and products may contract into FMAs (Triton's enable_fp_fusion)."""
-    module = ir.Module(name=function.name)
+    # Its own context: the register structs asm calls return are named there (one module's
+    # names would otherwise be declared in every later module of the process).
+    module = ir.Module(name=function.name, context=ir.Context())
     module.triple = "nvptx64-nvidia-cuda"
     arg_types = [ir.PointerType(addrspace=1) if p.value.element.is_ptr()
                  else llvm_type(p.value.element) for p in function.params]

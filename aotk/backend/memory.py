@@ -20,7 +20,8 @@ import llvmlite.ir as ir
 
 from ..passes.layouts import SCALAR
 from ..targets import has_l2_cache_hint
-from .llvm_types import I8, I16, I32, I64, constant, inline_asm, llvm_type, returns
+from .llvm_types import (I8, I16, I32, I64, constant, inline_asm, llvm_type, register_struct,
+                         returns)
 from .registry import lowering, value_lowering
 
 
@@ -131,7 +132,8 @@ def emit_load(builder, address, predicate, element, vec, others, cache="", evict
         operands.append(policy)
         constraints.append("l")
     lines.append(f"{guard}{opcode} {destination}, {source};")
-    result_type = ir.LiteralStructType([word_type] * word_count) if word_count > 1 else word_type
+    result_type = register_struct(builder, [word_type] * word_count) if word_count > 1 \
+        else word_type
     asm = ir.InlineAsm(ir.FunctionType(result_type, [o.type for o in operands]), " ".join(lines),
                        ",".join([f"={letter}"] * word_count + constraints), side_effect=True)
     result = returns(builder.call(asm, operands))

@@ -25,7 +25,7 @@ import llvmlite.ir as ir
 from ..passes.layouts import SCALAR, Layout
 from ..passes.mma_layout import MMA_TILE, Mma
 from ..targets import has_ampere_mma
-from .llvm_types import I32, inline_asm, llvm_type
+from .llvm_types import I32, inline_asm, llvm_type, register_struct
 from .swizzle import (CHUNK_BYTES, SWIZZLE_ATOM_BYTES, SwizzledTile, aligned_tile_bytes,
                       tile_of)
 
@@ -130,7 +130,7 @@ def _ldmatrix(ctx, address, transpose: bool):
     text = ("ldmatrix.sync.aligned.m8n8.x4" + (".trans" if transpose else "") +
             ".shared.b16 {$0, $1, $2, $3}, [$4];")
     result = inline_asm(ctx.builder, text, "=r,=r,=r,=r,r", [address],
-                        ir.LiteralStructType([I32] * 4), side_effect=True)
+                        register_struct(ctx.builder, [I32] * 4), side_effect=True)
     return [ctx.builder.extract_value(result, i) for i in range(4)]
 
 
@@ -146,7 +146,7 @@ def _turing_mma(builder, a_registers, b_registers, accumulators) -> list:
     for half in (0, 1):
         operands = a_registers[2 * half:2 * half + 2] + [b_registers[half]] + accumulators
         result = inline_asm(builder, TURING_MMA, TURING_CONSTRAINTS, operands,
-                            ir.LiteralStructType([F32] * 4), side_effect=False)
+                            register_struct(builder, [F32] * 4), side_effect=False)
         accumulators = [builder.extract_value(result, i) for i in range(4)]
     return accumulators
 
@@ -287,7 +287,7 @@ def lower_mma(ctx, op) -> list:
                 result = inline_asm(b, mma_text, constraints,
                                     a_fragments[tm] + b_fragments[tn] +
                                     [accumulators[s] for s in slots],
-                                    ir.LiteralStructType([accumulator_type] * 4),
+                                    register_struct(b, [accumulator_type] * 4),
                                     side_effect=False)
                 for index, slot in enumerate(slots):
                     accumulators[slot] = b.extract_value(result, index)

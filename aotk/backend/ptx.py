@@ -114,15 +114,19 @@ def optimize(module_text: str, arch: str, kernel_name: str, num_warps: int, maxn
     """Returns the optimized llvmlite binding module. ``contract``: libdevice's float
     arithmetic may contract into FMAs (the kernel's enable_fp_fusion)."""
     tm = target_machine(arch)
+    # A context of its own, freed with the module: LLVM keeps a context's types, constants
+    # and inline asm for the context's life, so in the global one every compile's stayed,
+    # and a named struct type came back renamed (%floatx128.7) in later compiles' LLVM IR.
+    context = llvm.create_context()
     module = llvm.parse_assembly(_with_block_size(module_text, kernel_name, num_warps * 32,
-                                                  maxnreg))
+                                                  maxnreg), context)
     module.triple = TRIPLE
     module.data_layout = str(tm.target_data)
     module.verify()
     needed = frozenset(f.name for f in module.functions
                        if f.is_declaration and f.name.startswith("__nv_"))
     if needed:
-        module.link_in(llvm.parse_bitcode(_libdevice_for(needed, arch, contract)))
+        module.link_in(llvm.parse_bitcode(_libdevice_for(needed, arch, contract), context))
         for function in module.functions:
             if not function.is_declaration and function.name != kernel_name:
                 function.linkage = "internal"

@@ -45,7 +45,7 @@ import llvmlite.ir as ir
 
 from ..passes.layouts import Layout
 from ..passes.mma_layout import WGMMA_ROWS
-from .llvm_types import I32, I64, inline_asm, llvm_type
+from .llvm_types import I32, I64, inline_asm, llvm_type, register_struct
 from .mma import place_operands, staged
 from .swizzle import PHASE_ROWS, SWIZZLE_ATOM_BYTES, SwizzledTile, tile_of
 
@@ -97,7 +97,7 @@ def wait_for_wgmma(builder, accumulators: list, in_flight: int) -> list:
     total = len(accumulators)
     waited = inline_asm(builder, f"wgmma.wait_group.sync.aligned {in_flight};",
                         ",".join(["=f"] * total + [str(i) for i in range(total)]),
-                        accumulators, ir.LiteralStructType([F32] * total))
+                        accumulators, register_struct(builder, [F32] * total))
     return [builder.extract_value(waited, i) for i in range(total)]
 
 
@@ -210,7 +210,7 @@ def lower_wgmma(ctx, op) -> list:
                 f"{operands}, {transposes};")
     constraints = ",".join(["=f"] * count + a_constraints + ["l", "b"] +
                            [str(i) for i in range(count)])
-    result_type = ir.LiteralStructType([F32] * count)
+    result_type = register_struct(b, [F32] * count)
     accumulate = ir.Constant(ir.IntType(1), 1)
 
     def slots(tm, first_column):
