@@ -2,6 +2,7 @@
 
 The pipeline, one line per stage:
   kir     frontend: Python AST -> typed block SSA, specialized on types, hints, constexprs
+  (acc)   passes.dot_accumulate: d + dot(a, b, 0) becomes dot(a, b, d), as Triton folds it
   (loop)  passes.loop_invariant: one-trip loops folded; loads that every trip of a loop
           without writes repeats moved before it
   (desc)  passes.descriptors: tensor-descriptor loads and stores become pointer ones, except
@@ -35,6 +36,7 @@ from .options import CompileOptions
 from .passes import axis_info
 from .passes.assign_layouts import assign_layouts
 from .passes.descriptors import lower_descriptors
+from .passes.dot_accumulate import fold_dot_accumulators
 from .passes.pipeline import MAX_PIPELINE_BYTES, pipeline_dot_loops, tma_loads
 from .passes.loop_invariant import hoist_loop_invariants
 from .passes.prefetch import prefetch_dot_operands
@@ -121,6 +123,7 @@ def _lower(generated, kernel_options: CompileOptions, target: str, budget: int) 
     num_warps, num_stages = kernel_options.num_warps, kernel_options.num_stages
     wgmma = has_wgmma(target)
     function = copy.deepcopy(generated)
+    fold_dot_accumulators(function)
     hoist_loop_invariants(function)
     # Without cp.async (sm_75) no loop is pipelined through shared memory; the register
     # prefetch below still issues its dot's loads one trip early.

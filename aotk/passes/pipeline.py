@@ -89,7 +89,7 @@ from ..ir.types import BlockType
 from .layouts import memory_vector_width
 from .mma_layout import choose_mma
 from .tensor_maps import tensor_map_recipe
-from .rewrite import (body_slice, clone_ops, constant, dot_operand_loads, new_op,
+from .rewrite import (body_slice, clone_ops, constant, dot_operand_loads, is_zero, new_op,
                       remove_unused_pure_ops, tile_shape, upward_for_loops, users_of)
 
 # Leaves room (3 KB of an A100's 163 KB block) for shared memory the loop body needs.
@@ -124,19 +124,12 @@ def pipeline_dot_loops(function: kir.Function, infos: dict, num_warps: int,
     return count
 
 
-def _is_zero(value) -> bool:
-    owner = value.owner
-    while owner is not None and owner.opcode in ("splat", "broadcast"):
-        owner = owner.operands[0].owner
-    return owner is not None and owner.opcode == "constant" and owner.attrs["value"] == 0
-
-
 def _copyable(load, infos) -> bool:
     """cp.async can copy it: no other value than 0 (masked-off elements are zero-filled),
     not volatile, vectors of at least 4 bytes."""
     if load.attrs.get("volatile"):
         return False
-    if load.attrs.get("has_other") and not _is_zero(load.operands[-1]):
+    if load.attrs.get("has_other") and not is_zero(load.operands[-1]):
         return False
     return memory_vector_width(load, infos) * load.result.element.itemsize >= 4
 

@@ -68,6 +68,14 @@ def constant(value, element) -> kir.Op:
     return new_op("constant", [], BlockType(element), value=value)
 
 
+def is_zero(value) -> bool:
+    """Whether ``value`` is a constant zero (scalar, or a block splat or broadcast from one)."""
+    owner = value.owner
+    while owner is not None and owner.opcode in ("splat", "broadcast"):
+        owner = owner.operands[0].owner
+    return owner is not None and owner.opcode == "constant" and owner.attrs["value"] == 0
+
+
 def clone_ops(ops, mapping: dict, in_range=None) -> list:
     """Copies ``ops`` with operands renamed through ``mapping`` (which gains the copies'
     results). With ``in_range`` (an int1 scalar), loads are masked by it as well."""
