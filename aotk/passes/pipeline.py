@@ -33,7 +33,9 @@ loads take no ``other`` or a zero one (cp.async zero-fills masked-off elements) 
 vectors of at least 4 bytes proven by axis info (cp.async copies 4, 8 or 16 bytes). The loads' addresses and masks
 must be pure functions of the induction variable, values from outside the loop and
 carried values ``c`` that nothing else reads (their next values computed from themselves
-alone): those are the values the rewrite shifts S-1 trips ahead. The stages must fit in
+alone): those are the values the rewrite shifts S-1 trips ahead. One that is read after
+the loop as well (liger's int8 x int2 matmul: the A pointer the next outer trip goes on
+from) gets an unshifted copy carried beside it, advanced by the same ops. The stages must fit in
 the budget of shared memory the compiler gives (the whole block,
 ``compiler.whole_block_budget``, or where the loop body then lacks room for its own shared
 memory, ``compiler.pipeline_budget``: ``MAX_PIPELINE_BYTES`` at most); S shrinks (down to
@@ -155,6 +157,8 @@ class _LoopShape:
     # and the dot whose wait retires them.
     deferred: list = None
     retiring: kir.Op | None = None
+    # Indices of shifted values whose loop results are read after the loop.
+    kept: list = None
 
 
 def _analyze(function, loop, infos, users, num_warps: int, num_stages: int,
@@ -218,8 +222,14 @@ def _analyze(function, loop, infos, users, num_warps: int, num_stages: int,
         if any(id(user) not in allowed_users and user is not terminator
                for user in users.get(carried[index], [])):
             return None
-        if users.get(loop.results[index]):
-            return None
+    # A shifted value read after the loop (a pointer the next loop goes on from) keeps an
+    # unshifted copy, carried beside it (``_keep_unshifted``), when its next value follows
+    # from itself alone (and the induction variable, and values from outside).
+    kept = [index for index in shifted if users.get(loop.results[index])]
+    for index in kept:
+        for o in body_slice(terminator.operands[index], body_ids):
+            if any(value in carried and value is not carried[index] for value in o.operands):
+                return None
 
     invariants = [] if recipes is not None else \
         _invariant_operands(dots, shape.operands, body_ids, infos)
@@ -234,7 +244,7 @@ def _analyze(function, loop, infos, users, num_warps: int, num_stages: int,
         return None
     return _LoopShape(dots, loads, shape.operands, shape.view_ops, load_ops, async_proxy,
                       in_flight, shifted, update_slice, stages, recipes, invariants,
-                      deferred, retiring)
+                      deferred, retiring, kept)
 
 
 def _invariant_operands(dots, operands, body_ids: set, infos) -> list:
@@ -273,6 +283,30 @@ def _block_slice(values) -> list:
     for value in values:
         visit(value)
     return ordered
+
+
+def _keep_unshifted(function, loop, index: int, update_ops: list) -> None:
+    """Carries a copy of carried value ``index`` that the rewrite leaves unshifted: a new
+    block argument from the same initial value, advanced by a copy of the ops computing
+    the original's next value, and a new loop result that every reader of the original's
+    result after the loop takes instead."""
+    region = loop.regions[0]
+    terminator = region.terminator
+    original = region.args[1 + index]
+    copy = kir.Value(original.type, hint_name=original.hint_name)
+    region.args.append(copy)
+    mapping = {original: copy}
+    advanced = clone_ops(update_ops, mapping)
+    region.body[-1:-1] = advanced
+    terminator.operands.append(mapping.get(terminator.operands[index],
+                                           terminator.operands[index]))
+    loop.operands.append(loop.operands[3 + index])
+    old_result = loop.results[index]
+    result = kir.Value(old_result.type, hint_name=old_result.hint_name)
+    result.owner = loop
+    loop.results.append(result)
+    for op in kir.walk(function.body):
+        op.operands[:] = [result if value is old_result else value for value in op.operands]
 
 
 def _chained(dot, region, users) -> bool:
@@ -368,6 +402,9 @@ def _rewrite(function, parent: list, loop, infos, users, num_warps: int, num_sta
         maps = [_tensor_map_index(function, recipe) for recipe in shape.recipes]
 
     update_ops = [o for o in ops if id(o) in update_slice]
+    for index in shape.kept or []:
+        _keep_unshifted(function, loop, index, update_ops)
+    carried = region.args[1:]
     start, end, step = loop.operands[:3]
     index_type = induction.type
     buffers = [(number, index) for index in range(len(loads))]
