@@ -246,14 +246,16 @@ def test_k32_fp16_dot_runs_on_wgmma_with_a_64_byte_swizzle():
     ("dot-fp32-tf32-64x64x32-trans-b", "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32",
      "sm_90"),
     ("dot-int8-64x32x128-trans-b", "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32", "sm_80"),
-    ("dot-int8-64x32x128-trans-b", "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32", "sm_90"),
+    ("dot-int8-64x32x128-trans-b", "wgmma.mma_async.sync.aligned.m64n32k32.s32.s8.s8",
+     "sm_90"),
     ("dot-fp16-64x32x128-trans-b", "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "sm_80"),
     ("dot-fp16-64x32x128-trans-b", "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16",
      "sm_90"),
 ])
 def test_tf32_int8_and_fp16_dots_use_their_mma_sync(name, instruction, target):
     """Each input type takes its own tensor-core instruction (on sm_90 fp16 takes wgmma,
-    B's 32 columns read through the 64B swizzle); fp32 with ieee precision does not
+    B's 32 columns read through the 64B swizzle, and int8 too, as Triton 3.8 does, B stored
+    K-major); fp32 with ieee precision does not
     (tensor cores would round its inputs to tf32)."""
     case = next(c for c in CASES if c.name == name)
     args = case.make_args(np.random.default_rng(0))
@@ -331,11 +333,11 @@ def test_dots_wgmma_fits_run_on_wgmma_on_sm_90_only(name):
     assert "wgmma" not in ampere.ptx and "mma.sync" in ampere.ptx
 
 
-@pytest.mark.parametrize("name", ["dot-fp16-out-fp16", "dot-int8-64x32x128-trans-b",
-                                  "dot-fp32-tf32-64x64x32-trans-b"])
+@pytest.mark.parametrize("name", ["dot-fp16-out-fp16", "dot-fp32-tf32-64x64x32-trans-b"])
 def test_dots_wgmma_cannot_take_stay_on_mma_sync_and_plain_sm_90(name):
     """wgmma wants 64-row warpgroup slices, rows of K and N a swizzle mode reads, and 16-bit
-    inputs (B is staged N-major, which only f16/bf16 wgmma reads): other dots keep mma.sync,
+    or int8 inputs (B is stored N-major, which only f16/bf16 wgmma reads; int8's the threads
+    store K-major): other dots keep mma.sync,
     and a kernel without Hopper-only instructions stays a plain sm_90 cubin."""
     case = next(c for c in CASES if c.name == name)
     signature = _signature(case, case.make_args(np.random.default_rng(0)))

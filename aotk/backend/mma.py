@@ -50,12 +50,17 @@ def shared_bytes_needed(plan, op) -> int:
     return aligned_tile_bytes(tile_of(a)) + tile_of(b).bytes
 
 
-def store_tile(ctx, value, byte_base: int, offset_of):
+def store_tile(ctx, value, byte_base: int, offset_of, by_columns: bool = False):
     """Writes a 2-d block into shared memory at ``byte_base``, in vector stores of up to 16
     bytes of each thread's contiguous run; ``offset_of(builder, row, column)`` gives an
     element's byte offset (i32) in the tile. The block is read in its natural layout, or in
     the accumulator fragments it was computed in (``passes.mma_residency``: flash
-    attention's p), two adjacent columns a store, with no conversion first."""
+    attention's p), two adjacent columns a store, with no conversion first.
+    ``by_columns``: the tile holds the block transposed (consecutive rows of a column are
+    adjacent in memory): the runs are a thread's consecutive rows (``_store_by_columns``)."""
+    if by_columns:
+        _store_by_columns(ctx, value, byte_base, offset_of)
+        return
     b = ctx.builder
     home = ctx.plan.homes.get(value)
     layout = home if isinstance(home, Layout) and isinstance(home.blocked, Mma) and \
@@ -79,7 +84,47 @@ def store_tile(ctx, value, byte_base: int, offset_of):
                 align=piece * element.itemsize)
 
 
-def place_operands(ctx, a, b, b_base: int, a_offset_of, b_offset_of, before_barrier=None):
+def _store_by_columns(ctx, value, byte_base: int, offset_of):
+    """``store_tile`` of a block whose tile is its transpose, from its natural layout: a
+    thread's rows come in runs of ``size_per_thread[0]`` consecutive ones, or all of its
+    rows when one thread covers the whole column height (liger's int8 x int2 B: each thread
+    holds all 64 rows of one column), stored 16 bytes at most a vector. A run starts at a
+    multiple of its length (the thread's first row is a multiple of size_per_thread[0])."""
+    b = ctx.builder
+    layout = ctx.plan.natural(value)
+    blocked = layout.blocked
+    element = value.element
+    rows = value.type.shape[0]
+    dist = ctx.threads.distribution(layout, value.type.shape)
+    run = rows if blocked.tile(0) == blocked.size_per_thread[0] else \
+        min(blocked.size_per_thread[0], rows)
+    piece = max(1, min(run, 16 // element.itemsize))
+    registers = ctx.regs(value, layout)
+    indices = ctx.threads.logical_indices(value, layout)
+    # Registers by column slot, each column's rows in order of their offset.
+    by_column: dict = {}
+    for register, slot, index in zip(registers, dist.slots(), indices):
+        by_column.setdefault(slot[1], []).append((dist.slot_offsets[0][slot[0]], register,
+                                                  index))
+    for column in by_column.values():
+        column.sort(key=lambda entry: entry[0])
+        for start in range(0, len(column), piece):
+            _, first, (row, col) = column[start]
+            offset = b.add(ir.Constant(I32, byte_base), offset_of(b, row, col))
+            if piece == 1:
+                b.store(first, ctx.shared.pointer(offset, llvm_type(element)))
+                continue
+            vector_type = ir.VectorType(llvm_type(element), piece)
+            vector = ir.Constant(vector_type, None)
+            for lane in range(piece):
+                vector = b.insert_element(vector, column[start + lane][1],
+                                          ir.Constant(I32, lane))
+            b.store(vector, ctx.shared.pointer(offset, vector_type),
+                    align=piece * element.itemsize)
+
+
+def place_operands(ctx, a, b, b_base: int, a_offset_of, b_offset_of, before_barrier=None,
+                   b_by_columns: bool = False):
     """Where a tensor-core dot's operands sit in shared memory: (root, a base, b base), the
     scratch buffer's 32-bit shared-window address and i32 byte offsets from it. Operands
     that a pipelined loop staged (``shared_read``) are in its stage, made visible by its
@@ -87,13 +132,15 @@ def place_operands(ctx, a, b, b_base: int, a_offset_of, b_offset_of, before_barr
     both at 0 and ``b_base`` of the scratch space, or, beside a staged one, alone at the
     first tile boundary above the loop's stages. Then ``before_barrier`` (if any) and a
     barrier. ``a`` None: A stays in registers (``wgmma.a_in_registers``), b is placed as
-    beside a staged A, and A's base is None."""
+    beside a staged A, and A's base is None. ``b_by_columns``: B's tile is its transpose
+    (``store_tile``)."""
     builder = ctx.builder
     c = lambda v: ir.Constant(I32, v)   # noqa: E731
     if a is None or staged(a) or staged(b):
         root = builder.ptrtoint(ctx.shared.stage_pointer(c(0)), I32)
         bases = []
-        for value, offset_of in ((a, a_offset_of), (b, b_offset_of)):
+        for value, offset_of, by_columns in ((a, a_offset_of, False),
+                                             (b, b_offset_of, b_by_columns)):
             if value is None:
                 bases.append(None)
                 continue
@@ -105,7 +152,7 @@ def place_operands(ctx, a, b, b_base: int, a_offset_of, b_offset_of, before_barr
             # SCRATCH_TILE_ALIGNMENT boundaries of the buffer (wgmma's swizzle atoms).
             above_floor = -ctx.shared.floor % SCRATCH_TILE_ALIGNMENT
             ctx.shared.begin_use()
-            store_tile(ctx, value, above_floor, offset_of)
+            store_tile(ctx, value, above_floor, offset_of, by_columns)
             if before_barrier is not None:
                 before_barrier(builder)
             ctx.shared.barrier()
@@ -113,7 +160,7 @@ def place_operands(ctx, a, b, b_base: int, a_offset_of, b_offset_of, before_barr
         return (root,) + tuple(bases)
     ctx.shared.begin_use()
     store_tile(ctx, a, 0, a_offset_of)
-    store_tile(ctx, b, b_base, b_offset_of)
+    store_tile(ctx, b, b_base, b_offset_of, b_by_columns)
     if before_barrier is not None:
         before_barrier(builder)
     ctx.shared.barrier()

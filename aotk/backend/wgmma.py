@@ -1,8 +1,9 @@
 """Lowering of ``dot`` on Hopper tensor cores with ``wgmma.mma_async`` (sm_90a): fp16 / bf16
-inputs, or fp32 ones read as tf32, fp32 accumulation, B read by the tensor cores from shared
-memory, A too unless it stays in registers: a 16-bit A computed in the accumulator
-fragments of a dot with this one's warps (flash attention's p, ``a_in_registers``) is
-already in wgmma's A register fragments, and goes in as four 32-bit registers per k16 slice.
+inputs, or fp32 ones read as tf32, fp32 accumulation, or int8 inputs with int32
+accumulation; B read by the tensor cores from shared memory, A too unless it stays in
+registers: a 16-bit A computed in the accumulator fragments of a dot with this one's warps
+(flash attention's p, ``a_in_registers``) is already in wgmma's A register fragments, and
+goes in as four 32-bit registers per k16 slice.
 
 In: a [M, K] and b [K, N] (already in shared memory when a pipelined loop staged them, else
 in their natural blocked layouts), the accumulator in its ``Mma`` layout with warps
@@ -27,6 +28,11 @@ tf32) per slice and N-chunk (N up to 256):
   and takes K-major operands only: fp32 dots come here only with such a B
   (``mma_layout.wgmma_fits``). The descriptors are the same bytes as fp16's: a K-major
   swizzled layout is defined in 16-byte units whatever the element size.
+* int8 (``.s32.s8.s8``, k32 per instruction: 32 bytes as well) has no transpose either: its
+  B is staged K-major, or the threads store it K-major (its [N, K] tile) from registers,
+  a thread's consecutive rows in one vector (``mma.store_tile`` by columns): liger's
+  int8 x int2 matmul unpacks B in registers, each thread holding a column of 64 bytes,
+  stored as 4 16-byte vectors, as Triton stores it.
 Order: ``wgmma.fence`` (accumulator registers were written by ordinary instructions), the
 instructions, ``wgmma.commit_group``, then ``wgmma.wait_group 0`` whose asm ties every
 accumulator register, so nothing reads them before the tensor cores are done (a dot with
@@ -44,7 +50,7 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from ..passes.layouts import Layout
-from ..passes.mma_layout import WGMMA_ROWS
+from ..passes.mma_layout import WGMMA_ROWS, is_int8
 from .llvm_types import I32, I64, inline_asm, llvm_type, register_struct
 from .mma import place_operands, staged
 from .swizzle import PHASE_ROWS, SWIZZLE_ATOM_BYTES, SwizzledTile, tile_of
@@ -92,12 +98,15 @@ def proxy_fence(builder):
 
 def wait_for_wgmma(builder, accumulators: list, in_flight: int) -> list:
     """``wgmma.wait_group in_flight``: all but the last ``in_flight`` committed groups are
-    done. The asm ties every accumulator register, so that LLVM moves no use of them above
-    it; the registers of groups still in flight are only passed through."""
+    done. The asm ties every accumulator register (fp32, or int32 for int8 dots), so that
+    LLVM moves no use of them above it; the registers of groups still in flight are only
+    passed through."""
     total = len(accumulators)
+    integer = bool(accumulators) and accumulators[0].type == I32
     waited = inline_asm(builder, f"wgmma.wait_group.sync.aligned {in_flight};",
-                        ",".join(["=f"] * total + [str(i) for i in range(total)]),
-                        accumulators, register_struct(builder, [F32] * total))
+                        ",".join(["=r" if integer else "=f"] * total +
+                                 [str(i) for i in range(total)]),
+                        accumulators, register_struct(builder, [I32 if integer else F32] * total))
     return [builder.extract_value(waited, i) for i in range(total)]
 
 
@@ -154,16 +163,27 @@ def lower_wgmma(ctx, op) -> list:
     size = element.itemsize
     c = lambda v: ir.Constant(I32, v)   # noqa: E731
 
+    integer = is_int8(element)
+    # A pipelined loop may stage B as loaded, [N, K]: K-major like A, read untransposed.
+    # An int8 B that the threads store goes K-major too (8-bit operands have no transpose).
+    stored_k_major = integer and not staged(b_operand)
+    k_major_b = staged(b_operand) and b_operand.owner.attrs.get("transposed", False) or \
+        stored_k_major
+
+    def b_offset_of(builder, row, column):
+        if stored_k_major:   # B[row = k, column = n] at row n, column k of its [N, K] tile
+            return SwizzledTile(n, k, element).element_offset(builder, column, row)
+        return tile_of(b_operand).element_offset(builder, row, column)
+
     # Staged operands were fenced for the async proxy by their loop's async_wait.
     registers_a = a_in_registers(ctx.plan, op)
     root, a_base, b_base = place_operands(ctx, None if registers_a else a, b_operand,
                                           tile_bytes(a), tile_of(a).element_offset,
-                                          tile_of(b_operand).element_offset, proxy_fence)
+                                          b_offset_of, proxy_fence,
+                                          b_by_columns=stored_k_major)
 
     warpgroup = ctx.threads.warpgroup
     block_rows = layout.tile(0)
-    # A pipelined loop may stage B as loaded, [N, K]: K-major like A, read untransposed.
-    k_major_b = staged(b_operand) and b_operand.owner.attrs.get("transposed", False)
     # Panel widths: A's rows hold K, B's hold N (N-major) or K (staged K-major).
     width_a = tile_of(a).width
     width_b = (SwizzledTile(n, k, element) if k_major_b else tile_of(b_operand)).width
@@ -200,7 +220,11 @@ def lower_wgmma(ctx, op) -> list:
     after_a = count + len(a_constraints)
     # scale-d is a predicate operand (true: D = A*B + D), as ptxas wants for chaining.
     operands = f"{{{outputs}}}, {a_text}, ${after_a}, ${after_a + 1}, 1, 1"
-    if element.is_fp32():
+    if integer:
+        # Integer forms take neither scale nor transpose immediates.
+        text = (f"wgmma.mma_async.sync.aligned.m64n{chunk}k{k_step}.s32.s8.s8 "
+                f"{{{outputs}}}, {a_text}, ${after_a}, ${after_a + 1};")
+    elif element.is_fp32():
         text = f"wgmma.mma_async.sync.aligned.m64n{chunk}k{k_step}.f32.tf32.tf32 {operands};"
     else:
         kind = "bf16" if element.is_bf16() else "f16"
@@ -208,9 +232,10 @@ def lower_wgmma(ctx, op) -> list:
         transposes = f"{int(not k_major_b)}" if registers_a else f"0, {int(not k_major_b)}"
         text = (f"wgmma.mma_async.sync.aligned.m64n{chunk}k{k_step}.f32.{kind}.{kind} "
                 f"{operands}, {transposes};")
-    constraints = ",".join(["=f"] * count + a_constraints + ["l", "b"] +
+    register = "=r" if integer else "=f"
+    constraints = ",".join([register] * count + a_constraints + ["l", "b"] +
                            [str(i) for i in range(count)])
-    result_type = register_struct(b, [F32] * count)
+    result_type = register_struct(b, [I32 if integer else F32] * count)
     accumulate = ir.Constant(ir.IntType(1), 1)
 
     def slots(tm, first_column):

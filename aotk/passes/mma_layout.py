@@ -76,18 +76,32 @@ def k_major_staged(op) -> bool:
         and b is not None and b.opcode == "shared_read" and b.attrs.get("transposed", False)
 
 
+def is_int8(element) -> bool:
+    """Signed 8-bit integers: the operands of an int8 dot (s8 x s8 -> s32)."""
+    return element.is_int() and element.is_int_signed() and element.bits == 8
+
+
+def k_major_b(op) -> bool:
+    """Whether an int8 dot's B reaches wgmma K-major: staged through a transpose (an [N, K]
+    stage), or not staged at all, so that the threads store it K-major
+    (``backend.wgmma``)."""
+    b = op.operands[1].owner
+    return b is None or b.opcode != "shared_read" or b.attrs.get("transposed", False)
+
+
 def wgmma_warps(op, num_warps: int, k_major: bool | None = None) -> tuple | None:
     """How warps tile the result when Hopper's ``wgmma`` can compute this dot, else None:
-    fp16 / bf16 operands (the only ones whose B may be N-major, as it is staged), or fp32
-    ones read as tf32 when both are staged K-major (wgmma has no transpose for tf32);
-    whole warpgroups, K (A's rows) and N (B's rows) rows of a swizzle mode
+    fp16 / bf16 operands (the only ones whose B may be N-major, as it is staged), fp32
+    ones read as tf32 when both are staged K-major (wgmma has no transpose for tf32), or
+    int8 ones whose B reaches it K-major (``k_major_b``: no transpose for 8-bit operands
+    either); whole warpgroups, K (A's rows) and N (B's rows) rows of a swizzle mode
     (``wgmma_row_fits``).
     Warpgroups stack along M, 64 rows each, (num_warps, 1); a tf32 dot with fewer rows
     than that splits N among them, (4, num_warps / 4): warpgroup g takes every
     (num_warps / 4)-th 8-column group, as the Mma layout places them, which a K-major B
     descriptor reads with a stride of that many 8-row groups (``backend.wgmma``).
     ``k_major``: whether the operands are (``passes.pipeline``, before it stages them, says
-    whether it will); None: ``k_major_staged``."""
+    whether it will); None: ``k_major_staged`` (``k_major_b`` for int8)."""
     a, b = op.operands[:2]
     if len(op.result.type.shape) != 2 or a.element != b.element or num_warps % 4:
         return None
@@ -96,6 +110,9 @@ def wgmma_warps(op, num_warps: int, k_major: bool | None = None) -> tuple | None
         # input_precision "ieee" and "tf32x3" stay off tensor cores' single tf32 product.
         if op.attrs.get("precision") != "tf32" or \
                 not (k_major_staged(op) if k_major is None else k_major):
+            return None
+    elif is_int8(a.element):
+        if not (k_major_b(op) if k_major is None else k_major):
             return None
     elif not (a.element.is_fp16() or a.element.is_bf16()):
         return None
@@ -137,7 +154,7 @@ def choose_mma(op, num_warps: int, wgmma: bool = False, ampere_mma: bool = True,
         depth = 16
     elif element.is_fp32() and op.attrs.get("precision") == "tf32":
         depth = 8
-    elif element.is_int() and element.is_int_signed() and element.bits == 8:
+    elif is_int8(element):
         depth = 32
     else:
         return None

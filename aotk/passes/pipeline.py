@@ -43,7 +43,8 @@ memory, ``compiler.pipeline_budget``: ``MAX_PIPELINE_BYTES`` at most); S shrinks
 
 Stages hold each tile in the swizzled layout of ``backend.swizzle``, which both ``ldmatrix``
 (mma.sync) and ``wgmma`` read. fp32 (tf32) dots run on wgmma only when their B is staged
-transposed (``mma_layout.wgmma_fits`` with ``k_major``), else on mma.sync. wgmma reads
+transposed (``mma_layout.wgmma_fits`` with ``k_major``), else on mma.sync; int8 ones when
+their B is staged transposed or not staged (the threads then store it K-major). wgmma reads
 the stages through the async proxy (attribute ``async_proxy`` of the copies and reads):
 then each ``async_wait`` carries ``proxy_fence``, ordering the copies before the dot, and
 stages start on 1024-byte swizzle atoms.
@@ -89,7 +90,7 @@ from ..ir import kir
 from ..ir import types as T
 from ..ir.types import BlockType
 from .layouts import memory_vector_width
-from .mma_layout import choose_mma
+from .mma_layout import choose_mma, is_int8
 from .tensor_maps import tensor_map_recipe
 from .rewrite import (body_slice, clone_ops, constant, dot_operand_loads, is_zero, new_op,
                       remove_unused_pure_ops, tile_shape, upward_for_loops, users_of)
@@ -179,9 +180,10 @@ def _analyze(function, loop, infos, users, num_warps: int, num_stages: int,
         return None
     # Staged, B read through a transpose is K-major, as fp32 (tf32) operands need on wgmma
     # (``mma_layout.k_major_staged``, which asks for a staged A as well); a B the threads
-    # store is N-major.
-    layouts = [choose_mma(dot, num_warps, wgmma, k_major=None not in operands and
-                          operands[1][1])
+    # store is N-major, except an int8 one (``mma_layout.k_major_b``).
+    layouts = [choose_mma(dot, num_warps, wgmma, k_major=(
+                   operands[1] is None or operands[1][1]) if is_int8(dot.operands[0].element)
+                   else None not in operands and operands[1][1])
                for dot, operands in zip(dots, shape.operands)]
     if None in layouts or len({layout.instruction for layout in layouts}) != 1:
         return None
