@@ -50,7 +50,8 @@ then each ``async_wait`` carries ``proxy_fence``, ordering the copies before the
 stages start on 1024-byte swizzle atoms.
 
 TMA (``tma_loads``): when all the operands are tensor-descriptor loads that TMA can copy
-(``tensor_maps.tensor_map_recipe``) and the dots run on wgmma, the copies are one elected
+(``tensor_maps.tensor_map_recipe``) on an sm_90 target (the dots on wgmma or, with fewer
+than 64 rows, on mma.sync reading the stages by ldmatrix, as Triton does), the copies are one elected
 thread's ``tma_expect`` + ``tma_copy`` per trip into the same stages, completing on one
 mbarrier per stage; ``async_wait`` becomes ``tma_wait`` on a carried phase bit that flips
 each time the stages wrap, and the loop is bracketed by ``tma_init`` / ``tma_release``.
@@ -145,7 +146,7 @@ class _LoopShape:
     operands: list           # per dot: [(index into loads, transposed) for a, b]
     view_ops: list           # permutes / reshapes between loads and dots (dropped)
     load_ops: list           # the ops computing the loads, in body order
-    async_proxy: bool        # the dot runs on wgmma
+    async_proxy: bool        # the async proxy reads (wgmma) or writes (TMA) the stages
     in_flight: bool          # ... and leaves its group running across trips
     shifted: list            # indices of the carried values the addresses read
     update_slice: dict       # id -> op: the ops computing their next values
@@ -187,19 +188,22 @@ def _analyze(function, loop, infos, users, num_warps: int, num_stages: int,
                for dot, operands in zip(dots, shape.operands)]
     if None in layouts or len({layout.instruction for layout in layouts}) != 1:
         return None
-    async_proxy = layouts[0].instruction == "wgmma"
+    on_wgmma = layouts[0].instruction == "wgmma"
     # wgmma runs asynchronously across trips, keeping the accumulators in fp32 registers.
-    in_flight = async_proxy and all(dot.result.element.is_fp32() and
-                                    _chained(dot, region, users) for dot in dots)
-    deferred, retiring = _deferred_dots(dots, region, users) if async_proxy and \
+    in_flight = on_wgmma and all(dot.result.element.is_fp32() and
+                                 _chained(dot, region, users) for dot in dots)
+    deferred, retiring = _deferred_dots(dots, region, users) if on_wgmma and \
         not in_flight else ([], None)
     recipes = None
     if any(load.opcode == "descriptor_load" for load in loads):
+        # TMA comes with wgmma (sm_90), whichever instruction the dots run on.
         recipes = [tensor_map_recipe(load, function) for load in loads]
-        if not async_proxy or None in recipes:
+        if not wgmma or None in recipes:
             return None
     elif infos is None or not all(_copyable(load, infos) for load in loads):
         return None
+    # Stages that the async proxy reads (wgmma) or writes (TMA): on 1024-byte swizzle atoms.
+    async_proxy = on_wgmma or recipes is not None
     carried = region.args[1:]
     body_ids = {id(o) for o in ops}
     load_slice = {id(o): o for o in load_ops}
