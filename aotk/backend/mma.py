@@ -93,19 +93,20 @@ def _store_by_columns(ctx, value, byte_base: int, offset_of):
     b = ctx.builder
     layout = ctx.plan.natural(value)
     blocked = layout.blocked
+    row_axis, column_axis = layout.parent_axis(0), layout.parent_axis(1)
     element = value.element
     rows = value.type.shape[0]
     dist = ctx.threads.distribution(layout, value.type.shape)
-    run = rows if blocked.tile(0) == blocked.size_per_thread[0] else \
-        min(blocked.size_per_thread[0], rows)
+    held = blocked.size_per_thread[row_axis]
+    run = rows if blocked.tile(row_axis) == held else min(held, rows)
     piece = max(1, min(run, 16 // element.itemsize))
     registers = ctx.regs(value, layout)
     indices = ctx.threads.logical_indices(value, layout)
     # Registers by column slot, each column's rows in order of their offset.
     by_column: dict = {}
     for register, slot, index in zip(registers, dist.slots(), indices):
-        by_column.setdefault(slot[1], []).append((dist.slot_offsets[0][slot[0]], register,
-                                                  index))
+        by_column.setdefault(slot[column_axis], []).append(
+            (dist.slot_offsets[row_axis][slot[row_axis]], register, index))
     for column in by_column.values():
         column.sort(key=lambda entry: entry[0])
         for start in range(0, len(column), piece):
