@@ -4,6 +4,7 @@ comparison's boundary falls between aligned runs, elementwise work once per cons
 and loop-invariant work hoisted past memory instructions."""
 import re
 
+import llvmlite.binding as llvm
 import pytest
 
 import aotk
@@ -158,3 +159,26 @@ def test_a_loop_invariant_division_after_a_load_leaves_the_loop():
     loop = re.search(r"^\$L__BB0_\d+:", body, re.MULTILINE).start()
     assert body.count("div.full.f32") == 1 and body.index("div.full.f32") < loop
     assert "ld.global" in body and body.index("ld.global") > loop
+
+
+@aotk.jit
+def _scale_row_kernel(x_ptr, x_stride, scale_ptr, n, BLOCK: tl.constexpr):
+    """liger's element_mul_kernel: a row in place, in blocks, times one loaded value."""
+    x_ptr += tl.program_id(0).to(tl.int64) * x_stride
+    scale = tl.load(scale_ptr)
+    for start in range(0, n, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs, mask=offs < n)
+        tl.store(x_ptr + offs, x * scale, mask=offs < n)
+
+
+@pytest.mark.skipif(llvm.llvm_version_info < (22,), reason="nvptx-mad-wide-opt is LLVM 22's")
+def test_an_offset_scaled_onto_a_base_is_one_mad_wide():
+    """A 32-bit offset scaled and added to a 64-bit pointer is one mad.wide.s32, as Triton
+    has LLVM emit it (its nvptx-mad-wide-opt), not mul.wide.s32 then add.s64: with the
+    64-bit product in between, ptxas 13 gave liger's element_mul_kernel (bf16, 512 columns,
+    32 warps) 22 registers for sm_90a where Triton's PTX needs 16; now 16 too."""
+    compiled = aotk.compile(_scale_row_kernel, "*bf16:16, i32, *bf16:16, i32", {"BLOCK": 512},
+                            num_warps=32, target="sm_90")
+    assert "mad.wide.s32" in compiled.ptx and "mul.wide.s32" not in compiled.ptx
+    assert compiled.metadata["registers"] <= 16
