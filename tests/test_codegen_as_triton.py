@@ -182,3 +182,20 @@ def test_an_offset_scaled_onto_a_base_is_one_mad_wide():
                             num_warps=32, target="sm_90")
     assert "mad.wide.s32" in compiled.ptx and "mul.wide.s32" not in compiled.ptx
     assert compiled.metadata["registers"] <= 16
+
+
+@aotk.jit
+def _warp_sum_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    tl.store(out_ptr, tl.sum(tl.load(x_ptr + tl.arange(0, BLOCK))))
+
+
+def test_shared_addresses_are_32_bit_as_in_triton():
+    """Triton's data layout makes shared, constant and local pointers 32-bit (LLVM's
+    nvptx-short-ptr): a shared address is one register. Before, the warps' partials went
+    through 64-bit ones (cvt.u64.u32 and add.s64 per address, st.shared [%rd..])."""
+    compiled = aotk.compile(_warp_sum_kernel, "*fp32:16, *fp32:16", {"BLOCK": 1024},
+                            num_warps=8)
+    assert "p3:32:32" in compiled.llir
+    shared = re.findall(r"(?:ld|st)\.shared\S*\s+(?:%\w+, )?\[(%\w+)", compiled.ptx)
+    assert shared and all(register.startswith("%r") and not register.startswith("%rd")
+                          for register in shared)

@@ -35,6 +35,10 @@ def _initialize():
     # default); an unknown option would end the process.
     if llvm.llvm_version_info >= (22,):
         llvm.set_option("aotk", "-nvptx-mad-wide-opt")
+    # Shared, constant and local pointers are 32-bit, as in Triton's data layout
+    # (p3:32:32...): one register per shared address, not a 64-bit pair (liger's
+    # neighborhood attention av kernel on sm_90: 56 -> 46 registers, Triton 48).
+    llvm.set_option("aotk", "-nvptx-short-ptr")
     return True
 
 
