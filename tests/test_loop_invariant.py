@@ -1,7 +1,9 @@
-"""passes.loop_invariant: one-trip loops folded, loads every trip repeats moved before the
-loop. Checked on the kir itself (what moved, what stayed), by running the rewritten kir on
-the interpreter against the original, and by ptxas on liger's int8 x int2 matmul shape."""
+"""passes.loop_invariant: one-trip loops folded, loads every trip repeats and invariant
+divisions and casts moved before the loop. Checked on the kir itself (what moved, what
+stayed), by running the rewritten kir on the interpreter against the original, and by
+ptxas on liger's int8 x int2 matmul shape."""
 import copy
+import re
 
 import numpy as np
 import pytest
@@ -124,3 +126,49 @@ def test_the_int8_int2_matmul_shape_spills_less(target):
     compiled = aotk.compile(mm, "*i8:16, *u8:16, *i32:16, i32", constants, num_warps=8,
                             target=target)
     assert compiled.metadata["spills"] < 700, compiled.metadata
+
+
+@aotk.jit
+def _scaled_after_reduction(x_ptr, out_ptr, n, count, BLOCK: tl.constexpr, INTEGER: tl.constexpr):
+    """liger's jsd in small: a row max (shuffles, a barrier), then a scale the same every
+    trip; the loop stores."""
+    for start in range(0, n, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+        x = x - tl.max(x, axis=0)
+        if INTEGER:
+            x = x * (n // count)
+        else:
+            x = x * (1.0 / count)
+        tl.store(out_ptr + offs, x, mask=offs < n)
+
+
+def test_an_invariant_division_after_a_reduction_leaves_the_loop():
+    """fp32 ``/`` is an asm (div.full.f32) that LLVM will not move past the reduction's
+    shuffles and barrier; Triton's loop invariant code motion computes it before the loop,
+    and so does the pass now (liger's jsd: 30 registers on sm_80, 28 after, Triton 27).
+    An integer division stays: it is undefined on zero, and the loop may not run."""
+    signature = "*fp32:16, *fp32:16, i32, i32"
+    function = copy.deepcopy(_scaled_after_reduction.kir(
+        signature, constants={"BLOCK": 512, "INTEGER": False}))
+    original = copy.deepcopy(function)
+    hoist_loop_invariants(function)
+    (loop,) = _loops(function)
+    assert [op.opcode for op in function.body if op.opcode == "fdiv"] == ["fdiv"]
+    assert not [op for op in loop.regions[0].body if op.opcode == "fdiv"]
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(1536).astype(np.float32)
+    results = []
+    for kir_function in (function, original):
+        out = np.zeros(1536, np.float32)
+        interpreter.run(kir_function, (1, 1, 1), [x, out, np.int32(1300), np.int32(7)])
+        results.append(out)
+    np.testing.assert_array_equal(*results)
+    ptx = aotk.compile(_scaled_after_reduction, signature, {"BLOCK": 512, "INTEGER": False},
+                       num_warps=4).ptx.split(".entry")[1]
+    loop_start = re.search(r"^\$L__BB0_\d+:", ptx, re.MULTILINE).start()
+    assert ptx.count("div.full.f32") == 1 and ptx.index("div.full.f32") < loop_start
+    integer = copy.deepcopy(_scaled_after_reduction.kir(
+        signature, constants={"BLOCK": 512, "INTEGER": True}))
+    hoist_loop_invariants(integer)
+    assert not [op for op in integer.body if op.opcode == "idiv"]
