@@ -37,7 +37,8 @@ from .passes import axis_info
 from .passes.assign_layouts import assign_layouts
 from .passes.descriptors import lower_descriptors
 from .passes.dot_accumulate import fold_dot_accumulators
-from .passes.pipeline import MAX_PIPELINE_BYTES, pipeline_dot_loops, tma_loads
+from .passes.pipeline import pipeline_dot_loops, tma_loads
+from .passes.pipeline_shape import MAX_PIPELINE_BYTES
 from .passes.loop_invariant import hoist_loop_invariants
 from .passes.prefetch import prefetch_dot_operands
 from .targets import SHARED_BYTES_PER_BLOCK, has_ampere_mma, has_async_copy, has_wgmma

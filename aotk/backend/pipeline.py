@@ -15,7 +15,7 @@ In: the ops, the pointers and masks of a copy in their natural blocked layout. O
 
 Shared memory: each pipelined loop's buffers are laid out from byte 0, operand after
 operand (then, for TMA, one mbarrier per stage: ``backend.tma``), each ``stages`` slots of a tile in the swizzled layout of ``backend.swizzle``
-(``passes.pipeline.staged_tile_bytes``: slots start on 128-byte lines, or on 1024-byte
+(``passes.pipeline_shape.staged_tile_bytes``: slots start on 128-byte lines, or on 1024-byte
 swizzle atoms for wgmma). Other shared memory used inside that loop sits above them
 (``SharedMemory.floor``); loops are never live at the same time.
 """
@@ -27,7 +27,7 @@ import llvmlite.ir as ir
 
 from ..ir.kir import walk
 from ..passes.layouts import SCALAR
-from ..passes.pipeline import MBARRIER_BYTES, staged_tile_bytes
+from ..passes.pipeline_shape import MBARRIER_BYTES, staged_tile_bytes
 from .llvm_types import I32, I64, inline_asm, llvm_type
 from .memory import emit_load, vector_groups
 from .registry import lowering

@@ -26,7 +26,7 @@ import re
 import llvmlite.ir as ir
 
 from ..passes.layouts import SCALAR
-from ..passes.pipeline import MBARRIER_BYTES
+from ..passes.pipeline_shape import MBARRIER_BYTES
 from ..passes.tensor_maps import SWIZZLE_BYTES, TENSOR_MAP_ALIGNMENT, TENSOR_MAP_BYTES
 from .llvm_types import I32, I64, inline_asm
 from .registry import lowering
