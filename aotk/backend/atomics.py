@@ -53,46 +53,35 @@ def _from_word(builder, word, element):
     return builder.bitcast(word, llvm_type(element)) if element.is_floating() else word
 
 
-def emit_atom(builder, instruction: str, address, predicate, words: list, bits: int):
-    """``@p <instruction> d, [address], words...``; lanes off the predicate return 0."""
+def emit_atom(builder, instruction: str, address, predicate, words: list, bits: int,
+              outputs: int = 1) -> list:
+    """``@p <instruction> d, [address], words...``: the old words, ``outputs`` of them.
+    Lanes off the predicate read 0s. One output is a scalar atom (``words``: its sources, two
+    for a compare-and-swap); more are a vector atom, whose destinations and sources (one word
+    each) PTX writes as brace lists."""
     letter = _LETTER[bits]
-    first = 3 if predicate is not None else 2
+    first = outputs + (2 if predicate is not None else 1)
+    destinations = ", ".join(f"${i}" for i in range(outputs))
     sources = ", ".join(f"${first + i}" for i in range(len(words)))
-    text = f"{instruction} $0, [$1], {sources};"
-    operands, constraints = [address], [f"=&{letter}", "l"]
+    if outputs > 1:
+        destinations, sources = f"{{{destinations}}}", f"{{{sources}}}"
+    text = f"{instruction} {destinations}, [${outputs}], {sources};"
+    operands, constraints = [address], [f"=&{letter}"] * outputs + ["l"]
     if predicate is not None:
         # Zero first, so masked-off lanes read as a load without `other` would.
-        text = f"mov.b{bits} $0, 0; @$2 {text}"
+        zeros = " ".join(f"mov.b{bits} ${i}, 0;" for i in range(outputs))
+        text = f"{zeros} @${outputs + 1} {text}"
         operands.append(predicate)
         constraints.append("b")
     operands += words
     constraints += [letter] * len(words)
-    asm = ir.InlineAsm(ir.FunctionType(_WORD[bits], [o.type for o in operands]), text,
-                       ",".join(constraints), side_effect=True)
-    return returns(builder.call(asm, operands))
-
-
-def emit_vector_atom(builder, instruction: str, address, predicate, words: list, bits: int):
-    """``@p <instruction> {d...}, [address], {words...}`` for a vector atom (``words``: one
-    per element); lanes off the predicate return 0s. Returns the old words."""
-    count, letter = len(words), _LETTER[bits]
-    outputs = "{" + ", ".join(f"${i}" for i in range(count)) + "}"
-    first = count + (2 if predicate is not None else 1)
-    sources = "{" + ", ".join(f"${first + i}" for i in range(count)) + "}"
-    text = f"{instruction} {outputs}, [${count}], {sources};"
-    operands, constraints = [address], [f"=&{letter}"] * count + ["l"]
-    if predicate is not None:
-        zeros = " ".join(f"mov.b{bits} ${i}, 0;" for i in range(count))
-        text = f"{zeros} @${count + 1} {text}"
-        operands.append(predicate)
-        constraints.append("b")
-    operands += words
-    constraints += [letter] * count
-    result = register_struct(builder, [_WORD[bits]] * count)
+    result = _WORD[bits] if outputs == 1 else register_struct(builder, [_WORD[bits]] * outputs)
     asm = ir.InlineAsm(ir.FunctionType(result, [o.type for o in operands]), text,
                        ",".join(constraints), side_effect=True)
     call = returns(builder.call(asm, operands))
-    return [builder.extract_value(call, i) for i in range(count)]
+    if outputs == 1:
+        return [call]
+    return [builder.extract_value(call, i) for i in range(outputs)]
 
 
 def _vector_width(ctx, op, element) -> int:
@@ -125,7 +114,8 @@ def _bf16_add_loop(ctx, address, predicate, value, qualifiers: str):
     total = b.fadd(b.fpext(b.bitcast(expected, value.type), ir.FloatType()),
                    b.fpext(value, ir.FloatType()))
     desired = b.bitcast(b.fptrunc(total, value.type), I16)
-    seen = emit_atom(b, f"atom.global{qualifiers}.cas.b16", address, None, [expected, desired], 16)
+    (seen,) = emit_atom(b, f"atom.global{qualifiers}.cas.b16", address, None,
+                        [expected, desired], 16)
     expected.add_incoming(seen, loop)
     b.cbranch(b.icmp_unsigned("!=", seen, expected), loop, done)
     b.position_at_end(done)
@@ -174,8 +164,8 @@ def lower_atomic(ctx, op) -> list:
         if loop_bf16:
             word = _bf16_add_loop(ctx, address, predicate, values[0], qualifiers)
         else:
-            word = emit_atom(b, instruction, address, predicate,
-                             [_to_word(b, v, element) for v in values], element.bits)
+            (word,) = emit_atom(b, instruction, address, predicate,
+                                [_to_word(b, v, element) for v in values], element.bits)
         old.append(_from_word(b, word, element))
     if owner is not None and op.result in ctx.plan.demands:
         old = _share_with_replicas(ctx, op.result, layout, old, owner)
@@ -193,12 +183,9 @@ def _vector_adds(ctx, instruction, addresses, masks, values, owner, groups, elem
         if owner is not None:
             predicate = owner if predicate is None else b.and_(predicate, owner)
         words = [_to_word(b, values[i], element) for i in group]
-        if len(group) == 1:
-            results = [emit_atom(b, instruction, addresses[group[0]], predicate, words,
-                                 element.bits)]
-        else:
-            results = emit_vector_atom(b, f"{head}.v{len(group)}.{ptx_type}",
-                                       addresses[group[0]], predicate, words, element.bits)
+        vector = f"{head}.v{len(group)}.{ptx_type}" if len(group) > 1 else instruction
+        results = emit_atom(b, vector, addresses[group[0]], predicate, words, element.bits,
+                            outputs=len(group))
         for index, word in zip(group, results):
             old[index] = _from_word(b, word, element)
     return old
