@@ -10,7 +10,11 @@ starts from ``d`` instead of zero, takes the add's place in the body and its res
 
 Triton's combiner folds the same two patterns, for integer and float adds (its
 ``CombineDotAdd`` rewrites), so the tensor cores add the products straight into ``d``:
-integer sums are the same either way, float ones are what Triton computes.
+integer sums are the same either way, float ones are what Triton computes. Triton leaves one
+case unfolded: a float dot with imprecise accumulation (``max_num_imprecise_acc``, fp8 x fp8
+on sm_90), whose products it then adds to ``d`` at full precision. aotk has no imprecise
+accumulation (fp8 operands become fp16 ones, exactly, and accumulate in fp32), so folding
+those changes only where ``d`` is rounded in, as it does for fp16.
 
 Why: ``accumulator += tl.dot(a, b)`` (liger's int8 x int2 matmul) otherwise holds a second
 full accumulator tile per thread beside the carried one, and adds them on every trip: 128
