@@ -256,26 +256,48 @@ int aotk_launch(aotk_variant *variant, void *stream, const int64_t grid[3], void
     return 0;
 }
 
-int aotk_device_arch(void)
+/* The device a launch from this thread would use: the current context's, else device 0
+ * (where aotk_launch would create its context). 0 on success. */
+static int launch_device(CUdevice *device)
 {
-    /* The compute capability (90 for sm_90) of the current context's device, else of
-     * device 0 (where a launch would create its context); 0 without a driver or device.
-     * A tuned dispatch uses it to take the choices measured on that arch. */
-    enum { COMPUTE_CAPABILITY_MAJOR = 75, COMPUTE_CAPABILITY_MINOR = 76 };
     pthread_once(&driver_once, load_driver);
     if (driver.status != 0 || !driver.ctx_get_device || !driver.device_get_attribute)
-        return 0;
+        return -1;
     CUcontext context = NULL;
-    CUdevice device;
     if (driver.ctx_get_current(&context) != 0)
-        return 0;
-    if (context ? driver.ctx_get_device(&device) != 0 : driver.device_get(&device, 0) != 0)
+        return -1;
+    return context ? driver.ctx_get_device(device) : driver.device_get(device, 0);
+}
+
+int aotk_device_arch(void)
+{
+    /* The compute capability (90 for sm_90) of the launch device; 0 without a driver or
+     * device. A tuned dispatch uses it to take the choices measured on that arch. */
+    enum { COMPUTE_CAPABILITY_MAJOR = 75, COMPUTE_CAPABILITY_MINOR = 76 };
+    CUdevice device;
+    if (launch_device(&device) != 0)
         return 0;
     int major = 0, minor = 0;
     if (driver.device_get_attribute(&major, COMPUTE_CAPABILITY_MAJOR, device) != 0 ||
         driver.device_get_attribute(&minor, COMPUTE_CAPABILITY_MINOR, device) != 0)
         return 0;
     return 10 * major + minor;
+}
+
+int64_t aotk_device_sms(int *bad)
+{
+    /* The launch device's number of SMs (`num_sms` in a grid or `when`, for persistent
+     * kernels). Without a driver or device: 1, with *bad set, so that the caller reports
+     * the failure instead of launching a grid it did not mean. */
+    enum { MULTIPROCESSOR_COUNT = 16 };
+    CUdevice device;
+    int count = 0;
+    if (launch_device(&device) != 0 ||
+        driver.device_get_attribute(&count, MULTIPROCESSOR_COUNT, device) != 0 || count < 1) {
+        *bad = 1;
+        return 1;
+    }
+    return count;
 }
 
 /* CUtensorMapSwizzle / CUtensorMapL2promotion / CUtensorMapFloatOOBfill values. */

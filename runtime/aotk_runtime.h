@@ -52,6 +52,7 @@ __attribute__((visibility("hidden"))) int aotk_fail(int status, const char *form
     __attribute__((format(printf, 2, 3)));
 __attribute__((visibility("hidden"))) const char *aotk_last_error(void);
 __attribute__((visibility("hidden"))) int aotk_device_arch(void);
+__attribute__((visibility("hidden"))) int64_t aotk_device_sms(int *bad);
 /* How many kernel modules this copy of the runtime has loaded: one per variant and CUDA
  * context, on the variant's first launch in that context. */
 __attribute__((visibility("hidden"))) int aotk_modules_loaded(void);

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 import aotk
+from aotk.buildsys.expressions import to_total_c
+from aotk.buildsys.manifest import ManifestError
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -91,3 +93,95 @@ def test_a_gpu_it_was_not_built_for_gets_the_most_any_cubin_needs(built):
     lines, _ = _launch(built, 100)   # e.g. a B200 compiling the PTX
     most = max(_needs(built).values())
     assert lines[-1] == f"launch 32 blocks of 256 threads with {most} bytes of shared memory"
+
+
+PERSISTENT = """
+[library]
+name = "persistent"
+targets = ["sm_80"]
+
+[[kernel]]
+name = "add"
+source = "{source}"
+function = "add_kernel"
+signature = "*fp32:16, *fp32:16, *fp32:16, i32"
+grid = ["min(num_sms, cdiv(n, BLOCK))"]
+specialize = "none"
+
+[[kernel.variant]]
+when = "n >= 4 * num_sms * BLOCK"
+constants = {{ BLOCK = 1024 }}
+
+[[kernel.variant]]
+constants = {{ BLOCK = 256 }}
+"""
+
+PERSISTENT_LAUNCH = """
+import sys
+import aotk
+lib = aotk.load(sys.argv[1])
+for n in (1 << 19, 1024, 300):
+    try:
+        lib.add(1 << 20, 2 << 20, 3 << 20, n)
+        print("ok", lib.add.select(1 << 20, 2 << 20, 3 << 20, n))
+    except aotk.AotkError as error:
+        print("error", error)
+"""
+
+
+@pytest.fixture(scope="module")
+def persistent(tmp_path_factory, built):
+    folder = tmp_path_factory.mktemp("persistent")
+    manifest = folder / "aotk.toml"
+    manifest.write_text(PERSISTENT.format(source=ROOT / "examples" / "kernels" / "add.py"))
+    return built[0], aotk.build(manifest, out_dir=folder / "out")
+
+
+def _launch_persistent(persistent, sms: int) -> tuple:
+    driver, result = persistent
+    log = result.library.parent / f"log-{sms}"
+    run = subprocess.run([sys.executable, "-c", PERSISTENT_LAUNCH, str(result.library)],
+                         capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT), "LD_LIBRARY_PATH": str(driver),
+                              "FAKE_CUDA_LOG": str(log), "FAKE_CUDA_SMS": str(sms)})
+    assert run.returncode == 0, run.stderr
+    launches = [line for line in (log.read_text().splitlines() if log.exists() else [])
+                if line.startswith("launch")]
+    return run.stdout.splitlines(), launches
+
+
+def test_num_sms_in_a_grid_and_a_when_is_the_devices_count_at_each_launch(persistent):
+    results, launches = _launch_persistent(persistent, 7)
+    # n = 2^19 >= 4 * 7 * 1024: the first variant, 7 programs (fewer than its 512 blocks);
+    # n = 1024 and 300: the second variant (BLOCK 256), 4 and 2 blocks, fewer than the SMs.
+    assert results == ["ok add[BLOCK=1024]", "ok add[BLOCK=256]", "ok add[BLOCK=256]"]
+    assert [line.split(" ")[1] for line in launches] == ["7", "4", "2"]
+    results, launches = _launch_persistent(persistent, 132)
+    # 2^19 < 4 * 132 * 1024: the second variant, 2048 blocks on 132 programs.
+    assert results == ["ok add[BLOCK=256]"] * 3
+    assert [line.split(" ")[1] for line in launches] == ["132", "4", "2"]
+
+
+def test_a_device_that_cannot_tell_its_sm_count_is_a_status_not_a_launch(persistent):
+    results, launches = _launch_persistent(persistent, 0)
+    assert launches == []
+    assert results == ["error persistent_add: add: the `when` of add[BLOCK=1024] "
+                       "(n >= 4 * num_sms * BLOCK) divides by zero, or the device's SM count "
+                       "could not be read (status 1003)"] * 3
+
+
+def test_num_sms_is_read_from_the_device_unless_the_kernel_names_it_itself():
+    assert to_total_c("min(num_sms, cdiv(n, BLOCK))", set(), {"BLOCK": 256}) == (
+        "((aotk_device_sms(&bad)) < (aotk_cdiv(n, BLOCK, &bad)) ? (aotk_device_sms(&bad)) : "
+        "(aotk_cdiv(n, BLOCK, &bad)))", True)
+    assert to_total_c("num_sms * 2", set(), {}, parameters={"num_sms"}) == ("(num_sms * 2)", False)
+    assert to_total_c("num_sms * 2", set(), {"num_sms": 3}) == ("(num_sms * 2)", False)
+
+
+def test_a_misspelt_num_sms_is_named_in_the_error(tmp_path):
+    manifest = tmp_path / "aotk.toml"
+    manifest.write_text(PERSISTENT.format(source=ROOT / "examples" / "kernels" / "add.py")
+                        .replace('grid = ["min(num_sms,', 'grid = ["min(num_sm,'))
+    with pytest.raises(ManifestError, match=r"kernel\.add\.grid\[0\].*names 'num_sm'.*"
+                                            r"did you mean 'num_sms'"):
+        aotk.build(manifest, out_dir=tmp_path / "out")

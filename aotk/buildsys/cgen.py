@@ -18,7 +18,7 @@ from string import Template
 from ..version import __version__
 
 from ..data import resource_dir
-from .expressions import to_total_c
+from .expressions import device_names_used, to_total_c
 from ..passes.tensor_maps import MAX_DIMENSION, MAX_STRIDE_BYTES
 
 TEMPLATES = resource_dir("templates")
@@ -188,6 +188,13 @@ def _tuned_source(plan, library_name: str, targets: list) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _failure_reason(expression: str, parameter_names: set, build) -> str:
+    """Why the generated C may find ``expression`` cannot be computed."""
+    if device_names_used(expression, parameter_names, build.constants):
+        return "divides by zero, or the device's SM count could not be read"
+    return "divides by zero"
+
+
 def _kernel_source(plan, first: int, library_name: str, manifest_dir: Path,
                    compiled: dict, targets: list) -> str:
     conditions, grids = [], []
@@ -196,6 +203,7 @@ def _kernel_source(plan, first: int, library_name: str, manifest_dir: Path,
                           + ", ".join(plan.tuned.key) + ");")
     map_count = 0
     floats = {p.name for p in plan.parameters if p.type.is_floating()}
+    parameter_names = {p.name for p in plan.parameters}
     for build in plan.builds:
         maps = compiled[(plan.kernel.name, build.index)].metadata.get("tensor_maps") or []
         map_count = max(map_count, len(maps))
@@ -204,13 +212,15 @@ def _kernel_source(plan, first: int, library_name: str, manifest_dir: Path,
             clauses.append(f"tuned == {build.variant.tuned_choice}")
         when_divides = False
         if build.variant.when:
-            when, when_divides = to_total_c(build.variant.when, floats, build.constants)
+            when, when_divides = to_total_c(build.variant.when, floats, build.constants,
+                                            parameters=parameter_names)
             clauses.append(f"({when})")
         body = _constant_lines(build.constants, "        ")
         condition = " && ".join(clauses) if clauses else "1"
         if when_divides:
             failure = c_string(f"{plan.kernel.name}: the `when` of {build.description} "
-                               f"({build.variant.when}) divides by zero")
+                               f"({build.variant.when}) "
+                               f"{_failure_reason(build.variant.when, parameter_names, build)}")
             body += ["        int bad = 0;", f"        int holds = {condition};",
                      "        if (bad) {", f"            *failure = {failure};",
                      "            return -2;", "        }",
@@ -221,11 +231,13 @@ def _kernel_source(plan, first: int, library_name: str, manifest_dir: Path,
         conditions.append(f"    /* {describe(plan, build)} */\n    {{\n" + "\n".join(body) + "\n    }")
         grid_lines = _constant_lines(build.constants, "        ")
         for axis, expression in enumerate(plan.kernel.grid):
-            value, divides = to_total_c(expression, floats, build.constants)
+            value, divides = to_total_c(expression, floats, build.constants,
+                                        parameters=parameter_names)
             if not divides:
                 grid_lines.append(f"        grid[{axis}] = (int64_t)({value});")
                 continue
-            failure = c_string(f"{plan.kernel.name}: grid[{axis}] ({expression}) divides by zero")
+            failure = c_string(f"{plan.kernel.name}: grid[{axis}] ({expression}) "
+                               f"{_failure_reason(expression, parameter_names, build)}")
             grid_lines += ["        {", "            int bad = 0;",
                            f"            grid[{axis}] = (int64_t)({value});",
                            "            if (bad)",

@@ -12,7 +12,9 @@ stays ``/`` (it does not trap); ``%`` of a float is a build error, as in C.
 Grammar (C's precedence): ternary ``?:``, ``||``, ``&&``, ``|``, ``^``, ``&``, ``== !=``,
 ``< <= > >=``, ``<< >>``, ``+ -``, ``* / %``, unary ``- + ! ~``, and primaries: integer
 literals, names, ``cdiv(a, b)``, ``min(a, b)``, ``max(a, b)``, ``next_power_of_2(n)``
-(Triton's: 0 for n <= 0), parentheses.
+(Triton's: 0 for n <= 0), parentheses; and ``num_sms``, the launch device's number of SMs
+(read at each launch; for persistent kernels), unless the kernel has a parameter or constant
+of that name, which then takes its place.
 """
 from __future__ import annotations
 
@@ -29,6 +31,10 @@ _BINARY_LEVELS = [("||",), ("&&",), ("|",), ("^",), ("&",), ("==", "!="),
 
 # Functions of the language besides cdiv, by their number of arguments.
 FUNCTIONS = {"min": 2, "max": 2, "next_power_of_2": 1}
+
+# Names the generated library reads from the launch device, with the runtime call (which
+# sets the flag when the driver cannot say, as a zero divisor does).
+DEVICE_NAMES = {"num_sms": "aotk_device_sms(&{flag})"}
 
 
 class ExpressionError(ValueError):
@@ -199,10 +205,25 @@ def evaluate(text: str, values: dict):
     return value
 
 
-def to_total_c(text: str, float_names: set, constants: dict, flag: str = "bad") -> tuple:
-    """(C text, whether it divides): ``text`` with integer divisions made total. Names in
-    ``float_names`` are floating-point; ``constants`` are the variant's constexprs (a
-    divisor they make zero is an ExpressionError). ``flag`` is the int the helpers set."""
+def device_names_used(text: str, parameters=frozenset(), constants=None) -> set:
+    """The DEVICE_NAMES that ``text`` reads (those not shadowed by a parameter or constant)."""
+    tree = _Parser(str(text)).parse()
+
+    def names(node):
+        return {node.text} if node.kind == "name" else set().union(
+            *(names(o) for o in node.operands))
+    return {n for n in names(tree) if n in DEVICE_NAMES and n not in parameters
+            and n not in (constants or {})}
+
+
+def to_total_c(text: str, float_names: set, constants: dict, flag: str = "bad",
+               parameters=frozenset()) -> tuple:
+    """(C text, whether it can fail): ``text`` with integer divisions made total and the
+    DEVICE_NAMES read from the device. Names in ``float_names`` are floating-point;
+    ``constants`` are the variant's constexprs (a divisor they make zero is an
+    ExpressionError); ``parameters`` the kernel's parameter names (they shadow
+    DEVICE_NAMES). ``flag`` is the int the helpers set when a divisor is zero or the device
+    cannot be read."""
     tree = _Parser(text).parse()
     divides = []
 
@@ -211,6 +232,10 @@ def to_total_c(text: str, float_names: set, constants: dict, flag: str = "bad") 
         if node.kind == "number":
             return node.text, False
         if node.kind == "name":
+            if node.text in DEVICE_NAMES and node.text not in constants \
+                    and node.text not in parameters:
+                divides.append(node)
+                return DEVICE_NAMES[node.text].format(flag=flag), False
             value = constants.get(node.text)
             return node.text, node.text in float_names or isinstance(value, float)
         if node.kind == "unary":
@@ -250,4 +275,5 @@ def to_total_c(text: str, float_names: set, constants: dict, flag: str = "bad") 
     return c_text, bool(divides)
 
 
-__all__ = ["ExpressionError", "FUNCTIONS", "evaluate", "to_total_c"]
+__all__ = ["DEVICE_NAMES", "ExpressionError", "FUNCTIONS", "device_names_used", "evaluate",
+           "to_total_c"]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..ir.pointer_layouts import LAYOUT_KEYS, LayoutError, check_declaration
 from ..options import SUPPORTED_TARGETS
-from .expressions import FUNCTIONS
+from .expressions import DEVICE_NAMES, FUNCTIONS
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -184,8 +184,9 @@ def _maxnreg(path, key, value):
 
 
 def check_expression(path, key, text, names):
-    """A C expression over ``names`` (plus ``cdiv``): tokens must be numbers, known names,
-    operators; parentheses balance."""
+    """A C expression over ``names`` (plus ``cdiv``, the functions and the device's names
+    such as ``num_sms``): tokens must be numbers, known names, operators; parentheses
+    balance."""
     if not isinstance(text, str) or not text.strip():
         _fail(path, key, f"expected a C expression string, got {text!r}")
     position, depth = 0, 0
@@ -196,8 +197,9 @@ def check_expression(path, key, text, names):
                 break
             _fail(path, key, f"cannot parse {text!r} at {text[position:].strip()[:10]!r}")
         number, name, symbol = match.groups()
-        if name and name != "cdiv" and name not in FUNCTIONS and name not in names:
-            close = difflib.get_close_matches(name, sorted(names), n=1)
+        if name and name != "cdiv" and name not in FUNCTIONS and name not in names \
+                and name not in DEVICE_NAMES:
+            close = difflib.get_close_matches(name, sorted(set(names) | set(DEVICE_NAMES)), n=1)
             hint = f"; did you mean '{close[0]}'?" if close else ""
             _fail(path, key, f"{text!r} names '{name}', which is not a scalar parameter or "
                              f"constant of this kernel{hint}")

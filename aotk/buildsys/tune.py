@@ -76,7 +76,11 @@ def _arguments(manifest, kernel, signature, point, torch) -> dict:
             _fail(manifest, f"{where}.{name}", "missing: give the element count of a pointer "
                   "parameter, or the value of a scalar, as a C expression over the key")
         try:
-            value = evaluate(kernel.tune.arguments[name], point)
+            # The device names of grids and `when`s (num_sms) have their values here too:
+            # a persistent kernel's workspace is sized by them.
+            device = {"num_sms": torch.cuda.get_device_properties(
+                torch.cuda.current_device()).multi_processor_count}
+            value = evaluate(kernel.tune.arguments[name], {**device, **point})
         except ExpressionError as exc:
             _fail(manifest, f"{where}.{name}", str(exc))
         if parameter.type.is_ptr():

@@ -6,6 +6,8 @@
  * FAKE_CUDA_BINARY_VERSION: what cuFuncGetAttribute(CU_FUNC_ATTRIBUTE_BINARY_VERSION) says
  *   (the arch of the cubin "the driver chose", e.g. 86), default 90.
  * FAKE_CUDA_LOG: a file each module load, attribute set and launch appends a line to.
+ * FAKE_CUDA_SMS: the device's multiprocessor count (CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT),
+ *   default 132; 0 makes that query fail.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -37,6 +39,35 @@ CUresult cuInit(unsigned flags) { (void)flags; return 0; }
 CUresult cuCtxGetCurrent(void **context) { *context = current_context; return 0; }
 CUresult cuCtxSetCurrent(void *context) { current_context = context; return 0; }
 CUresult cuDeviceGet(int *device, int ordinal) { *device = ordinal; return 0; }
+
+CUresult cuCtxGetDevice(int *device)
+{
+    if (!current_context)
+        return 201;   /* CUDA_ERROR_INVALID_CONTEXT */
+    *device = (int)((char *)current_context - contexts);
+    return 0;
+}
+
+CUresult cuDeviceGetAttribute(int *value, int attribute, int device)
+{
+    (void)device;
+    const char *version = getenv("FAKE_CUDA_BINARY_VERSION");
+    int arch = version ? atoi(version) : 90;
+    const char *sms = getenv("FAKE_CUDA_SMS");
+    switch (attribute) {
+    case 16:   /* CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT */
+        *value = sms ? atoi(sms) : 132;
+        return *value > 0 ? 0 : 1;
+    case 75:   /* CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR */
+        *value = arch / 10;
+        return 0;
+    case 76:   /* ... MINOR */
+        *value = arch % 10;
+        return 0;
+    default:
+        return 1;
+    }
+}
 
 CUresult cuDevicePrimaryCtxRetain(void **context, int device)
 {
