@@ -9,7 +9,8 @@ the tutorial at 128x256x64 (8 warps, 3 stages, the 264-tile case's 0.95-0.98x of
 Triton's JIT of the same stream-K source runs beside it (same launch), to tell the
 schedule's effect from the code generator's. Every output is checked against torch.matmul
 before it is timed. The workspace and counters are allocated once per size and reused by
-every launch (the kernel leaves the counters zero), as a library would cache them.
+every launch (the kernel leaves the counters zero), as a library would cache them; the
+fixup sums 64-row slices (16 bytes x 16 loads in flight per thread at 128x256).
 Time: bench/timing.time_ms (CUDA events, median of back-to-back launches).
 Writes streamk.json and streamk.md.
 """
@@ -57,7 +58,7 @@ def _streamk(module, kernel, a, b, c, programs, config):
     def launch():
         kernel[(programs,)](a, b, c, workspace, counters, m, n, k, a.stride(0), 1,
                             b.stride(0), 1, n, 1, BLOCK_SIZE_M=block_m, BLOCK_SIZE_N=block_n,
-                            BLOCK_SIZE_K=block_k, GROUP_SIZE_M=8, FIXUP_ROWS=32,
+                            BLOCK_SIZE_K=block_k, GROUP_SIZE_M=8, FIXUP_ROWS=64,
                             num_warps=warps, num_stages=stages)
     return launch, counters
 
