@@ -206,3 +206,45 @@ def test_an_accumulator_read_before_the_first_dot_is_waited_for_in_its_trip():
     assert "wgmma_wait" not in compiled.gir and "wgmma_deferred" not in compiled.gir
     (loop,) = _loops(compiled.ptx)
     assert loop.count("wgmma.wait_group") == 2 and loop.count("wgmma.mma_async") == 8
+
+
+@pytest.mark.parametrize("head_dim, warps, causal", [(64, 4, False), (128, 8, False),
+                                                     (128, 8, True)])
+def test_a_trip_addresses_its_copies_from_one_register_per_operand(head_dim, warps, causal):
+    """The rows a thread copies into a stage are 8 apart or more, where the swizzle
+    repeats: each cp.async destination of a trip is the first one of its operand plus an
+    immediate, so a single register (not one per row) lives across the loop and ptxas
+    folds the rest into the instruction. Before: one register per row (4 at hd128, 8
+    warps), each shifted by the stage in the loop (hd128: 4 LEA per trip, 167 registers,
+    now 163)."""
+    constants = dict(HEAD_DIM=head_dim, BLOCK_M=128, BLOCK_N=64, CAUSAL=causal)
+    compiled = aotk.compile(_kernel(), _signature(), constants, num_warps=warps,
+                            num_stages=3, target="sm_90")
+    for loop in _loops(compiled.ptx):
+        destinations = re.findall(r"cp\.async\.cg\.shared\.global \[(%r\d+)\]", loop)
+        offset_from = dict(re.findall(r"add\.s32 \t(%r\d+), (%r\d+), \d+;", loop))
+        firsts = [d for d in destinations if offset_from.get(d) not in destinations]
+        assert len(destinations) == 2 * 64 * head_dim * 2 // 16 // (32 * warps)
+        assert len(firsts) == 2, firsts   # k and v
+    if head_dim == 128 and not causal:
+        assert compiled.metadata["registers"] <= 163, compiled.metadata
+
+
+@pytest.mark.parametrize("head_dim, warps, causal", [(64, 4, False), (128, 8, False),
+                                                     (128, 8, True)])
+def test_a_trip_advances_one_offset_per_operand_not_its_pointers(head_dim, warps, causal):
+    """The k and v pointers a thread copies from are its initial pointers plus one carried
+    scalar offset per operand (passes.pipeline._carry_offsets), so a trip advances two
+    64-bit values in place, not one per pointer (before: 8 at hd128, whose unpaired halves
+    ptxas moved into pairs every trip: 11 MOV per trip in SASS, 3 now, the 2 of the
+    softmax's m_i among them, as in Triton's loop)."""
+    constants = dict(HEAD_DIM=head_dim, BLOCK_M=128, BLOCK_N=64, CAUSAL=causal)
+    compiled = aotk.compile(_kernel(), _signature(), constants, num_warps=warps,
+                            num_stages=3, target="sm_90")
+    for loop in _loops(compiled.ptx):
+        advanced = re.findall(r"add\.s64 \t(%rd\d+), \1, [^;]+;", loop)
+        assert len(advanced) == 2, advanced
+    if head_dim == 128:
+        # 167 (not causal) and 226 (causal) before; Triton 3.8, not causal: 165.
+        assert compiled.metadata["registers"] <= (160 if not causal else 190), \
+            compiled.metadata

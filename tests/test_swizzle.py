@@ -91,3 +91,21 @@ def test_split_addressing_matches_the_layout(rows, columns, element):
                     split = tile.split_offset(B, lane_row, lane_chunk, row, chunk)
                     plain = tile.offset(B, lane_row + row, (lane_chunk + chunk) * CHUNK_BYTES)
                     assert split == plain, (lane_row, lane_chunk, row, chunk)
+
+
+@pytest.mark.parametrize("rows, columns, element", TILES)
+def test_a_shift_is_the_same_for_every_element(rows, columns, element):
+    """Where ``shift`` gives a constant (rows moved by a multiple of the phase period, or a
+    tile without swizzle; the byte by whole panels), every element's offset moves by it,
+    as the cp.async destinations of backend.pipeline assume (None: no such promise)."""
+    tile = SwizzledTile(rows, columns, element)
+    row_bytes = columns * element.itemsize
+    for rows_moved in (r for r in (0, 1, 4, 8, 16) if r < rows):
+        for bytes_moved in (b for b in (0, 16, tile.width, 2 * tile.width) if b < row_bytes):
+            shift = tile.shift(rows_moved, bytes_moved)
+            moves = {tile.offset(B, r + rows_moved, c + bytes_moved) - tile.offset(B, r, c)
+                     for r in range(rows - rows_moved)
+                     for c in range(0, row_bytes - bytes_moved, element.itemsize)}
+            if shift is not None:
+                assert moves == {shift}, (rows_moved, bytes_moved)
+    assert tile.shift(8, 0) == 8 * tile.width

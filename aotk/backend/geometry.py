@@ -129,6 +129,19 @@ class ThreadGeometry:
         return [[per_axis[layout.parent_axis(d)][slot[layout.parent_axis(d)]] for d in dims]
                 for slot in dist.slots()]
 
+    def logical_offsets(self, value, layout) -> list:
+        """Per register of ``value`` in ``layout``: the constant each of its
+        ``logical_indices`` adds to the thread's part (shared by every register), one int
+        per dimension; None for a register whose index wraps by a mask instead."""
+        dist = self.distribution(layout, value.type.shape)
+        per_axis = [dist.axis_offsets(a) for a in range(len(dist.embedded))]
+        axes = [layout.parent_axis(d) for d in range(len(value.type.shape))]
+        found = []
+        for slot in dist.slots():
+            offsets = [per_axis[a][slot[a]] for a in axes]
+            found.append(None if None in offsets else offsets)
+        return found
+
 
 class Distribution:
     """Which logical indices a thread holds for a shape in a layout."""
@@ -165,6 +178,17 @@ class Distribution:
             return [b.and_(b.add(base, _i32(c)), _i32(size - 1)) for c in self.slot_offsets[axis]]
         return [b.add(base, _i32(c), flags=("nuw", "nsw")) if c else base
                 for c in self.slot_offsets[axis]]
+
+    def axis_offsets(self, axis: int) -> list:
+        """Per slot along ``axis``: the constant ``axis_indices`` adds to the thread's part,
+        or None where the index wraps by a mask (the sum is then no thread part + constant)."""
+        size = self.embedded[axis]
+        if size == 1:
+            return [0] * self.counts[axis]
+        parent = self.layout.blocked
+        if parent.tile(axis) <= size or isinstance(parent, Blocked):
+            return list(self.slot_offsets[axis])
+        return [None] * self.counts[axis]
 
     def slots(self):
         """Multi-indices (per parent axis) of the registers, in register order."""

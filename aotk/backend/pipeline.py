@@ -105,15 +105,21 @@ def lower_async_copy(ctx, op):
     element = staged.element
     size = element.itemsize
     indices = ctx.threads.logical_indices(pointer, layout)
+    constants = ctx.threads.logical_offsets(pointer, layout)
     owner = ctx.threads.distribution(layout, pointer.type.shape).owner_predicate()
     base = staged.stage_base(b, stage)
     shared_root = b.ptrtoint(ctx.shared.stage_pointer(ir.Constant(I32, 0)), I32)
+    stage_root = b.add(shared_root, base)
     # A tile loaded with size-1 dims fills the stage of its two other dims.
     tile_dims = op.attrs.get("tile_dims", (0, 1))
+    lanes = []   # (row, column) constants of a group -> its offset in the tile, computed
     for group in vector_groups(ctx, op, layout, len(pointers)):
         row, column = (indices[group[0]][dim] for dim in tile_dims)
-        offset = b.add(base, staged.tile_offset(b, row, column))
-        destination = b.add(shared_root, offset)
+        lane, shift = _tile_offset(b, staged, lanes, constants[group[0]], tile_dims, row,
+                                   column)
+        shift = ir.Constant(I32, shift)
+        offset = b.add(b.add(base, lane), shift)
+        destination = b.add(b.add(stage_root, lane), shift)
         width_bytes = len(group) * size
         mask = masks[group[0]] if masks is not None else None
         if width_bytes < 4:
@@ -131,6 +137,26 @@ def lower_async_copy(ctx, op):
         else:
             inline_asm(b, "{ .reg .pred p; setp.ne.b32 p, $3, 0; @p " + copy + " }", "r,l,r,r",
                  [destination, source, source_bytes, b.zext(owner, I32)])
+
+
+def _tile_offset(b, staged, lanes: list, constants, tile_dims, row, column) -> tuple:
+    """(offset, shift): the byte offset in the tile of element (``row``, ``column``) is
+    ``offset`` + the int ``shift``, where ``offset`` is that of an earlier group of the
+    same copy (in ``lanes``) wherever the two differ by a constant (``SwizzledTile.shift``).
+    Every group's address is then one register plus an immediate, as the rows a thread
+    copies are 8 apart (or whole panels), and only that register lives in the loop."""
+    if constants is not None:
+        row_constant, column_constant = (constants[dim] for dim in tile_dims)
+        for (row_before, column_before), offset in lanes:
+            shift = staged.tile.shift(row_constant - row_before,
+                                      (column_constant - column_before) *
+                                      staged.element.itemsize)
+            if shift is not None:
+                return offset, shift
+    offset = staged.tile_offset(b, row, column)
+    if constants is not None:
+        lanes.append(((row_constant, column_constant), offset))
+    return offset, 0
 
 
 def _copy_through_registers(ctx, pointer, mask, owner, element, width, offset):

@@ -62,6 +62,16 @@ class SwizzledTile:
                              builder.mul(row, _c(self.width)))
         return builder.add(linear, builder.xor(within, self._phase(builder, row)))
 
+    def shift(self, rows: int, column_bytes: int):
+        """The constant that ``offset`` adds when its row moves by ``rows`` and its byte by
+        ``column_bytes``, for every row and byte; None when that depends on them. Exact
+        where the phase repeats (rows a multiple of ``PHASE_ROWS``, or no swizzle) and the
+        byte moves by whole panels."""
+        if self.chunks > 1 and rows % (self.rows_per_line * self.chunks) or \
+                column_bytes % self.width:
+            return None
+        return rows * self.width + column_bytes // self.width * self.rows * self.width
+
     def element_offset(self, builder, row, column):
         """Byte offset (i32) of element (``row``, ``column``), both i32."""
         return self.offset(builder, row,

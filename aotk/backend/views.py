@@ -28,7 +28,7 @@ import llvmlite.ir as ir
 
 from ..ir.kir import SHUFFLES
 from ..passes.layouts import SCALAR, Layout, unit_reshape_layout
-from .llvm_types import I8, I32, llvm_type
+from .llvm_types import I8, I32, inline_asm, llvm_type
 from .registry import scratch, value_lowering
 from .shared import padded_bytes, row_major_index, row_padding
 
@@ -44,6 +44,13 @@ def _buffer_shape(op) -> tuple:
 @value_lowering("splat")
 def lower_splat(ctx, op, layout):
     (scalar,) = ctx.regs(op.operands[0], SCALAR)
+    if op.attrs.get("opaque"):
+        # A copy LLVM cannot see through: its loop strength reduction would turn the
+        # sums of this loop-carried offset and invariant pointers back into one 64-bit
+        # induction variable per register (``passes.pipeline._carry_offsets``). ptxas
+        # drops the mov.
+        scalar = inline_asm(ctx.builder, "mov.b64 $0, $1;", "=l,l", [scalar], scalar.type,
+                            side_effect=False)
     return [scalar] * ctx.threads.count(op.result, layout)
 
 

@@ -12,7 +12,9 @@ The op set, with operands and attributes:
   program_id / num_programs   ()                      axis            -> i32 scalar
   constant                    ()                      value           -> scalar or block (splat)
   arange                      ()                      start, end      -> i32[end-start]
-  splat                       (scalar)                                -> block of result shape
+  splat                       (scalar)                opaque          -> block of result shape
+                              (opaque: LLVM may not look through the scalar; see
+                              backend.views)
   broadcast                   (x)                     (1-dims grow)   -> block of result shape
   expand_dims                 (x)                     axis            -> x's shape with a 1 inserted
   <binary>                    (a, b)  same shape and element type     -> same type
