@@ -215,3 +215,53 @@ def test_the_3d_tma_build_matches_torch(batched_library, rows):
                 TensorDescriptor.from_tensor(w, [128, 64]), out, rows, n, k)
     torch.cuda.synchronize()
     torch.testing.assert_close(out, (x.float() @ w.float().T).half(), rtol=1e-2, atol=5e-2)
+
+
+# -- a TMA loop inside another loop --------------------------------------------------------
+
+PERSISTENT = "*fp16:16, *fp16:16, *fp16:16, i32:8, i32:8, i32:8, i32:8, i32:8, i32:8"
+PERSISTENT_TILE = {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 64}
+
+
+def _persistent():
+    from tests.kernels.descriptors import persistent_matmul_descriptor_kernel
+    return aotk.compile(persistent_matmul_descriptor_kernel, PERSISTENT, PERSISTENT_TILE,
+                        num_warps=8, num_stages=3, target="sm_90")
+
+
+def test_barriers_are_convergent_so_llvm_never_splits_a_warp_over_two():
+    """The elected thread initializes the mbarriers, then every thread meets at a barrier,
+    then the elected thread issues the first copies. Unmarked, LLVM's jump threading merged
+    the two `if elected` branches of a stream-K kernel's TMA loop by copying the barrier
+    into both, and warp 0 (one thread on each side) hung. (This kernel's IR did not get
+    that copy even unmarked: what it asserts is the cause, every barrier a `convergent`
+    call, and that the PTX has exactly the barriers the IR has.)"""
+    compiled = _persistent()
+    assert "cp.async.bulk.tensor" in compiled.ptx and "mbarrier.init" in compiled.ptx
+    groups = dict(re.findall(r"attributes (#\d+) = \{(.*)\}", compiled.llir))
+    barriers = re.findall(r'call void asm sideeffect "bar\.sync 0;", ""\(\) (#\d+)',
+                          compiled.llir)
+    assert barriers and all("convergent" in groups[group] for group in barriers)
+    assert compiled.ptx.count("bar.sync 0;") == len(barriers)
+    ptx = compiled.ptx
+    after_init = ptx[ptx.index("fence.mbarrier_init"):ptx.index("mbarrier.arrive.expect_tx")]
+    assert after_init.count("bar.sync 0;") == 1
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m, n, k, programs", [(1000, 1000, 3000, 7), (512, 384, 64, 5),
+                                               (300, 200, 100, 132)])
+def test_a_tma_loop_inside_a_persistent_loop_matches_torch(m, n, k, programs):
+    """Fewer programs than tiles: each runs the TMA loop for several tiles (a hang before
+    the barriers were convergent)."""
+    torch = pytest.importorskip("torch")
+    from tests.kernels.descriptors import persistent_matmul_descriptor_kernel
+    a = torch.randn((m, k), device="cuda", dtype=torch.float16)
+    b = torch.randn((k, n), device="cuda", dtype=torch.float16)
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float16)
+    persistent_matmul_descriptor_kernel[(programs,)](a, b, c, m, n, k, k, n, n,
+                                                     num_warps=8, num_stages=3,
+                                                     **PERSISTENT_TILE)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(c.float(), torch.matmul(a.float(), b.float()), atol=0.1,
+                               rtol=1e-2)

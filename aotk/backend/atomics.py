@@ -23,7 +23,7 @@ import llvmlite.ir as ir
 
 from ..passes.layouts import memory_vector_width
 from ..targets import has_bf16_atom_add, has_vector_atom_add
-from .llvm_types import I16, I32, I64, llvm_type, register_struct, returns
+from .llvm_types import I16, I32, I64, call_asm, llvm_type, register_struct, returns
 from .memory import vector_groups
 from .registry import lowering, scratch
 from .shared import row_major_index
@@ -78,7 +78,7 @@ def emit_atom(builder, instruction: str, address, predicate, words: list, bits: 
     result = _WORD[bits] if outputs == 1 else register_struct(builder, [_WORD[bits]] * outputs)
     asm = ir.InlineAsm(ir.FunctionType(result, [o.type for o in operands]), text,
                        ",".join(constraints), side_effect=True)
-    call = returns(builder.call(asm, operands))
+    call = returns(call_asm(builder, asm, operands))
     if outputs == 1:
         return [call]
     return [builder.extract_value(call, i) for i in range(outputs)]

@@ -21,7 +21,7 @@ from ..semantic.elementwise import (DIRECTED_ROUNDINGS, LIBDEVICE_BIT_CASTS,
                                     ROUNDED_ARITHMETIC, operand_signature)
 from ..targets import has_bf16_convert
 from . import float8
-from .llvm_types import I16, I32, I64, declare_function, inline_asm, llvm_type
+from .llvm_types import I16, I32, I64, call_asm, declare_function, inline_asm, llvm_type
 from .registry import value_lowering
 
 
@@ -368,7 +368,7 @@ def _fdiv(ctx, op, args):
     if op.result.element.is_fp32():
         asm = ir.InlineAsm(ir.FunctionType(ir.FloatType(), [ir.FloatType(), ir.FloatType()]),
                            "div.full.f32 $0, $1, $2;", "=f,f,f")
-        return b.call(asm, args)
+        return call_asm(b, asm, args)
     return b.fdiv(*args)
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from .llvm_types import I8, llvm_type, register_struct
+from .llvm_types import I8, call_asm, llvm_type, register_struct
 from .registry import lowering
 
 _INTEGER_CONSTRAINTS = {"r": 32, "l": 64, "h": 16, "c": 8}
@@ -132,7 +132,7 @@ def lower_inline_asm(ctx, op) -> list:
         asm = ir.InlineAsm(ir.FunctionType(return_type, [o.type for o in operands]),
                            escaped(op.attrs["asm"]), constraints,
                            side_effect=not op.attrs["pure"])
-        call = b.call(asm, operands)
+        call = call_asm(b, asm, operands)
         words = [call] if len(output_types) == 1 else \
             [b.extract_value(call, i) for i in range(len(output_types))]
         taken = 0

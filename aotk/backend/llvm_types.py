@@ -2,6 +2,7 @@
 small IR-building helpers every op family uses (constants, declared functions, inline asm)."""
 from __future__ import annotations
 
+import re
 import struct
 
 import llvmlite.ir as ir
@@ -103,9 +104,23 @@ def register_struct(builder, types) -> ir.Type:
     return struct
 
 
+# PTX that a warp or the block executes together: barriers, `.sync` / `.aligned` forms
+# (mma, ldmatrix, wgmma, shfl, elect, setmaxnreg, ...), votes, matches and reductions.
+_COLLECTIVE = re.compile(r"\b(?:bar|barrier|elect|shfl|vote|match|redux|activemask)\b|"
+                         r"\.sync\b|\.aligned\b")
+
+
+def call_asm(builder, asm: ir.InlineAsm, args):
+    """Calls ``asm``, marked ``convergent`` when its PTX is collective (as clang marks CUDA's
+    inline asm): LLVM must not make such a call depend on more control flow. Unmarked, jump
+    threading copied a `bar.sync` into both sides of a one-thread branch (the elected
+    thread's mbarrier init vs the others), so the warp split over two barriers and hung."""
+    return builder.call(asm, args, attrs=("convergent",) if _COLLECTIVE.search(asm.asm) else ())
+
+
 def inline_asm(builder, text: str, constraints: str, args, return_type=ir.VoidType(),
                side_effect=True):
     """Calls PTX ``text`` with ``args`` bound to its ``constraints``; returns the result."""
     function_type = ir.FunctionType(return_type, [a.type for a in args])
-    return builder.call(ir.InlineAsm(function_type, text, constraints, side_effect=side_effect),
-                        args)
+    return call_asm(builder, ir.InlineAsm(function_type, text, constraints,
+                                          side_effect=side_effect), args)

@@ -20,8 +20,8 @@ import llvmlite.ir as ir
 
 from ..passes.layouts import SCALAR
 from ..targets import has_l2_cache_hint
-from .llvm_types import (I8, I16, I32, I64, constant, inline_asm, llvm_type, register_struct,
-                         returns)
+from .llvm_types import (I8, I16, I32, I64, call_asm, constant, inline_asm, llvm_type,
+                         register_struct, returns)
 from .registry import lowering, value_lowering
 
 
@@ -136,7 +136,7 @@ def emit_load(builder, address, predicate, element, vec, others, cache="", evict
         else word_type
     asm = ir.InlineAsm(ir.FunctionType(result_type, [o.type for o in operands]), " ".join(lines),
                        ",".join([f"={letter}"] * word_count + constraints), side_effect=True)
-    result = returns(builder.call(asm, operands))
+    result = returns(call_asm(builder, asm, operands))
     words = [builder.extract_value(result, i) for i in range(word_count)] if word_count > 1 \
         else [result]
     return [_from_memory(builder, v, element) for v in
@@ -171,7 +171,7 @@ def emit_store(builder, address, predicate, element, values, cache="", eviction=
         constraints.append("l")
     asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), [o.type for o in operands]), text,
                        ",".join(constraints), side_effect=True)
-    returns(builder.call(asm, operands))
+    returns(call_asm(builder, asm, operands))
 
 
 def _to_memory(builder, value, element):

@@ -22,7 +22,7 @@ import llvmlite.ir as ir
 
 from ..ir.kir import walk
 from ..passes.layouts import SCALAR
-from .llvm_types import I8, I32, llvm_type
+from .llvm_types import I8, I32, call_asm, llvm_type
 from .registry import scratch_bytes_of
 from .swizzle import SWIZZLE_ATOM_BYTES
 
@@ -178,7 +178,7 @@ class SharedMemory:
 
     def barrier(self):
         asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), []), "bar.sync 0;", "", side_effect=True)
-        self.builder.call(asm, [])
+        call_asm(self.builder, asm, [])
 
     def begin_use(self):
         """Every user of the scratch buffer starts here: a barrier so that readers of the
