@@ -213,3 +213,49 @@ def test_gpu_matches_torch(m, n, k, block_n):
         assert not torch.isnan(c).any()
         torch.testing.assert_close(c.float(), expected, atol=0.1, rtol=1e-2)
         assert torch.count_nonzero(counters).item() == 0
+
+
+LIBRARY = """
+[library]
+name = "streamk"
+targets = ["sm_90"]
+
+[[kernel]]
+name = "matmul"
+source = "{source}"
+function = "matmul_streamk_kernel"
+# 16-byte rows: sizes and row strides divisible by 8 (3000, 1000)
+signature = "*fp16:16, *fp16:16, *fp16:16, *fp32:16, *i32:16, i32:8, i32:8, i32:8, i32:8, i32:1, i32:8, i32:1, i32:8, i32:1"
+grid = ["min(num_sms, cdiv(M, BLOCK_SIZE_M) * cdiv(N, BLOCK_SIZE_N))"]
+specialize = "none"
+
+[[kernel.variant]]
+constants = {{ BLOCK_SIZE_M = 128, BLOCK_SIZE_N = 256, BLOCK_SIZE_K = 64, GROUP_SIZE_M = 8, FIXUP_ROWS = 64 }}
+num_warps = 8
+"""
+
+
+@pytest.mark.gpu
+def test_gpu_library_with_num_sms_grid_matches_torch(tmp_path):
+    """Shipped as a library: the grid is the device's SM count (`num_sms`, read by the
+    library at each call), or the tile count where that is smaller."""
+    torch = pytest.importorskip("torch")
+    module = _streamk()
+    manifest = tmp_path / "aotk.toml"
+    manifest.write_text(LIBRARY.format(source=module.__file__))
+    library = aotk.load(aotk.build(manifest, out_dir=tmp_path / "out").library)
+    programs = torch.cuda.get_device_properties(0).multi_processor_count
+    workspace = torch.empty(module.workspace_elements(programs, 128, 256), device="cuda",
+                            dtype=torch.float32)
+    for m, n, k in [(3000, 3000, 3000), (1000, 1000, 1000), (256, 512, 64)]:
+        a = torch.randn((m, k), device="cuda", dtype=torch.float16)
+        b = torch.randn((k, n), device="cuda", dtype=torch.float16)
+        counters = torch.zeros(module.counter_count(m, n, programs, 128, 256), device="cuda",
+                               dtype=torch.int32)
+        expected = torch.matmul(a.float(), b.float())
+        for _ in range(2):
+            c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float16)
+            library.matmul(a, b, c, workspace, counters, m, n, k, k, 1, n, 1, n, 1)
+            torch.cuda.synchronize()
+            torch.testing.assert_close(c.float(), expected, atol=0.1, rtol=1e-2)
+            assert torch.count_nonzero(counters).item() == 0
