@@ -63,8 +63,9 @@ def _random(torch, dtype, count: int):
     return torch.randint(-8, 8, (count,), device="cuda").to(dtype)
 
 
-def _arguments(manifest, kernel, signature, point, torch) -> dict:
-    """The launch's runtime arguments at ``point``: random tensors and the scalars."""
+def tuning_arguments(manifest, kernel, signature, point, torch) -> dict:
+    """The launch's runtime arguments at ``point``: random tensors and the scalars, each
+    from its ``tune.arguments`` expression over the key and the device's names (num_sms)."""
     where = f"kernel.{kernel.name}.tune.arguments"
     values = {}
     for parameter in signature.parameters:
@@ -189,7 +190,7 @@ def tune(manifest_path, kernels=None, progress=None) -> list:
             if sorted(point) != sorted(tuner.keys):
                 _fail(manifest, f"{where}.tune.points", f"{point} does not give the @autotune "
                       f"key {tuner.keys}")
-            arguments = _arguments(manifest, kernel, signature, point, torch)
+            arguments = tuning_arguments(manifest, kernel, signature, point, torch)
             values = [arguments[p.name] for p in signature.parameters]
             kept = tuner.prune_configs({**arguments, **constants})
             times = []
