@@ -9,8 +9,8 @@ from aotk.interpreter import executor
 OP_FAMILIES = {
     "creation": "program_id num_programs constant arange read_register",
     "elementwise": "add sub mul fdiv idiv irem frem and or xor shl shr min max cmp "
-                   "neg not abs exp exp2 log log2 sqrt rsqrt sin cos floor ceil "
-                   "fma math select cast addptr",
+                   "neg not abs select cast addptr",
+    "math": "exp exp2 log log2 sqrt rsqrt sin cos floor ceil fma math",
     "views": "splat broadcast expand_dims permute reshape join split",
     "memory": "load store hint",
     "reduce": "reduce argreduce",

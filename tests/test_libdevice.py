@@ -333,7 +333,7 @@ def _triton_libdevice_table() -> dict:
 
 
 def test_every_triton_libdevice_function_has_tritons_symbol_and_types():
-    from aotk.backend.elementwise import LIBDEVICE
+    from aotk.backend.math import LIBDEVICE
     table = _triton_libdevice_table()
     assert set(table) <= set(tl.extra.libdevice.__all__)
     checked = 0
@@ -532,7 +532,7 @@ def test_every_function_compiles_to_its_libdevice_call(target, monkeypatch):
     """All of LIBDEVICE_FUNCTIONS in one kernel: the LLVM module before libdevice is linked
     calls each __nv_ symbol with the LLVM types of its signature, ptxas takes the result,
     and the directed roundings reach PTX as instructions of that rounding."""
-    from aotk.backend.elementwise import LIBDEVICE
+    from aotk.backend.math import LIBDEVICE
     modules = []
     emit = ptx_backend.emit_ptx
     monkeypatch.setattr(ptx_backend, "emit_ptx",

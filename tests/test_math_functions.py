@@ -7,8 +7,8 @@ import pytest
 import aotk
 import aotk.language as tl
 from aotk import semantic
-from aotk.backend.elementwise import LIBDEVICE
-from aotk.interpreter.elementwise import MATH
+from aotk.backend.math import LIBDEVICE
+from aotk.interpreter.math import MATH
 
 
 @aotk.jit

@@ -122,7 +122,7 @@ def test_no_module_reads_another_modules_private_names():
 
 # The op families (docs/architecture.md). Descriptor ops never reach the backend:
 # passes/descriptors.py rewrites them into loads and stores, or TMA copies (backend/tma.py).
-FAMILIES = ("creation", "elementwise", "views", "memory", "reduce", "scan", "combine", "dot",
+FAMILIES = ("creation", "elementwise", "math", "views", "memory", "reduce", "scan", "combine", "dot",
             "atomics", "descriptors", "debug", "control", "sort", "gather", "histogram",
             "inline_asm", "map_elementwise")
 

@@ -4,7 +4,8 @@ In: a kir ``Function``, a grid and the arguments (``run``). Out: the argument ar
 in place. Importing the op-family modules registers their rules with the executor.
 """
 from . import (atomics, combine, control, creation, debug, descriptors, dot,  # noqa: F401
-               elementwise, gather, histogram, inline_asm, map_elementwise, memory, reduce, scan, sort, views)
+               elementwise, gather, histogram, inline_asm, map_elementwise, math, memory, reduce,
+               scan, sort, views)
 from .executor import run
 
 __all__ = ["run"]

@@ -15,7 +15,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..semantic.elementwise import (DIRECTED_ROUNDINGS, LIBDEVICE_CONVERSIONS,
+from ..semantic.math import (DIRECTED_ROUNDINGS, LIBDEVICE_CONVERSIONS,
                                     LIBDEVICE_ROUNDINGS)
 from .bessel import bessel_i, bessel_j, bessel_jn, bessel_y, bessel_yn, sign_bit_set
 

@@ -7,7 +7,7 @@ from .. import semantic
 # The table itself from its module: `semantic` may be half-imported here (aotk.semantic
 # imports aotk.language, which imports this file, when a program imports aotk.semantic or
 # aotk.jit before aotk.language).
-from ..semantic.elementwise import ALL_MATH_FUNCTIONS
+from ..semantic.math import ALL_MATH_FUNCTIONS
 from .core import block_pointer, builtin, constexpr, tensor, tensor_member
 
 

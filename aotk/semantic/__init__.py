@@ -11,7 +11,7 @@ arguments are 0-d tensors and promote like any tensor.
 Layout: two foundations every rule builds on, ``building`` (the builder the rules append to,
 ``emit``) and ``promotion`` (literal typing, promotion, literals made values, block shapes);
 then one module per op family, named as in ``aotk.interpreter`` and ``aotk.backend``:
-``creation``, ``elementwise``, ``views``, ``memory``, ``reduce``, ``scan``, ``combine``,
+``creation``, ``elementwise``, ``math``, ``views``, ``memory``, ``reduce``, ``scan``, ``combine``,
 ``dot``, ``atomics``, ``descriptors``, ``debug``, ``sort``, ``gather``, ``histogram``,
 ``inline_asm``, ``map_elementwise`` and ``control``; ``block_pointers``,
 ``random`` and ``standard`` are composed of the others' ops. Every rule is reachable as
@@ -26,6 +26,7 @@ from .building import *      # noqa: F401,F403
 from .promotion import *     # noqa: F401,F403
 from .creation import *      # noqa: F401,F403
 from .elementwise import *   # noqa: F401,F403
+from .math import *         # noqa: F401,F403
 from .views import *         # noqa: F401,F403
 from .memory import *        # noqa: F401,F403
 from .reduce import *        # noqa: F401,F403

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from ..ir import types as T
 from ..language.core import tensor, unwrap
-from .elementwise import (add, bitwise, cast, compare, math_function, maximum, mul, neg,
-                          sub, unary_math, where)
+from .elementwise import add, bitwise, cast, compare, maximum, mul, neg, sub, where
+from .math import math_function, unary_math
 from .promotion import constant, to_tensor
 
 DEFAULT_ROUNDS = 10

@@ -7,7 +7,8 @@ Out: the composed ``tensor``s, typed by the rules they are built of.
 from __future__ import annotations
 
 from ..language.core import constexpr, tensor, unwrap
-from .elementwise import fdiv, minimum, sub, unary_math
+from .elementwise import minimum, sub
+from .math import fdiv, unary_math
 from .promotion import to_tensor
 from .reduce import reduce
 
