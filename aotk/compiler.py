@@ -15,8 +15,9 @@ The pipeline, one line per stage:
   axis    passes.axis_info: contiguity / divisibility / constancy of every value
   gir     passes.assign_layouts: a distributed layout per value, vector width per memory op, and
           which tensor-core instruction computes each dot (wgmma on sm_90, else mma.sync)
-  llir    backend.lower: registers per thread, predicated vector memory ops
-  ptx     backend.ptx: llvmlite O3 + libdevice, NVPTX code generation
+  lowered backend.lower: LLVM IR, registers per thread, predicated vector memory ops
+  llir    backend.ptx: that IR after libdevice linking and O3
+  ptx     backend.ptx: NVPTX code generation
   cubin   toolchain.ptxas
 A kernel that uses Hopper-only instructions (wgmma) is compiled for ``sm_90a``, the
 arch-specific variant of sm_90: ``metadata["arch"]`` names what the PTX and cubin target.
@@ -43,14 +44,15 @@ from .passes.loop_invariant import hoist_loop_invariants
 from .passes.prefetch import prefetch_dot_operands
 from .targets import SHARED_BYTES_PER_BLOCK, has_ampere_mma, has_async_copy, has_wgmma
 
-STAGES = ("kir", "gir", "llir", "ptx", "cubin")
+STAGES = ("kir", "gir", "lowered", "llir", "ptx", "cubin")
 
 
 @dataclass
 class CompiledKernel:
     """Every stage of one compile, by name in pipeline order (``asm``), with what it was
     compiled for. ``asm["kir"]`` is the kir.Function (str() gives the listing), ``gir``
-    the layouts chosen, for reading; ``cubin`` is bytes, the others text."""
+    the layouts chosen, for reading; ``lowered`` the LLVM IR as the backend wrote it,
+    ``llir`` the same after LLVM's optimization; ``cubin`` is bytes, the others text."""
     name: str
     asm: dict
     metadata: dict
@@ -59,6 +61,7 @@ class CompiledKernel:
 
     kir = property(lambda self: self.asm["kir"])
     gir = property(lambda self: self.asm["gir"])
+    lowered = property(lambda self: self.asm["lowered"])
     llir = property(lambda self: self.asm["llir"])
     ptx = property(lambda self: self.asm["ptx"])
     cubin = property(lambda self: self.asm["cubin"])
@@ -236,7 +239,7 @@ def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target
         # Passed after the params, encoded by the launcher (cuTensorMapEncodeTiled).
         "tensor_maps": [recipe.to_json() for recipe in function.tensor_maps],
     }
-    stages = dict(zip(STAGES, (function, plan.listing(function), llir, ptx, cubin)))
+    stages = dict(zip(STAGES, (function, plan.listing(function), llvm_text, llir, ptx, cubin)))
     compiled = CompiledKernel(function.name, stages, metadata, signature, options)
     dump_dir = os.environ.get("AOTK_DUMP")
     if dump_dir:

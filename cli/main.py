@@ -97,7 +97,7 @@ def main():
 @click.option("--target", default="sm_90", show_default=True)
 @click.option("-o", "--out-dir", default="build", show_default=True, type=click.Path())
 def compile_command(kernel_spec, signature, defines, num_warps, num_stages, target, out_dir):
-    """Compile one kernel and write every stage (kir, gir, llir, ptx, cubin, json)."""
+    """Compile one kernel and write every stage (kir, gir, lowered, llir, ptx, cubin, json)."""
     import aotk
     from aotk.toolchain import ToolchainError
     constants = dict(parse_define(d) for d in defines)

@@ -80,9 +80,10 @@ def test_compile_takes_options_or_keywords_not_both():
 def test_compiled_kernel_holds_every_stage_in_order(tmp_path):
     compiled = aotk.compile(add_kernel, SIGNATURE, {"BLOCK": 256})
     assert isinstance(compiled, CompiledKernel)
-    assert list(compiled.asm) == ["kir", "gir", "llir", "ptx", "cubin"]
+    assert list(compiled.asm) == ["kir", "gir", "lowered", "llir", "ptx", "cubin"]
     assert compiled.kir is compiled.asm["kir"] and "add_kernel" in str(compiled.kir)
     assert compiled.gir == compiled.asm["gir"] and isinstance(compiled.gir, str)
+    assert compiled.lowered == compiled.asm["lowered"] and "define" in compiled.lowered
     assert compiled.llir == compiled.asm["llir"] and "define" in compiled.llir
     assert compiled.ptx == compiled.asm["ptx"] and ".entry add_kernel" in compiled.ptx
     assert compiled.cubin == compiled.asm["cubin"] and compiled.cubin[:4] == b"\x7fELF"
@@ -94,11 +95,13 @@ def test_compiled_kernel_holds_every_stage_in_order(tmp_path):
 
     written = compiled.dump(str(tmp_path / "out"))
     assert [p.rsplit("/", 1)[1] for p in written] == [
-        "add_kernel.kir", "add_kernel.gir", "add_kernel.llir", "add_kernel.ptx",
+        "add_kernel.kir", "add_kernel.gir", "add_kernel.lowered", "add_kernel.llir",
+        "add_kernel.ptx",
         "add_kernel.cubin", "add_kernel.json"]
     out = tmp_path / "out"
     assert (out / "add_kernel.kir").read_text() == str(compiled.kir)
     assert (out / "add_kernel.gir").read_text() == compiled.gir
+    assert (out / "add_kernel.lowered").read_text() == compiled.lowered
     assert (out / "add_kernel.llir").read_text() == compiled.llir
     assert (out / "add_kernel.ptx").read_text() == compiled.ptx
     assert (out / "add_kernel.cubin").read_bytes() == compiled.cubin
