@@ -232,3 +232,41 @@ def persistent_matmul_descriptor_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am,
             b = b_desc.load([k * BLOCK_SIZE_K, offs_n])
             accumulator = tl.dot(a, b, accumulator)
         c_desc.store([offs_m, offs_n], accumulator.to(tl.float16))
+
+
+@aotk.jit
+def tile_then_segments_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm,
+                              BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr,
+                              BLOCK_SIZE_K: tl.constexpr):
+    """For code generation only (what it stores is not a product): the loop shape of a
+    stream-K matmul, whole tiles and then K segments that start mid-tile, each a TMA loop
+    inside the program's loop, entered under `if k_lo < k_hi`. Unmarked barriers made LLVM
+    copy the one after the elected thread's mbarrier init into both sides of its branch
+    here."""
+    pid = tl.program_id(axis=0)
+    programs = tl.num_programs(axis=0)
+    num_tiles = tl.cdiv(M, BLOCK_SIZE_M) * tl.cdiv(N, BLOCK_SIZE_N)
+    iters_per_tile = tl.cdiv(K, BLOCK_SIZE_K)
+    waves = num_tiles // programs
+    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[stride_am, 1],
+                                       block_shape=[BLOCK_SIZE_M, BLOCK_SIZE_K])
+    b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[stride_bk, 1],
+                                       block_shape=[BLOCK_SIZE_K, BLOCK_SIZE_N])
+    for unit in range(0, waves + 2):
+        if unit < waves:
+            tile = pid + unit * programs
+            k_lo = 0
+        else:
+            tile = pid % num_tiles
+            k_lo = (pid + unit) % iters_per_tile
+        if k_lo < iters_per_tile:
+            offs_m = (tile // 8) * BLOCK_SIZE_M
+            offs_n = (tile % 8) * BLOCK_SIZE_N
+            accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
+            for k in range(k_lo, iters_per_tile):
+                a = a_desc.load([offs_m, k * BLOCK_SIZE_K])
+                b = b_desc.load([k * BLOCK_SIZE_K, offs_n])
+                accumulator = tl.dot(a, b, accumulator)
+            rows = offs_m + tl.arange(0, BLOCK_SIZE_M)
+            columns = offs_n + tl.arange(0, BLOCK_SIZE_N)
+            tl.store(c_ptr + rows[:, None] * stride_cm + columns[None, :], accumulator)
