@@ -26,6 +26,11 @@ Arguments the caller allocates: ``workspace``, fp32, 2 * P * BLOCK_SIZE_M * BLOC
 elements (any contents); ``counters``, int32, T % P elements (at least 1), all zero before
 the first launch. The kernel leaves the counters zero again, so both buffers can be reused
 by the next launch on the same stream (not by two launches running at once). K >= 1.
+
+In a manifest, ``grid = ["min(num_sms, cdiv(M, BLOCK_SIZE_M) * cdiv(N, BLOCK_SIZE_N))"]``
+makes P the GPU's SM count at each call (tests/test_matmul_streamk.py builds it so). Speed:
+on an H200 it is not yet faster than one program per tile (3000^3: 0.53x cuBLAS either
+way); bench/results/2026-11-26_nvidia-h200_streamk.md says where the time goes.
 """
 import aotk
 import aotk.language as tl
