@@ -67,6 +67,10 @@ def tuning_arguments(manifest, kernel, signature, point, torch) -> dict:
     """The launch's runtime arguments at ``point``: random tensors and the scalars, each
     from its ``tune.arguments`` expression over the key and the device's names (num_sms)."""
     where = f"kernel.{kernel.name}.tune.arguments"
+    # The device names of grids and `when`s (num_sms) have their values here too: a
+    # persistent kernel's workspace is sized by them.
+    device = {"num_sms": torch.cuda.get_device_properties(
+        torch.cuda.current_device()).multi_processor_count}
     values = {}
     for parameter in signature.parameters:
         name = parameter.name
@@ -77,10 +81,6 @@ def tuning_arguments(manifest, kernel, signature, point, torch) -> dict:
             _fail(manifest, f"{where}.{name}", "missing: give the element count of a pointer "
                   "parameter, or the value of a scalar, as a C expression over the key")
         try:
-            # The device names of grids and `when`s (num_sms) have their values here too:
-            # a persistent kernel's workspace is sized by them.
-            device = {"num_sms": torch.cuda.get_device_properties(
-                torch.cuda.current_device()).multi_processor_count}
             value = evaluate(kernel.tune.arguments[name], {**device, **point})
         except ExpressionError as exc:
             _fail(manifest, f"{where}.{name}", str(exc))
