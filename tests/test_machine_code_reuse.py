@@ -1,13 +1,19 @@
 """Specializations that lower to the same LLVM module share LLVM's and ptxas's work in one
 process (``compiler._machine_code``): an autotuner's num_stages=3 config whose stages do
-not fit and come down to 2 compiles as fast as a cache hit, with the same bytes."""
+not fit and come down to 2 compiles as fast as a cache hit, with the same bytes. A library
+built for several targets runs LLVM once where their IR is the same (``compiler.shares_ptx``)."""
+import re
+
 import numpy as np
 
 import aotk
 from aotk import compiler
 from aotk.launch.arguments import specialize
+from aotk.backend import ptx as backend_ptx
 from aotk.toolchain import ptxas
 from tests.kernels import pipeline_shapes as kernels
+from tests.kernels.elementwise import binary_ops_kernel
+from tests.kernels.libdevice import libdevice_kernel
 
 
 def _swiglu(num_stages, block_k=64):
@@ -55,3 +61,55 @@ def test_the_memo_keeps_the_latest_entries(monkeypatch):
     assert len(runs) == 2
     _swiglu(2)               # the oldest: dropped, assembled again
     assert len(runs) == 3
+
+
+def _count_llvm_runs(monkeypatch) -> list:
+    runs = []
+    real = backend_ptx.emit_ptx
+    monkeypatch.setattr(backend_ptx, "emit_ptx",
+                        lambda text, arch, *a, **k: runs.append(arch) or real(text, arch, *a, **k))
+    compiler.forget_machine_code()
+    return runs
+
+
+def _add(target, older=None, num_warps=4):
+    return aotk.compile(binary_ops_kernel, "*fp32:16, *fp32:16, *fp32:16, i32",
+                        {"OP": "add", "BLOCK": 1024}, num_warps=num_warps, target=target,
+                        older=older)
+
+
+def _without_target(ptx: str) -> str:
+    return re.sub(r"\.target sm_\d+a?\n", "", ptx)
+
+
+def test_a_newer_target_of_the_same_ir_assembles_the_older_targets_ptx(monkeypatch):
+    runs = _count_llvm_runs(monkeypatch)
+    sm80 = _add("sm_80")
+    sm90 = _add("sm_90", older=sm80)
+    assert runs == ["sm_80"]   # LLVM ran once
+    assert sm90.ptx == sm80.ptx and sm90.lowered == sm80.lowered
+    assert (sm90.metadata["arch"], sm90.metadata["ptx_arch"]) == ("sm_90", "sm_80")
+    assert sm80.metadata["ptx_arch"] == "sm_80"
+    assert sm90.cubin != sm80.cubin   # assembled for sm_90
+    # What LLVM gives sm_90 alone is that PTX but for its .target line, and ptxas's
+    # resources for it are the same.
+    alone = _add("sm_90")
+    assert runs == ["sm_80", "sm_90"]
+    assert alone.metadata["ptx_arch"] == "sm_90"
+    assert _without_target(alone.ptx) == _without_target(sm80.ptx) != sm80.ptx
+    assert alone.metadata["registers"] == sm90.metadata["registers"] > 0
+
+
+def test_libdevice_and_other_options_keep_their_own_ptx(monkeypatch):
+    runs = _count_llvm_runs(monkeypatch)
+    # libdevice's code is chosen per arch (__nvvm_reflect("__CUDA_ARCH")): not shared.
+    signature, constants = "*fp32, *fp32, *fp32", {"FN": "erfinv", "BINARY": False}
+    sm80 = aotk.compile(libdevice_kernel, signature, constants, target="sm_80")
+    assert backend_ptx.uses_libdevice(sm80.lowered)
+    sm90 = aotk.compile(libdevice_kernel, signature, constants, target="sm_90", older=sm80)
+    assert sm90.lowered == sm80.lowered and sm90.metadata["ptx_arch"] == "sm_90"
+    assert runs == ["sm_80", "sm_90"]
+    # Another number of warps is another module; an older compile is never a newer's.
+    other = _add("sm_90", older=_add("sm_80", num_warps=8))
+    assert other.metadata["ptx_arch"] == "sm_90"
+    assert _add("sm_80", older=_add("sm_90")).metadata["ptx_arch"] == "sm_80"

@@ -97,6 +97,16 @@ def _libdevice_for(names: frozenset, arch: str, contract: bool = True) -> bytes:
     return library.as_bitcode()
 
 
+# What libdevice's functions are called; the lowering declares those it calls.
+LIBDEVICE_PREFIX = "__nv_"
+_LIBDEVICE_REFERENCE = re.compile(r'@"?' + LIBDEVICE_PREFIX)
+
+
+def uses_libdevice(module_text: str) -> bool:
+    """Does the lowered module call libdevice (which ``optimize`` links in for its arch)?"""
+    return _LIBDEVICE_REFERENCE.search(module_text) is not None
+
+
 def llvm_version() -> str:
     return ".".join(map(str, llvm.llvm_version_info))
 
@@ -135,7 +145,7 @@ def optimize(module_text: str, arch: str, kernel_name: str, num_warps: int, maxn
     module.data_layout = str(tm.target_data)
     module.verify()
     needed = frozenset(f.name for f in module.functions
-                       if f.is_declaration and f.name.startswith("__nv_"))
+                       if f.is_declaration and f.name.startswith(LIBDEVICE_PREFIX))
     if needed:
         module.link_in(llvm.parse_bitcode(_libdevice_for(needed, arch, contract), context))
         for function in module.functions:

@@ -55,25 +55,25 @@ def _compile_one(job) -> tuple:
     from .sources import load_kernel
     source, function_name, triton_as_aotk, signature, constants, options, targets, key = job
     kernel, _ = load_kernel(source, function_name, triton_as_aotk)
-    cubins, per_target, lowest_ptx, name, shared, tensor_maps = {}, {}, None, None, 0, []
+    cubins, per_target, lowest, name, shared, tensor_maps = {}, {}, None, None, 0, []
     # Oldest GPU first (sm_100 after sm_90): the fatbin's PTX is the oldest target's, which
-    # every newer GPU can compile.
+    # every newer GPU can compile, and a newer target whose IR is the same assembles it
+    # rather than running LLVM again (compiler.shares_ptx).
     for target in sorted(targets, key=capability):
-        compiled = compile(kernel, signature, constants,
+        compiled = compile(kernel, signature, constants, older=lowest,
                            options=dataclasses.replace(options, target=target))
         # A kernel on wgmma is an sm_90a cubin: the fatbin entry says so.
         cubins[compiled.metadata["arch"]] = compiled.cubin
-        per_target[target] = {k: compiled.metadata[k] for k in ("arch", "registers", "spills",
-                                                                  "vector_widths", "shared")}
+        per_target[target] = {k: compiled.metadata[k] for k in (
+            "arch", "ptx_arch", "registers", "spills", "vector_widths", "shared")}
         # The most any of its cubins needs; the runtime launches each GPU's cubin with its
         # own amount (per_target), which can be less (a 99 KB GPU's pipelines are shorter).
         name, shared = compiled.name, max(shared, compiled.metadata["shared"])
         # Only the TMA (sm_90a) cubin reads the tensor maps; the others ignore the extra
         # launch parameters.
         tensor_maps = compiled.metadata.get("tensor_maps") or tensor_maps
-        if lowest_ptx is None:
-            lowest_ptx = (target, compiled.ptx)
-    fatbin = pack(cubins, *lowest_ptx)
+        lowest = lowest or compiled
+    fatbin = pack(cubins, lowest.options.target, lowest.ptx)
     metadata = {"name": name, "shared": shared, "num_warps": options.num_warps,
                 "targets": per_target, "tensor_maps": tensor_maps}
     return fatbin, metadata

@@ -3,7 +3,9 @@
 In: a built ``lib<name>.so`` (read through ``<name>_info()``) or a manifest (built first,
 from the cache when nothing changed). Out: rows of kernel, variant, target, registers,
 spills, shared memory and vector width. The target is the arch of the cubin in the fatbin:
-``sm_90a`` where a kernel built for sm_90 uses Hopper-only instructions (wgmma).
+``sm_90a`` where a kernel built for sm_90 uses Hopper-only instructions (wgmma); ``ptx`` the
+arch of the PTX ptxas assembled it from: an older target's where the IR was the same
+(``compiler.shares_ptx``).
 With ``against_triton`` (a manifest only: Triton needs the sources), two more columns give
 the registers and spill bytes of Triton's build of the same kernel and configuration
 (``triton_side``), and notes say why a row has none.
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-COLUMNS = ("kernel", "variant", "target", "registers", "spills", "shared", "vector")
+COLUMNS = ("kernel", "variant", "target", "ptx", "registers", "spills", "shared", "vector")
 TRITON_COLUMNS = ("triton registers", "triton spills")
 TUNED_COLUMN = "tuned fastest at"
 
@@ -37,7 +39,8 @@ def inspect_rows(path, against_triton: bool = False) -> tuple:
         for entry in description["builds"]:
             for target, facts in sorted(entry["targets"].items(), key=lambda t: int(t[0][3:])):
                 widths = facts.get("vector_widths") or [1]
-                row = (kernel, entry["variant"], facts.get("arch", target),
+                arch = facts.get("arch", target)
+                row = (kernel, entry["variant"], arch, facts.get("ptx_arch", arch),
                        str(facts.get("registers")), str(facts.get("spills")),
                        str(facts.get("shared", entry["shared"])), "x".join(map(str, widths)))
                 if against_triton:
