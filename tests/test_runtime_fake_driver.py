@@ -145,8 +145,14 @@ def _launch_persistent(persistent, sms: int) -> tuple:
                          env={**os.environ, "PYTHONPATH": str(ROOT), "LD_LIBRARY_PATH": str(driver),
                               "FAKE_CUDA_LOG": str(log), "FAKE_CUDA_SMS": str(sms)})
     assert run.returncode == 0, run.stderr
-    launches = [line for line in (log.read_text().splitlines() if log.exists() else [])
-                if line.startswith("launch")]
+    lines = log.read_text().splitlines() if log.exists() else []
+    launches = [line for line in lines if line.startswith("launch")]
+    if sms:
+        # Each expression that names num_sms reads it once: per call of the script, the
+        # first variant's `when` and the grid's min(num_sms, ...) at the launch, and the
+        # `when` again in select().
+        reads = [line for line in lines if line == "attribute multiprocessor_count"]
+        assert len(reads) == 3 * len(launches), lines
     return run.stdout.splitlines(), launches
 
 
@@ -172,8 +178,7 @@ def test_a_device_that_cannot_tell_its_sm_count_is_a_status_not_a_launch(persist
 
 def test_num_sms_is_read_from_the_device_unless_the_kernel_names_it_itself():
     assert to_total_c("min(num_sms, cdiv(n, BLOCK))", set(), {"BLOCK": 256}) == (
-        "((aotk_device_sms(&bad)) < (aotk_cdiv(n, BLOCK, &bad)) ? (aotk_device_sms(&bad)) : "
-        "(aotk_cdiv(n, BLOCK, &bad)))", True)
+        "aotk_min(aotk_device_sms(&bad), aotk_cdiv(n, BLOCK, &bad))", True)
     assert to_total_c("num_sms * 2", set(), {}, parameters={"num_sms"}) == ("(num_sms * 2)", False)
     assert to_total_c("num_sms * 2", set(), {"num_sms": 3}) == ("(num_sms * 2)", False)
 

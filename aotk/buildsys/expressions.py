@@ -252,8 +252,13 @@ def to_total_c(text: str, float_names: set, constants: dict, flag: str = "bad",
                     raise ExpressionError(f"{text!r}: next_power_of_2 needs an integer")
                 return f"aotk_next_power_of_2({parts[0][0]})", False
             (a, a_float), (b, b_float) = parts
+            if not (a_float or b_float):
+                # A function: each operand computed once (num_sms is one device read), and
+                # compared as int64, as Python compares the integers (C would compare an
+                # unsigned parameter with a negative number as unsigned).
+                return f"aotk_{node.text}({a}, {b})", False
             return (f"(({a}) {'<' if node.text == 'min' else '>'} ({b}) ? ({a}) : ({b}))",
-                    a_float or b_float)
+                    True)
         (a, a_float), (b, b_float) = (emit(o) for o in node.operands)
         divisor = node.operands[1]
         if node.kind == "cdiv" or node.text in ("/", "%"):

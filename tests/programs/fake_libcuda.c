@@ -5,7 +5,8 @@
  *
  * FAKE_CUDA_BINARY_VERSION: what cuFuncGetAttribute(CU_FUNC_ATTRIBUTE_BINARY_VERSION) says
  *   (the arch of the cubin "the driver chose", e.g. 86), default 90.
- * FAKE_CUDA_LOG: a file each module load, attribute set and launch appends a line to.
+ * FAKE_CUDA_LOG: a file each module load, attribute set, SM count query and launch appends
+ *   a line to.
  * FAKE_CUDA_SMS: the device's multiprocessor count (CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT),
  *   default 132; 0 makes that query fail.
  */
@@ -56,6 +57,7 @@ CUresult cuDeviceGetAttribute(int *value, int attribute, int device)
     const char *sms = getenv("FAKE_CUDA_SMS");
     switch (attribute) {
     case 16:   /* CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT */
+        note("attribute multiprocessor_count");
         *value = sms ? atoi(sms) : 132;
         return *value > 0 ? 0 : 1;
     case 75:   /* CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR */
