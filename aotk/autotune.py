@@ -13,8 +13,9 @@ with a new key measures every configuration the ``prune_configs_by`` hooks keep 
 measuring leaves the arguments as it found them), keeps the fastest in memory and on disk
 (``aotk.launch.autotuning``: keyed by GPU, kernel source and key, so a new process measures
 nothing again) and launches it. A configuration that does not compile or launch is timed
-as infinite. On the CPU interpreter nothing is measured: the first configuration the
-hooks keep runs, as ``aotk build`` without a tuning file would choose.
+as infinite. On the CPU interpreter nothing is measured: a configuration already in
+``cache`` for the key runs, else the first one the hooks keep, as ``aotk build`` without a
+tuning file would choose.
 ``AOTK_PRINT_AUTOTUNING=1`` prints each tuning (Triton's TRITON_PRINT_AUTOTUNING).
 """
 from __future__ import annotations
@@ -57,11 +58,19 @@ class Config:
 
 
 class _Wrapper:
-    """A kernel wrapped by autotune or heuristics: launchable, and naming its JITFunction."""
+    """A kernel wrapped by autotune or heuristics: launchable, and naming its JITFunction.
 
-    def __init__(self, fn):
+    Launched as Triton's are, so that a kernel library's own subclass (one that overrides
+    ``run`` to look up its saved configurations first) works on aotk's: ``kernel[grid](...)``
+    calls ``run(*args, grid=grid, warmup=False, **kwargs)``, which calls the wrapped
+    kernel's ``run`` the same way."""
+
+    def __init__(self, fn, arg_names=None):
         self.fn = fn
         self.__name__ = getattr(fn, "__name__", type(fn).__name__)
+        if arg_names is not None and list(arg_names) != self.arg_names:
+            raise TypeError(f"{self.__name__}: arg_names {list(arg_names)} are not the "
+                            f"kernel's parameters {self.arg_names}")
 
     @property
     def jit_function(self):
@@ -72,31 +81,39 @@ class _Wrapper:
         return inner
 
     @property
+    def base_fn(self):
+        """The Python function the kernel was written as (Triton's name)."""
+        return self.jit_function.fn
+
+    @property
     def arg_names(self) -> list:
         return self.jit_function.param_names
 
     def __getitem__(self, grid):
-        return lambda *args, **kwargs: self.run(grid, args, kwargs)
+        return lambda *args, **kwargs: self.run(*args, grid=grid, warmup=False, **kwargs)
+
+    def warmup(self, *args, grid, **kwargs):
+        """Compiles what a launch with these arguments would run, launching nothing."""
+        return self.run(*args, grid=grid, warmup=True, **kwargs)
 
     def _named(self, args, kwargs) -> dict:
         named = dict(zip(self.arg_names, args))
         named.update(kwargs)
         return named
 
-    def _launch(self, grid, args, kwargs):
-        return self.fn.run(grid, args, kwargs)
+    def _launch(self, grid, args, kwargs, warmup=False):
+        return self.fn.run(*args, grid=grid, warmup=warmup, **kwargs)
 
 
 class Heuristics(_Wrapper):
-    def __init__(self, fn, values: dict):
-        super().__init__(fn)
+    def __init__(self, fn, arg_names, values: dict):
+        super().__init__(fn, arg_names)
         self.values = dict(values)
 
-    def run(self, grid, args, kwargs):
-        kwargs = dict(kwargs)
+    def run(self, *args, grid, warmup=False, **kwargs):
         for name, rule in self.values.items():
             kwargs[name] = rule(self._named(args, kwargs))
-        return self._launch(grid, args, kwargs)
+        return self._launch(grid, args, kwargs, warmup)
 
 
 class AutotuneError(RuntimeError):
@@ -104,10 +121,14 @@ class AutotuneError(RuntimeError):
 
 
 class Autotuner(_Wrapper):
-    def __init__(self, fn, configs, key, prune_configs_by=None, reset_to_zero=None,
-                 restore_value=None, pre_hook=None, post_hook=None, warmup=None, rep=None,
-                 do_bench=None, cache_results=False):
-        super().__init__(fn)
+    """Triton's Autotuner, constructor included (a library may subclass it).
+    ``use_cuda_graph`` is accepted; aotk measures with CUDA events (``aotk.testing.do_bench``)
+    either way."""
+
+    def __init__(self, fn, arg_names, configs, key, reset_to_zero=None, restore_value=None,
+                 pre_hook=None, post_hook=None, prune_configs_by=None, warmup=None, rep=None,
+                 use_cuda_graph=False, do_bench=None, cache_results=False):
+        super().__init__(fn, arg_names)
         self.configs = list(configs) or [Config({})]
         self.keys = list(key)
         self.key = self.keys
@@ -118,12 +139,15 @@ class Autotuner(_Wrapper):
         self.configs_top_k = prune_configs_by.get("top_k", 1.0)
         self.reset_to_zero = list(reset_to_zero or [])
         self.restore_value = list(restore_value or [])
-        self._restore_copies = {}
+        self.restore_copies = {}
         # As in Triton: hooks given here replace the ones reset_to_zero / restore_value make.
+        self.user_defined_pre_hook = pre_hook is not None
+        self.user_defined_post_hook = post_hook is not None
         self.pre_hook = pre_hook or (self._reset_and_save if self.reset_to_zero
                                      or self.restore_value else None)
         self.post_hook = post_hook or (self._restore if self.restore_value else None)
-        self.warmup, self.rep = warmup, rep
+        self.num_warmups, self.num_reps = warmup, rep   # Triton's names for them
+        self.use_cuda_graph = use_cuda_graph
         self.user_do_bench = do_bench
         self.cache_results = cache_results   # Triton's switch; aotk always keeps results
         self.cache = {}               # tuning key -> the winning Config
@@ -134,15 +158,18 @@ class Autotuner(_Wrapper):
 
     # -- Triton's hooks for reset_to_zero / restore_value ---------------------------------
     def _reset_and_save(self, nargs, reset_only=False):
+        # An argument left None (an optional pointer a constexpr flag turns off) is skipped.
         for name in self.reset_to_zero:
-            nargs[name].zero_()
+            if nargs[name] is not None:
+                nargs[name].zero_()
         if not reset_only:
-            self._restore_copies = {name: nargs[name].clone() for name in self.restore_value}
+            self.restore_copies = {name: nargs[name].clone() for name in self.restore_value
+                                   if nargs[name] is not None}
 
     def _restore(self, nargs, exception):
-        for name, saved in self._restore_copies.items():
+        for name, saved in self.restore_copies.items():
             nargs[name].copy_(saved)
-        self._restore_copies = {}
+        self.restore_copies = {}
 
     # -- choosing -------------------------------------------------------------------------
     def tuning_key(self, named_args: dict) -> tuple:
@@ -180,22 +207,37 @@ class Autotuner(_Wrapper):
         configuration): the first one the pruning hooks keep."""
         return self.prune_configs(named_args)[0]
 
-    def run(self, grid, args, kwargs):
+    def run(self, *args, grid, warmup=False, **kwargs):
         named = self._named(args, kwargs)
         self.nargs = named
-        if len(self.configs) > 1 and self._on_gpu(named):
-            key = self.tuning_key(named)
-            if key not in self.cache:
-                self.cache[key] = self._tune(key, grid, args, kwargs, named)
-            config = self.cache[key]
+        if len(self.configs) == 1:
+            config = self.configs[0]
         else:
-            config = self.chosen_config(named) if len(self.configs) > 1 else self.configs[0]
+            # A configuration already kept for this key (measured, or put there by a
+            # subclass that saves them, as kernel libraries do) is used on the interpreter
+            # too; otherwise the GPU measures and the interpreter takes the first one.
+            key = self.tuning_key(named)
+            config = self.cache.get(key)
+            if config is None and self._on_gpu(named):
+                config = self.cache[key] = self._tune(key, grid, args, kwargs, named)
+            elif config is None:
+                config = self.chosen_config(named)
         self._check_conflicts(config, kwargs)
         if config.pre_hook is not None:
             config.pre_hook(self._named(args, {**kwargs, **config.all_kwargs()}))
         self.best_config = config
         try:
-            return self._launch(grid, args, {**kwargs, **config.all_kwargs()})
+            return self._launch(grid, args, {**kwargs, **config.all_kwargs()}, warmup)
+        finally:
+            self.nargs = None
+
+    def warmup(self, *args, grid, **kwargs):
+        """Compiles every configuration the pruning hooks keep, launching nothing (Triton's
+        ``Autotuner.warmup``)."""
+        self.nargs = self._named(args, kwargs)
+        try:
+            return [self.fn.warmup(*args, grid=grid, **kwargs, **config.all_kwargs())
+                    for config in self.prune_configs(self.nargs, kwargs)]
         finally:
             self.nargs = None
 
@@ -285,7 +327,7 @@ class Autotuner(_Wrapper):
         if self.user_do_bench is not None:
             return self.user_do_bench(fn, quantiles=(0.5, 0.2, 0.8))
         from .testing import do_bench
-        return do_bench(fn, warmup=self.warmup or 25, rep=self.rep or 100,
+        return do_bench(fn, warmup=self.num_warmups or 25, rep=self.num_reps or 100,
                         quantiles=(0.5, 0.2, 0.8))
 
 
@@ -294,13 +336,15 @@ def autotune(configs, key, prune_configs_by=None, reset_to_zero=None, restore_va
              cache_results=False):
     """Triton's ``@triton.autotune`` (see the module text for what a launch does today)."""
     def decorate(fn):
-        return Autotuner(fn, configs, key, prune_configs_by, reset_to_zero, restore_value,
-                         pre_hook, post_hook, warmup, rep, do_bench, cache_results)
+        return Autotuner(fn, None, configs, key, reset_to_zero, restore_value,
+                         pre_hook=pre_hook, post_hook=post_hook,
+                         prune_configs_by=prune_configs_by, warmup=warmup, rep=rep,
+                         do_bench=do_bench, cache_results=cache_results)
     return decorate
 
 
 def heuristics(values):
     """Triton's ``@triton.heuristics({name: fn(named_args) -> value})``."""
     def decorate(fn):
-        return Heuristics(fn, values)
+        return Heuristics(fn, None, values)
     return decorate

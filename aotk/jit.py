@@ -93,9 +93,19 @@ class JITFunction(KernelFunction):
         return binder
 
     def __getitem__(self, grid):
-        return lambda *args, **kwargs: self.run(grid, args, kwargs)
+        return lambda *args, **kwargs: self._run(grid, args, kwargs)
 
-    def run(self, grid, args, kwargs):
+    def run(self, *args, grid, warmup=False, **kwargs):
+        """Triton's ``JITFunction.run``: ``kernel[grid](...)`` as a call, and what a wrapper
+        (``aotk.autotune``, a library's own Autotuner subclass) launches through. With
+        ``warmup``, the launch's specialization is compiled and nothing runs."""
+        return self._run(grid, args, kwargs, warmup)
+
+    def warmup(self, *args, grid, **kwargs):
+        """Compiles what ``kernel[grid](*args, **kwargs)`` would run, and launches nothing."""
+        return self._run(grid, args, kwargs, True)
+
+    def _run(self, grid, args, kwargs, warmup=False):
         # A launch option is also bound to a kernel parameter of the same name, as in
         # Triton (kernels declare ``num_warps: tl.constexpr`` and are launched with
         # ``num_warps=num_warps``).
@@ -126,14 +136,19 @@ class JITFunction(KernelFunction):
         if not 1 <= len(grid) <= 3:
             raise ValueError(f"grid must have 1 to 3 dimensions, got {grid}")
         grid = grid + (1,) * (3 - len(grid))
-        observe(self, grid, runtime_args, constants, num_warps, num_stages)
+        if not warmup:
+            observe(self, grid, runtime_args, constants, num_warps, num_stages)
         arrays, any_numpy = array_arguments(runtime_args.values())
         if runs_on_interpreter(arrays):
+            if warmup:   # what the interpreter would run, generated (errors surface here)
+                self.kir(interpreter_types(self, runtime_args), constants=constants,
+                         num_warps=num_warps)
+                return None
             return self._run_interpreter(grid, runtime_args, constants, num_warps)
         if any_numpy:
             raise TypeError(f"{self.name}: cannot mix numpy arrays and CUDA arrays in one launch")
         return launch_on_device(self, grid, runtime_args, constants, num_warps, num_stages, stream,
-                                maxnreg, fp_fusion)
+                                maxnreg, fp_fusion, compile_only=warmup)
 
     def _split_arguments(self, args, kwargs):
         param_names, param_set = self.param_names, self._param_set

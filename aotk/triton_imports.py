@@ -37,10 +37,19 @@ def _is_triton(name: str) -> bool:
     return name == _PREFIX or name.startswith(_PREFIX + ".")
 
 
+def _exists(module_name: str) -> bool:
+    """Whether the module can be imported; False also where a package above it is missing
+    (find_spec raises then)."""
+    try:
+        return importlib.util.find_spec(module_name) is not None
+    except ModuleNotFoundError:
+        return False
+
+
 def _counterpart(name: str):
     """``aotk[.X]`` for ``triton[.X]``, imported."""
     aotk_name = "aotk" + name[len(_PREFIX):]
-    if importlib.util.find_spec(aotk_name) is None:
+    if not _exists(aotk_name):
         raise ImportError(f"{name} is not provided by aotk (kernel files that import "
                           f"triton load it as aotk, which has no {aotk_name})", name=name)
     return importlib.import_module(aotk_name)
@@ -56,8 +65,7 @@ def _redirected_import(name, globals=None, locals=None, fromlist=(), level=0):
     for entry in fromlist:
         if entry != "*" and not hasattr(module, entry):
             submodule = f"{name}.{entry}"
-            if (hasattr(module, "__path__")
-                    and importlib.util.find_spec("aotk" + submodule[len(_PREFIX):]) is not None):
+            if hasattr(module, "__path__") and _exists("aotk" + submodule[len(_PREFIX):]):
                 _counterpart(submodule)
             else:
                 raise ImportError(f"cannot import name {entry!r} from {name!r}: aotk's "

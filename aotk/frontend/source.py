@@ -50,6 +50,7 @@ class KernelSource:
         self.__module__ = fn.__module__
         signature = inspect.signature(fn)
         self.param_names = list(signature.parameters)
+        self.arg_names = self.param_names   # Triton's name for them
         self.defaults = {name: p.default for name, p in signature.parameters.items()
                          if p.default is not inspect.Parameter.empty}
         self.constexpr_names = {name for name, p in signature.parameters.items()

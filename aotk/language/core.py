@@ -52,6 +52,10 @@ class constexpr:
         return getattr(self.value, name)
 
 
+# Triton's name for a constexpr 0 (kernel libraries use it as a parameter's default).
+CONSTEXPR_0 = constexpr(0)
+
+
 class constexpr_type:
     """The type of a constexpr: two are equal when their values are (Triton's)."""
 

@@ -227,7 +227,9 @@ def _constants_key(constants: dict):
 
 
 def launch_on_device(kernel, grid, runtime_args, constants, num_warps, num_stages, stream,
-                     maxnreg=None, fp_fusion=True):
+                     maxnreg=None, fp_fusion=True, compile_only=False):
+    """Launches ``kernel``, compiling and loading it first where this context has not yet;
+    ``compile_only`` (a warmup) stops before the launch."""
     # Arguments first: a CPU tensor is a ValueError naming it, with or without a GPU.
     # specialize also checks each torch tensor's device (``check_devices``'s rule).
     signature, values = specialize_values(kernel, runtime_args)
@@ -242,7 +244,7 @@ def launch_on_device(kernel, grid, runtime_args, constants, num_warps, num_stage
                                num_stages, maxnreg=maxnreg, fp_fusion=fp_fusion)
         _launchable[fast_key] = found
     function, metadata = found
-    if 0 in grid:
+    if compile_only or 0 in grid:
         return
     if values and not metadata.get("tensor_maps"):
         # The parameters packed into one buffer, passed through ``extra``: one struct call
