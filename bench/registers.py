@@ -1,11 +1,14 @@
 """Registers and spills of liger-kernel's kernels, aotk against Triton, without a GPU.
 
-    python bench/registers.py [--out DIR] [--targets sm_90,sm_80]
+    python bench/registers.py [--out DIR] [--targets sm_90,sm_80] [--library liger|fla]
 
 Every specialization liger's own host code launches in the compatibility suite (its cases
 run on aotk's interpreter, launches recorded: the signatures, hints, constexprs, num_warps
 and num_stages liger chooses) is compiled by aotk and by the installed Triton for each
 target; the same ptxas reports the registers per thread and the spill bytes of both.
+With ``--library fla``, the same for flash-linear-attention's kernels that
+tests/compat/fla.py's cases launch (fla picks each launch's configuration itself: on the
+interpreter, an autotuned kernel's first configuration).
 Writes registers.json and registers.md under --out and prints the summary last. This is
 issue 19's first measure: where aotk needs more registers than Triton, or spills where
 Triton does not, for the same kernel and configuration.
@@ -35,17 +38,29 @@ def _launches():
     return launches
 
 
+def _fla_launches():
+    """{specialization: (kernel name, launch)} of every launch the fla cases make."""
+    from tests.compat import fla
+    launches = {}
+    for _, _, recorded in fla.run_cases(fla.load_ops(redirect=True)).values():
+        for launch in recorded:
+            name = f"{launch.kernel.fn.__module__.removeprefix('fla.ops.')}.{launch.kernel.__name__}"
+            launches.setdefault(launch.specialization(), (name, launch))
+    return launches
+
+
 def _triton_function(name: str):
     from tests.compat import liger
     module_name, _, function = name.rpartition(".")
     return getattr(liger.load_ops(redirect=False)[module_name], function)
 
 
-def measure(targets) -> list:
+def measure(targets, library: str = "liger") -> list:
     import aotk
     from aotk.buildsys.triton_side import TritonSideError, triton_resources
     rows = []
-    for name, launch in sorted(_launches().values(), key=lambda item: item[0]):
+    launches = _launches() if library == "liger" else _fla_launches()
+    for name, launch in sorted(launches.values(), key=lambda item: item[0]):
         for target in targets:
             row = {"kernel": name, "signature": str(launch.signature),
                    "constants": {k: repr(v) for k, v in sorted(launch.constants.items())},
@@ -60,7 +75,12 @@ def measure(targets) -> list:
             except Exception as exc:   # noqa: BLE001 - reported in the table
                 row["aotk"] = {"error": f"{type(exc).__name__}"}
             try:
-                row["triton"] = triton_resources(_triton_function(name), launch.signature,
+                if library == "liger":
+                    function = _triton_function(name)
+                else:
+                    from tests.compat import fla
+                    function = fla.triton_function(launch.kernel)
+                row["triton"] = triton_resources(function, launch.signature,
                                                  launch.constants, launch.num_warps,
                                                  launch.num_stages, target)
             except TritonSideError as exc:
@@ -99,13 +119,17 @@ def summary(rows) -> list:
     return lines
 
 
+LIBRARIES = {"liger": "liger-kernel", "fla": "flash-linear-attention (fla-core)"}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="bench/results/registers")
     parser.add_argument("--targets", default="sm_90,sm_80")
+    parser.add_argument("--library", choices=["liger", "fla"], default="liger")
     args = parser.parse_args()
     import triton
-    rows = measure(args.targets.split(","))
+    rows = measure(args.targets.split(","), args.library)
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "registers.json").write_text(json.dumps(
@@ -119,7 +143,8 @@ def main():
                      f"{t.get('spills', '')} |")
     lines = summary(rows)
     (out / "registers.md").write_text(
-        f"# Registers and spills, liger-kernel, aotk vs Triton {triton.__version__}\n\n"
+        f"# Registers and spills, {LIBRARIES[args.library]}, aotk vs Triton "
+        f"{triton.__version__}\n\n"
         + "\n".join(f"- {line}" for line in lines) + "\n\n" + "\n".join(table) + "\n")
     print("\n".join(lines))
 
