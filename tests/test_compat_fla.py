@@ -7,7 +7,7 @@ import traceback
 
 import pytest
 
-from tests.compat import fla
+from tests.compat import fla, fresh_package
 
 pytestmark = pytest.mark.skipif(not fla.installed(), reason="fla-core is in the test extra")
 
@@ -24,7 +24,7 @@ def _import_errors(redirect: bool) -> dict:
     import warnings
     from aotk.triton_imports import redirect_triton
     errors = {}
-    with fla.fresh_package(), (redirect_triton() if redirect else contextlib.nullcontext()), \
+    with fresh_package(fla.PACKAGE), (redirect_triton() if redirect else contextlib.nullcontext()), \
             warnings.catch_warnings():
         warnings.simplefilter("ignore")
         logging.disable(logging.WARNING)

@@ -17,12 +17,13 @@ import contextlib
 import dataclasses
 import importlib
 import importlib.util
-import os
 import pkgutil
 import sys
 from typing import Callable
 
 from aotk.triton_imports import redirect_triton
+
+from . import fresh_package, interpreting
 
 PACKAGE = "fla"
 
@@ -53,27 +54,13 @@ def op_modules() -> list[str]:
                   if not any(part in m.name for part in OTHER_BACKENDS))
 
 
-@contextlib.contextmanager
-def fresh_package():
-    """Imports inside get new fla modules; afterwards sys.modules is as before."""
-    saved = {n: m for n, m in sys.modules.items() if n.split(".")[0] == PACKAGE}
-    for name in saved:
-        del sys.modules[name]
-    try:
-        yield
-    finally:
-        for name in [n for n in sys.modules if n.split(".")[0] == PACKAGE]:
-            del sys.modules[name]
-        sys.modules.update(saved)
-
-
 _loaded: dict = {}
 
 
 def load_ops(redirect: bool = True) -> dict:
     """{family: its package (``fla.ops.<family>``), family + ".naive": its references}."""
     if redirect not in _loaded:
-        with fresh_package(), (redirect_triton() if redirect else contextlib.nullcontext()):
+        with fresh_package(PACKAGE), (redirect_triton() if redirect else contextlib.nullcontext()):
             ops = {}
             for family in FAMILIES:
                 ops[family] = importlib.import_module(f"fla.ops.{family}")
@@ -153,9 +140,7 @@ def run_cases(ops) -> dict:
     for the duration); an exception in place of the outputs where a case failed."""
     import aotk
     results = {}
-    previous = os.environ.get("AOTK_INTERPRET")
-    os.environ["AOTK_INTERPRET"] = "1"
-    try:
+    with interpreting():
         inputs = make_inputs("cpu")
         for case in cases():
             reference = case.reference(ops, inputs)
@@ -165,11 +150,6 @@ def run_cases(ops) -> dict:
                 except Exception as exc:   # noqa: BLE001 - reported by the caller
                     outputs = exc
             results[case.name] = (outputs, reference, list(launches))
-    finally:
-        if previous is None:
-            del os.environ["AOTK_INTERPRET"]
-        else:
-            os.environ["AOTK_INTERPRET"] = previous
     return results
 
 

@@ -17,12 +17,13 @@ import ast
 import contextlib
 import importlib
 import importlib.util
-import sys
 from pathlib import Path
 
 from aotk.autotune import Autotuner, Heuristics
 from aotk.jit import JITFunction
 from aotk.triton_imports import redirect_triton
+
+from . import fresh_package, interpreting
 
 PACKAGE = "liger_kernel"
 
@@ -45,27 +46,13 @@ def _module_name(path: Path) -> str:
     return ".".join(relative.parts)
 
 
-@contextlib.contextmanager
-def _fresh_package():
-    """Imports inside get new liger_kernel modules; afterwards sys.modules is as before."""
-    saved = {n: m for n, m in sys.modules.items() if n.split(".")[0] == PACKAGE}
-    for name in saved:
-        del sys.modules[name]
-    try:
-        yield
-    finally:
-        for name in [n for n in sys.modules if n.split(".")[0] == PACKAGE]:
-            del sys.modules[name]
-        sys.modules.update(saved)
-
-
 _loaded: dict = {}
 
 
 def load_ops(redirect: bool = True) -> dict:
     """{short name: module} of liger's CUDA op modules, e.g. ``ops["rms_norm"]``."""
     if redirect not in _loaded:
-        with _fresh_package(), (redirect_triton() if redirect else contextlib.nullcontext()):
+        with fresh_package(PACKAGE), (redirect_triton() if redirect else contextlib.nullcontext()):
             _loaded[redirect] = {
                 path.stem if path.parent.name == "ops" else f"{path.parent.name}.{path.stem}":
                 importlib.import_module(_module_name(path)) for path in op_files()}
@@ -124,13 +111,9 @@ def run_cases(ops) -> dict:
     """{case name: (outputs, launches)}: each case's own host code run on CPU tensors (the
     interpreter, AOTK_INTERPRET=1 for the duration) with its launches recorded; an exception
     in place of the outputs where the host code or the interpreter failed."""
-    import os
-
     import aotk
     results = {}
-    previous = os.environ.get("AOTK_INTERPRET")
-    os.environ["AOTK_INTERPRET"] = "1"
-    try:
+    with interpreting():
         for case in cases():
             with aotk.record_launches() as launches:
                 try:
@@ -138,9 +121,4 @@ def run_cases(ops) -> dict:
                 except Exception as exc:   # noqa: BLE001 - reported by the caller
                     outputs = exc
             results[case.name] = (outputs, list(launches))
-    finally:
-        if previous is None:
-            del os.environ["AOTK_INTERPRET"]
-        else:
-            os.environ["AOTK_INTERPRET"] = previous
     return results
