@@ -16,30 +16,13 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
-import statistics
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from timing import time_ms  # noqa: E402
-
-
-def kernel_gpu_us(fn, kernel_names: set, reps: int = 10) -> float:
-    """Mean GPU time per call of the named kernels (their launches within one call), from
-    the torch profiler's CUDA activity."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile
-    fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(reps):
-            fn()
-        torch.cuda.synchronize()
-    total = sum(event.device_time_total for event in prof.key_averages()
-                if event.key in kernel_names)
-    return total / reps
+from bench.sides import run_all, summary_lines, time_sides  # noqa: E402
 
 
 def _close(got, want, atol, rtol) -> str:
@@ -69,13 +52,8 @@ def run_case(case, ops_aotk, ops_triton) -> dict:
            "matches_torch": _close(got, reference, atol, rtol) or "yes"}
     if row["matches_triton"] != "yes":
         return row
-    names = set(row["kernels"])
-    row["aotk_ms"] = time_ms(lambda: case.run(ops_aotk, inputs), warmup=3, reps=15,
-                             back_to_back=3)
-    row["triton_ms"] = time_ms(lambda: case.run(ops_triton, inputs), warmup=3, reps=15,
-                               back_to_back=3)
-    row["aotk_kernel_us"] = kernel_gpu_us(lambda: case.run(ops_aotk, inputs), names)
-    row["triton_kernel_us"] = kernel_gpu_us(lambda: case.run(ops_triton, inputs), names)
+    row.update(time_sides(lambda: case.run(ops_aotk, inputs),
+                          lambda: case.run(ops_triton, inputs), set(row["kernels"])))
     return row
 
 
@@ -99,13 +77,7 @@ def markdown(document: dict) -> str:
         else:
             lines.append(f"| {row['case']} | {row.get('matches_triton', row.get('error'))} "
                          f"| {row.get('matches_torch', '')} | | | | | | |")
-    timed = [row for row in document["rows"] if "aotk_ms" in row]
-    if timed:
-        op = statistics.geometric_mean([r["triton_ms"] / r["aotk_ms"] for r in timed])
-        kernel = statistics.geometric_mean([r["triton_kernel_us"] / r["aotk_kernel_us"]
-                                            for r in timed if r["aotk_kernel_us"] > 0])
-        lines += ["", f"{len(timed)} of {len(document['rows'])} cases timed; geometric mean "
-                  f"ratio (Triton / aotk): whole op {op:.3f}, kernels {kernel:.3f}."]
+    lines += summary_lines(document["rows"])
     return "\n".join(lines) + "\n"
 
 
@@ -148,18 +120,8 @@ def main(argv=None):
     document = {"gpu": torch.cuda.get_device_name(), "triton": triton.__version__,
                 "torch": torch.__version__, "liger_kernel": version("liger-kernel"), "rows": []}
     out.mkdir(parents=True, exist_ok=True)
-    for case in liger.cases():
-        if wanted and case.name not in wanted:
-            continue
-        try:
-            row = run_case(case, ops_aotk, ops_triton)
-        except Exception as exc:   # noqa: BLE001 - a failing case is a row, not the end
-            row = {"case": case.name, "error": f"{type(exc).__name__}: "
-                                               f"{str(exc).splitlines()[0][:200]}"}
-        document["rows"].append(row)
-        print(json.dumps(row), flush=True)
-        # Written after every case: a run cut short keeps what it measured.
-        (out / "liger.json").write_text(json.dumps(document, indent=1))
+    run_all(liger.cases(), wanted, lambda case: run_case(case, ops_aotk, ops_triton), document,
+            out / "liger.json")
     (out / "liger.md").write_text(markdown(document))
     print(markdown(document))
 

@@ -17,7 +17,7 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-from bench.liger import kernel_gpu_us  # noqa: E402
+from bench.sides import kernel_gpu_us  # noqa: E402
 from bench.timing import KERNELS, time_ms, triton_port  # noqa: E402
 
 

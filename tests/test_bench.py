@@ -115,3 +115,28 @@ def test_the_readme_table_is_regenerated_between_its_markers():
     assert "old" not in updated and body in updated
     with pytest.raises(ValueError, match="perf-table:begin"):
         readme_table.replace_section("no markers", body)
+
+
+def test_fla_bench_table_times_only_what_matches_triton():
+    """bench/fla.py's table (the run needs a GPU): a row timed, one whose outputs differ
+    from Triton's (not timed), one that failed; the geometric means over timed rows."""
+    sys.path.insert(0, str(ROOT))
+    from bench import fla as fla_bench
+    torch = pytest.importorskip("torch")
+    assert fla_bench._difference(torch.tensor([1.0, -2.0]), torch.tensor([1.0, -2.1])) == \
+        pytest.approx(0.1 / 2.1)
+    document = {"gpu": "GPU", "triton": "3.6.0", "fla_core": "0.6.0", "size": {"T": 2048},
+                "dtype": "bfloat16", "rows": [
+                    {"case": "hgrn chunk_hgrn", "difference_to_triton": 1e-3,
+                     "difference_to_reference": 2e-3, "triton_difference_to_reference": 2e-3,
+                     "aotk_ms": 0.5, "triton_ms": 0.6, "aotk_kernel_us": 400.0,
+                     "triton_kernel_us": 480.0},
+                    {"case": "gla chunk_gla", "difference_to_triton": 0.5,
+                     "difference_to_reference": 0.5, "triton_difference_to_reference": 1e-3},
+                    {"case": "kda chunk_kda", "error": "RuntimeError: no"}]}
+    text = fla_bench.markdown(document)
+    assert "| hgrn chunk_hgrn | 1.0e-03 | 2.0e-03 (2.0e-03) | 0.500 | 0.600 | 1.200 |" in text
+    assert "| gla chunk_gla | 5.0e-01 | 5.0e-01 (1.0e-03) | not timed: outputs differ |" in text
+    assert "| kda chunk_kda | RuntimeError: no |" in text
+    assert "1 of 3 cases timed; geometric mean ratio (Triton / aotk): whole op 1.200, " \
+           "kernels 1.200." in text

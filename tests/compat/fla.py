@@ -95,20 +95,29 @@ class Case:
         return 1e-2 * scale if self.chunked else 1e-5 * max(1.0, scale)
 
 
-def make_inputs(device: str = "cpu") -> dict:
+# The test size (T not a multiple of the 64-step chunks) and the GPU benchmark's.
+TEST_SIZE = {"B": 1, "T": 80, "H": 2, "K": 32, "V": 32}
+BENCH_SIZE = {"B": 4, "T": 2048, "H": 8, "K": 128, "V": 128}
+
+
+def make_inputs(device: str = "cpu", size: dict = TEST_SIZE, dtype=None) -> dict:
+    """q, k, v (and k of unit rows, for the delta rules), gates and HGRN's x: ``dtype``
+    (default float32) for what the ops read, the gates float32 as fla keeps them."""
     import torch
     import torch.nn.functional as F
     generator = torch.Generator().manual_seed(0)
+    dtype = dtype or torch.float32
 
     def randn(*shape, scale=1.0):
         return (torch.randn(*shape, generator=generator) * scale).to(device)
-    B, T, H, K, V = 1, 80, 2, 32, 32   # T not a multiple of the 64-step chunks
+    B, T, H, K, V = (size[n] for n in "BTHKV")
     k = randn(B, T, H, K, scale=0.5)
-    return {"q": randn(B, T, H, K, scale=0.5), "k": k, "v": randn(B, T, H, V, scale=0.5),
-            "k_unit": F.normalize(k, dim=-1),
-            "g": F.logsigmoid(randn(B, T, H)), "gk": F.logsigmoid(randn(B, T, H, K)),
+    inputs = {"q": randn(B, T, H, K, scale=0.5), "k": k, "v": randn(B, T, H, V, scale=0.5),
+              "k_unit": F.normalize(k, dim=-1), "x": randn(B, T, 64)}
+    inputs = {name: value.to(dtype) for name, value in inputs.items()}
+    return {**inputs, "g": F.logsigmoid(randn(B, T, H)), "gk": F.logsigmoid(randn(B, T, H, K)),
             "beta": torch.rand(B, T, H, generator=generator).to(device).sigmoid(),
-            "x": randn(B, T, 64), "gx": F.logsigmoid(randn(B, T, 64))}
+            "gx": F.logsigmoid(randn(B, T, 64))}
 
 
 # The same inputs to the op (keywords where the two forms' positions differ) and reference.

@@ -1,0 +1,68 @@
+"""A kernel library's ops timed under aotk and under Triton, side by side on one GPU: what
+bench/liger.py and bench/fla.py share.
+
+In: callables that run one op under each side, the names of the library's kernels. Out:
+the row's times (CUDA-event medians of the whole op, host code included, and the GPU time
+of the named kernels alone from the torch profiler), the closing line of the tables, and
+the loop that runs every case into a JSON file written after each one.
+"""
+from __future__ import annotations
+
+import json
+import pathlib
+import statistics
+
+from bench.timing import time_ms
+
+
+def kernel_gpu_us(fn, kernel_names: set, reps: int = 10) -> float:
+    """Mean GPU time per call of the named kernels (their launches within one call), from
+    the torch profiler's CUDA activity."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(reps):
+            fn()
+        torch.cuda.synchronize()
+    total = sum(event.device_time_total for event in prof.key_averages()
+                if event.key in kernel_names)
+    return total / reps
+
+
+def time_sides(run_aotk, run_triton, kernel_names: set) -> dict:
+    """aotk_ms / triton_ms (whole op) and aotk_kernel_us / triton_kernel_us (kernels)."""
+    return {"aotk_ms": time_ms(run_aotk, warmup=3, reps=15, back_to_back=3),
+            "triton_ms": time_ms(run_triton, warmup=3, reps=15, back_to_back=3),
+            "aotk_kernel_us": kernel_gpu_us(run_aotk, kernel_names),
+            "triton_kernel_us": kernel_gpu_us(run_triton, kernel_names)}
+
+
+def summary_lines(rows: list) -> list:
+    """The geometric means (Triton / aotk) over the timed rows."""
+    timed = [row for row in rows if "aotk_ms" in row]
+    if not timed:
+        return []
+    op = statistics.geometric_mean([r["triton_ms"] / r["aotk_ms"] for r in timed])
+    kernel = statistics.geometric_mean([r["triton_kernel_us"] / r["aotk_kernel_us"]
+                                        for r in timed if r["aotk_kernel_us"] > 0])
+    return ["", f"{len(timed)} of {len(rows)} cases timed; geometric mean ratio "
+            f"(Triton / aotk): whole op {op:.3f}, kernels {kernel:.3f}."]
+
+
+def run_all(cases, wanted: set, run_case, document: dict, json_path: pathlib.Path) -> None:
+    """Runs each wanted case into ``document["rows"]``; a case that raises is a row naming
+    the error, not the end. The JSON is written after every case, so a run cut short
+    keeps what it measured."""
+    for case in cases:
+        if wanted and case.name not in wanted:
+            continue
+        try:
+            row = run_case(case)
+        except Exception as exc:   # noqa: BLE001 - a failing case is a row
+            row = {"case": case.name, "error": f"{type(exc).__name__}: "
+                                               f"{str(exc).splitlines()[0][:200]}"}
+        document["rows"].append(row)
+        print(json.dumps(row), flush=True)
+        json_path.write_text(json.dumps(document, indent=1))
