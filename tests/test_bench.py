@@ -118,10 +118,10 @@ def test_the_readme_table_is_regenerated_between_its_markers():
 
 
 def test_fla_bench_table_times_only_what_matches_triton():
-    """bench/fla.py's table (the run needs a GPU): a row timed, one whose outputs differ
-    from Triton's (not timed), one that failed; the geometric means over timed rows."""
+    """bench/linear_attention.py's table (the run needs a GPU): a row timed, one whose
+    outputs differ from Triton's (not timed), one that failed; the means over timed rows."""
     sys.path.insert(0, str(ROOT))
-    from bench import fla as fla_bench
+    from bench import linear_attention as fla_bench
     torch = pytest.importorskip("torch")
     assert fla_bench._difference(torch.tensor([1.0, -2.0]), torch.tensor([1.0, -2.1])) == \
         pytest.approx(0.1 / 2.1)

@@ -1,6 +1,8 @@
 """flash-linear-attention on the GPU: its recurrences under aotk and under Triton.
+(Not named fla.py: with bench/ on sys.path, that name would shadow the fla package.)
 
-    PYTHONPATH=. python3 bench/fla.py [--out DIR] [--cases NAME,...] [--dtype bfloat16]
+    PYTHONPATH=. python3 bench/linear_attention.py [--out DIR] [--cases NAME,...]
+                                                   [--dtype bfloat16]
 
 For each case of tests/compat/fla.py (six recurrences, chunked and fused-recurrent) at
 ``fla.BENCH_SIZE`` (B=4, T=2048, H=8, K=V=128): fla's own host code runs once with
