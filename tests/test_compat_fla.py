@@ -1,7 +1,8 @@
 """flash-linear-attention's Triton kernels, used as installed (``import triton`` giving aotk):
 every op module imports; six recurrences, chunked and fused-recurrent, match fla's own
-PyTorch references on the interpreter; every specialization they launch compiles for sm_80
-and sm_90; on the GPU they match the references too (tests/compat/fla.py)."""
+PyTorch references on the interpreter, outputs and (where fla has a backward) gradients;
+every specialization they launch compiles for sm_80 and sm_90; on the GPU they match the
+references too (tests/compat/fla.py)."""
 import importlib
 import traceback
 
@@ -65,6 +66,22 @@ def test_each_recurrence_matches_flas_reference_on_the_interpreter(results, case
     assert error <= case.tolerance(reference), (case.name, error)
 
 
+@pytest.mark.parametrize("case", [c for c in fla.cases() if c.backward],
+                         ids=lambda case: case.name)
+def test_each_recurrences_gradients_match_flas_reference_on_the_interpreter(case):
+    """fla's backward kernels (chunked GLA's and KDA's take a constexpr that is rebound
+    after an early return) against autograd through the reference."""
+    from tests.compat import interpreting
+    with interpreting():
+        found, wanted = fla.gradients(case, fla.load_ops(redirect=True),
+                                      fla.make_inputs("cpu"))
+    assert set(found) == set(wanted) and found
+    for name, gradient in found.items():
+        scale = float(wanted[name].abs().max()) or 1.0
+        error = float((gradient - wanted[name]).abs().max()) / scale
+        assert error <= (1e-2 if case.chunked else 1e-4), (name, error)
+
+
 def test_every_launched_specialization_compiles_for_sm_80_and_sm_90(results):
     import aotk
     specializations = {}
@@ -88,3 +105,15 @@ def test_each_recurrence_matches_flas_reference_on_the_gpu(case):
     outputs = case.run(ops, inputs)
     error = float((outputs.float() - reference.float()).abs().max())
     assert error <= case.tolerance(reference), (case.name, error)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", [c for c in fla.cases() if c.backward],
+                         ids=lambda case: case.name)
+def test_each_recurrences_gradients_match_flas_reference_on_the_gpu(case):
+    found, wanted = fla.gradients(case, fla.load_ops(redirect=True), fla.make_inputs("cuda"))
+    assert set(found) == set(wanted) and found
+    for name, gradient in found.items():
+        scale = float(wanted[name].abs().max()) or 1.0
+        error = float((gradient - wanted[name]).abs().max()) / scale
+        assert error <= (1e-2 if case.chunked else 1e-4), (name, error)

@@ -26,6 +26,7 @@ class ControlFlow:
     """Mixin of ``codegen.CodeGenerator``: its ``visit_If``, ``visit_For``, ``visit_While``."""
 
     def visit_If(self, node):
+        absorbs_rest = node in self.rest_after_if
         rest = self.rest_after_if.pop(node, [])
         condition = self.visit(node.test)
         if not isinstance(condition, tensor):
@@ -43,8 +44,16 @@ class ControlFlow:
         if returned:
             for scope, _ in branches:
                 scope.setdefault(RETURN_SLOT, None)
-        results = self._merge_regions(node, "if", [condition.handle], regions,
-                                      [scope for scope, _ in branches], before)
+        scopes = [scope for scope, _ in branches]
+        if absorbs_rest:
+            # Each branch ran the rest of the function (``_visit_statements``; no loop holds
+            # a return): nothing reads a name after this ``if`` but the return value. A name
+            # the two paths leave with different types (fla's ``NC = min(NC, ...)``
+            # after an early return: i64 on one path, the constexpr's i32 on the other) is
+            # no error then, and nothing but the return value crosses.
+            scopes = [{name: value for name, value in scope.items() if name == RETURN_SLOT}
+                      for scope in scopes]
+        results = self._merge_regions(node, "if", [condition.handle], regions, scopes, before)
         self.scope = results
         self.returned = returned
 

@@ -79,6 +79,7 @@ class Case:
     op: str
     chunked: bool      # chunked ops multiply fp32 on tensor cores as tf32
     call: Callable     # (op function, inputs) -> outputs
+    backward: bool     # fla implements its gradient
 
     def run(self, ops, inputs):
         out = self.call(getattr(ops[self.family], self.op), inputs)
@@ -139,9 +140,37 @@ _REFERENCE_CALLS = {
 }
 
 
+# Ops fla gives no gradient: its fused-recurrent gated delta rule raises
+# NotImplementedError in backward, its fused-recurrent KDA returns outputs without one.
+NO_BACKWARD = {"fused_recurrent_gated_delta_rule", "fused_recurrent_kda"}
+
+
 def cases() -> list:
-    return [Case(f"{family} {op}", family, op, op.startswith("chunk"), _OP_CALLS[family])
+    return [Case(f"{family} {op}", family, op, op.startswith("chunk"), _OP_CALLS[family],
+                 op not in NO_BACKWARD)
             for family, names in FAMILIES.items() for op in names[:2]]
+
+
+def gradients(case, ops, inputs: dict, output_grad=None) -> tuple:
+    """(op's gradients, reference's gradients), {input name: gradient}, of the sum of the
+    output times ``output_grad`` (seeded normal values by default): the op's backward
+    kernels against autograd through fla's PyTorch reference."""
+    import torch
+
+    def leaves():
+        return {name: value.detach().clone().requires_grad_(True)
+                for name, value in inputs.items()}
+    op_inputs, reference_inputs = leaves(), leaves()
+    out = case.run(ops, op_inputs)
+    if output_grad is None:
+        output_grad = torch.randn(out.shape, generator=torch.Generator().manual_seed(1)) \
+            .to(out.device, out.dtype)
+    (out * output_grad).sum().backward()
+    (case.reference(ops, reference_inputs) * output_grad).sum().backward()
+    found = {name: value.grad for name, value in op_inputs.items() if value.grad is not None}
+    wanted = {name: value.grad for name, value in reference_inputs.items()
+              if value.grad is not None}
+    return found, wanted
 
 
 def run_cases(ops) -> dict:

@@ -207,6 +207,24 @@ def static_branch_return_kernel(exit_ptr, out_ptr, DYNAMIC: tl.constexpr):
     tl.store(out_ptr + pid, 1)
 
 
+@aotk.jit
+def early_return_then_rebound_constexpr_kernel(out_ptr, n, LIMIT: tl.constexpr):
+    """After an early return, a constexpr parameter is rebound to a runtime i64 (fla's
+    ``NC = min(NC, tl.cdiv(T - i_t * BT, BC))``): the path that returned keeps the
+    constexpr, and the two paths never meet again."""
+    pid = tl.program_id(0).to(tl.int64)
+    if pid >= n:
+        return
+    LIMIT = min(LIMIT, n - pid)
+    tl.store(out_ptr + pid, LIMIT)
+
+
+def _early_return_then_rebound_reference(args):
+    n, out = args["n"], args["out_ptr"].copy()
+    out[:n] = np.minimum(4, n - np.arange(n))
+    return {"out_ptr": out}
+
+
 def _c(name, kernel, make, grid, constants, reference, outputs=("out_ptr",), exact=True,
        rtol=1e-5):
     return Case(name, kernel, make, grid, constants, outputs, reference, exact, rtol)
@@ -270,6 +288,9 @@ CASES = [
        lambda rng: {"x_ptr": rng.integers(-8, 8, 21 * 37).astype(np.float32),
                     "out_ptr": np.zeros(8 * 16 + 16, np.float32), "M": 21, "N": 37},
        (1,), {"BLOCK_M": 8, "BLOCK_N": 16}, _nested_loops_reference),
+    _c("early-return-then-rebound-constexpr", early_return_then_rebound_constexpr_kernel,
+       lambda rng: {"out_ptr": np.full(10, -1, np.int64), "n": 7},
+       (10,), {"LIMIT": 4}, _early_return_then_rebound_reference),
     _c("early-return-in-one-nested-branch", nested_return_kernel,
        lambda rng: {"flags_ptr": np.array([((p >> 2) & 1, (p >> 1) & 1, p & 1) for p in range(8)],
                                           np.int32).ravel(),
