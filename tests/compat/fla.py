@@ -175,7 +175,8 @@ def gradients(case, ops, inputs: dict, output_grad=None) -> tuple:
 
 def run_cases(ops) -> dict:
     """{case name: (outputs, reference, launches)} on the CPU interpreter (AOTK_INTERPRET=1
-    for the duration); an exception in place of the outputs where a case failed."""
+    for the duration); an exception in place of the outputs where a case failed. The
+    launches are the forward's and, where fla has one, the backward's (``gradients``)."""
     import aotk
     results = {}
     with interpreting():
@@ -185,6 +186,8 @@ def run_cases(ops) -> dict:
             with aotk.record_launches() as launches:
                 try:
                     outputs = case.run(ops, inputs)
+                    if case.backward:
+                        gradients(case, ops, inputs)
                 except Exception as exc:   # noqa: BLE001 - reported by the caller
                     outputs = exc
             results[case.name] = (outputs, reference, list(launches))
