@@ -196,13 +196,14 @@ def shares_ptx(older: CompiledKernel, llvm_text: str, options: CompileOptions) -
     ``-gencode arch=compute_80,code=[sm_80,sm_90]``, LLVM runs once and ptxas once per
     target. Not where the module calls libdevice: that IR is not the same for every target
     (its __nvvm_reflect("__CUDA_ARCH") branches pick code per arch). Not from an
-    arch-specific target (sm_90a), whose PTX no other GPU runs. What LLVM would choose
-    otherwise for the newer target alone, over the 1,073 modules that the codegen and liger
-    tests compile for sm_80 or sm_90, each given to LLVM for both: the two PTX differ
-    beyond the .target line in 15, 6 that call libdevice and 9 where sm_90's has add.bf16
-    or mul.bf16 and sm_80's fma.rn.bf16 with a 1.0 factor or a -0 addend, the same bits. The example library's 38 builds of
-    same IR: the sm_90 SASS of the sm_80 PTX is, instruction for instruction, that of
-    LLVM's own sm_90 PTX.
+    arch-specific target (sm_90a), whose PTX no other GPU runs.
+
+    What LLVM would choose otherwise for the newer target alone, over the 1,073 modules
+    that the codegen and liger tests compile for sm_80 or sm_90, each given to LLVM for
+    both: the two PTX differ beyond the .target line in 15, 6 that call libdevice and 9
+    where sm_90's has add.bf16 or mul.bf16 and sm_80's fma.rn.bf16 with a 1.0 factor or a
+    -0 addend, the same bits. The example library's 38 builds of same IR: the sm_90 SASS
+    of the sm_80 PTX is, instruction for instruction, that of LLVM's own sm_90 PTX.
     """
     from .backend.ptx import uses_libdevice
     older_target = older.options.target

@@ -44,7 +44,8 @@ def _fla_launches():
     launches = {}
     for _, _, recorded in fla.run_cases(fla.load_ops(redirect=True)).values():
         for launch in recorded:
-            name = f"{launch.kernel.fn.__module__.removeprefix('fla.ops.')}.{launch.kernel.__name__}"
+            module = launch.kernel.fn.__module__.removeprefix("fla.ops.")
+            name = f"{module}.{launch.kernel.__name__}"
             launches.setdefault(launch.specialization(), (name, launch))
     return launches
 
