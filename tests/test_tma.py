@@ -220,7 +220,7 @@ def test_the_3d_tma_build_matches_torch(batched_library, rows):
 # -- a TMA loop inside another loop --------------------------------------------------------
 
 PERSISTENT = "*fp16:16, *fp16:16, *fp16:16, i32:8, i32:8, i32:8, i32:8, i32:8, i32:8"
-PERSISTENT_TILE = {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 64}
+PERSISTENT_TILE = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "ACC_FP16": False}
 # tile_then_segments_kernel's build: an fp32 C, 128x256 tiles.
 SEGMENTS = ("*fp16:16, *fp16:16, *fp32:16, i32:8, i32:8, i32:8, i32:8, i32:8, i32:8",
             {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 64})
@@ -231,7 +231,7 @@ def _barriers(text: str) -> int:
 
 
 @pytest.mark.parametrize("name", ["tile_then_segments_kernel",
-                                  "persistent_matmul_descriptor_kernel"])
+                                  "persistent_matmul_kernel"])
 def test_llvm_never_copies_a_barrier_into_a_branch(name):
     """The elected thread initializes the mbarriers, every thread meets at a barrier, then
     the elected thread issues the first copies. With barriers as plain inline asm, LLVM's
@@ -259,13 +259,12 @@ def test_a_tma_loop_inside_a_persistent_loop_matches_torch(m, n, k, programs):
     """Fewer programs than tiles: each runs the TMA loop for several tiles (a hang before
     the barriers were convergent)."""
     torch = pytest.importorskip("torch")
-    from tests.kernels.descriptors import persistent_matmul_descriptor_kernel
+    from tests.kernels.descriptors import persistent_matmul_kernel
     a = torch.randn((m, k), device="cuda", dtype=torch.float16)
     b = torch.randn((k, n), device="cuda", dtype=torch.float16)
     c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float16)
-    persistent_matmul_descriptor_kernel[(programs,)](a, b, c, m, n, k, k, n, n,
-                                                     num_warps=8, num_stages=3,
-                                                     **PERSISTENT_TILE)
+    persistent_matmul_kernel[(programs,)](a, b, c, m, n, k, k, n, n, num_warps=8,
+                                          num_stages=3, **PERSISTENT_TILE)
     torch.cuda.synchronize()
     torch.testing.assert_close(c.float(), torch.matmul(a.float(), b.float()), atol=0.1,
                                rtol=1e-2)

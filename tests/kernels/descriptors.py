@@ -181,7 +181,9 @@ def persistent_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk,
                              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                              BLOCK_K: tl.constexpr, ACC_FP16: tl.constexpr):
     """Each program loops over output tiles (a persistent grid): the K loop, with its
-    descriptor loads, runs once per tile. ACC_FP16 accumulates in fp16 (out_dtype)."""
+    descriptor loads (TMA on sm_90), runs once per tile, so its mbarriers are set up,
+    waited on and released again on every outer trip. ACC_FP16 accumulates in fp16
+    (out_dtype)."""
     a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[stride_am, 1],
                                        block_shape=[BLOCK_M, BLOCK_K])
     b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[stride_bk, 1],
@@ -205,33 +207,6 @@ def persistent_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk,
             else:
                 acc = tl.dot(a, b, acc)
         c_desc.store([row, column], acc.to(c_desc.dtype))
-
-
-@aotk.jit
-def persistent_matmul_descriptor_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk,
-                                        stride_cm, BLOCK_SIZE_M: tl.constexpr,
-                                        BLOCK_SIZE_N: tl.constexpr,
-                                        BLOCK_SIZE_K: tl.constexpr):
-    """Each program walks the tiles ``pid, pid + P, ...``: the descriptor K loop (TMA on
-    sm_90) runs once per tile inside the program's loop, so its mbarriers are set up,
-    waited on and released again on every outer trip."""
-    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[stride_am, 1],
-                                       block_shape=[BLOCK_SIZE_M, BLOCK_SIZE_K])
-    b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[stride_bk, 1],
-                                       block_shape=[BLOCK_SIZE_K, BLOCK_SIZE_N])
-    c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[stride_cm, 1],
-                                       block_shape=[BLOCK_SIZE_M, BLOCK_SIZE_N])
-    tiles_n = tl.cdiv(N, BLOCK_SIZE_N)
-    tiles = tl.cdiv(M, BLOCK_SIZE_M) * tiles_n
-    for tile in range(tl.program_id(0), tiles, tl.num_programs(0)):
-        offs_m = (tile // tiles_n) * BLOCK_SIZE_M
-        offs_n = (tile % tiles_n) * BLOCK_SIZE_N
-        accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
-        for k in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
-            a = a_desc.load([offs_m, k * BLOCK_SIZE_K])
-            b = b_desc.load([k * BLOCK_SIZE_K, offs_n])
-            accumulator = tl.dot(a, b, accumulator)
-        c_desc.store([offs_m, offs_n], accumulator.to(tl.float16))
 
 
 @aotk.jit
