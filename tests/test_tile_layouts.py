@@ -1,5 +1,5 @@
 """Block shapes get a layout of their own where their rank's would replicate them
-(``assign_layouts.blocked_layouts``). The rank's layout is shaped by its largest block: here
+(``layout_facts.blocked_layouts``). The rank's layout is shaped by its largest block: here
 a [32, 256] tile gives every thread 4 columns of 256, and a [256, 32] tile in it would be
 held 8 times over, each thread loading 512 floats (liger's fused RMS-scaled matmul spilled
 6.8 KB per thread that way). Checked on the PTX without a GPU, on the interpreter, and

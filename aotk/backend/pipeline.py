@@ -96,7 +96,7 @@ def lower_async_copy(ctx, op):
     has_mask = op.attrs["has_mask"]
     (stage,) = ctx.regs(op.operands[-1], SCALAR)
     staged = ctx.pipeline.staged[op.attrs["buffer"]]
-    layout = ctx.plan.natural(pointer)   # the tile's own layout (assign_layouts.copy_layouts)
+    layout = ctx.plan.natural(pointer)   # the tile's own layout (layout_facts.copy_layouts)
     if op.attrs.get("first"):
         # Earlier shared-memory users may still read the bytes the prologue fills.
         ctx.shared.begin_use()

@@ -91,10 +91,10 @@ class LayoutPlan:
     homes: dict = field(default_factory=dict)
     mma: dict = field(default_factory=dict)            # dot op -> Mma layout, or None
     # Values whose natural layout is not their shape's: the addresses and masks of an
-    # async_copy, laid out for the copied tile itself (see ``assign_layouts.copy_layouts``).
+    # async_copy, laid out for the copied tile itself (see ``layout_facts.copy_layouts``).
     preferred: dict = field(default_factory=dict)
     # Block shapes with a layout of their own: the rank's would replicate them
-    # (``assign_layouts.blocked_layouts``).
+    # (``layout_facts.blocked_layouts``).
     blocked_by_shape: dict = field(default_factory=dict)
 
     @property

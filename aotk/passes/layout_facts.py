@@ -1,0 +1,115 @@
+"""Layout facts: kir + memory vector widths -> the blocked layouts layout assignment starts from.
+
+In: a kir ``Function``, the vector width of each memory op (``layouts.memory_vector_width``)
+and ``num_warps``. Out: one blocked layout per block rank, one of its own for each block
+shape the rank's layout would replicate (``blocked_layouts``), and the layouts of the tiles
+``async_copy`` moves and of what computes their addresses (``copy_layouts``). Step 1 of
+``passes.assign_layouts``; dumped with the rest of the plan by ``LayoutPlan.listing``.
+"""
+from __future__ import annotations
+
+from ..ir.kir import PURE_OPS, Function, walk
+from .layouts import Blocked, Layout, blocked_for
+
+
+def _elected(tally: dict) -> int:
+    """The vector width most of a rank's (or shape's) memory elements can take (the wider
+    on a tie). The narrowest width, taken before, let one unaligned store make every
+    access of the shape scalar (liger's fused MoE up-projection: three [64, 64] stores,
+    one without an alignment hint, all 96 per thread scalar; Triton vectorizes two)."""
+    return max(tally, key=lambda width: (tally[width], width))
+
+
+def blocked_layouts(function: Function, vector_width: dict, num_warps: int) -> tuple:
+    """(rank -> Blocked, shape -> Blocked): one blocked layout per rank, shaped by the
+    largest block of that rank, and one of its own for each block shape the rank's layout
+    would replicate more than a layout shaped by the block itself.
+
+    liger's fused RMS-scaled matmul holds x[32, 256] beside [32, 32] and [256, 32] tiles:
+    in the layout shaped by x every thread held the smaller tiles 8 times over, loaded them
+    8 times and spilled. As in Triton, whose tensors take a layout from their own shape,
+    each such tile now spreads over the threads once. Shapes with a size-1 dimension keep
+    the rank's layout: they are there to be broadcast into it."""
+    largest: dict = {}
+    shapes: set = set()
+    rank_widths: dict = {}
+    shape_widths: dict = {}
+    for op in walk(function.body):
+        block_args = [a for region in op.regions for a in region.args]
+        for value in list(op.operands) + op.results + block_args:
+            shape = value.type.shape
+            if not shape:
+                continue
+            shapes.add(shape)
+            if len(shape) not in largest or value.type.numel > _numel(largest[len(shape)]):
+                largest[len(shape)] = shape
+    for op, width in vector_width.items():
+        shape = op.operands[0].type.shape
+        if shape:
+            elements = op.operands[0].type.numel
+            for votes, key in ((rank_widths, len(shape)), (shape_widths, shape)):
+                tally = votes.setdefault(key, {})
+                tally[width] = tally.get(width, 0) + elements
+    rank_widths = {key: _elected(tally) for key, tally in rank_widths.items()}
+    shape_widths = {key: _elected(tally) for key, tally in shape_widths.items()}
+    by_rank = {rank: blocked_for(shape, rank_widths.get(rank, 1), num_warps)
+               for rank, shape in largest.items()}
+    by_shape = {}
+    for shape in shapes:
+        if 1 in shape:
+            continue
+        own = blocked_for(shape, shape_widths.get(shape, rank_widths.get(len(shape), 1)),
+                          num_warps)
+        if _replication(own, shape) < _replication(by_rank[len(shape)], shape):
+            by_shape[shape] = own
+    return by_rank, by_shape
+
+
+def copy_layouts(function: Function, vector_width: dict, num_warps: int) -> dict:
+    """value -> Layout for the tiles async_copy moves and what computes their addresses.
+
+    The rank's blocked layout is shaped by the rank's largest block (a dot's accumulator),
+    so a smaller operand tile would wrap in it: threads would hold replicas and carry
+    pointers for them across the loop. A layout shaped by the tile itself gives every
+    thread its own vectors. It spreads backwards from the copy's pointer and mask through
+    ops of the tile's shape, and through loop-carried values (init, block argument, yield)."""
+    preferred: dict = {}
+    carried_from: dict = {}   # block argument -> (init, yielded)
+    for op in walk(function.body):
+        if op.opcode == "for":
+            region = op.regions[0]
+            for arg, init, yielded in zip(region.args[1:], op.operands[3:],
+                                          region.terminator.operands):
+                carried_from[arg] = (init, yielded)
+    for op in walk(function.body):
+        if op.opcode != "async_copy":
+            continue
+        shape = op.operands[0].type.shape
+        layout = Layout(blocked_for(shape, vector_width[op], num_warps))
+        pending = list(op.operands[:2 if op.attrs["has_mask"] else 1])
+        while pending:
+            value = pending.pop()
+            if value in preferred or value.type.shape != shape:
+                continue
+            preferred[value] = layout
+            if value in carried_from:
+                pending.extend(carried_from[value])
+            elif value.owner is not None and value.owner.opcode in PURE_OPS and \
+                    not value.owner.regions:
+                pending.extend(value.owner.operands)
+    return preferred
+
+
+def _replication(blocked: Blocked, shape: tuple) -> int:
+    """How many threads hold each element of ``shape`` laid out in ``blocked``."""
+    copies = 1
+    for dim, size in enumerate(shape):
+        copies *= max(1, blocked.tile(dim) // size)
+    return copies
+
+
+def _numel(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
