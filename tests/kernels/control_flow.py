@@ -225,6 +225,44 @@ def _early_return_then_rebound_reference(args):
     return {"out_ptr": out}
 
 
+@aotk.jit
+def recurrent_state_kernel(q_ptr, k_ptr, v_ptr, o_ptr, T, K: tl.constexpr, V: tl.constexpr):
+    """Linear attention's fused-recurrent form: a [K, V] state decays and takes the outer
+    product of the step's k and v rows; the output row is q's contraction with it. The
+    loop carries the pointers to the step's rows, read as slices of the state's layout."""
+    base = tl.program_id(0).to(tl.int64) * T
+    p_q = q_ptr + base * K + tl.arange(0, K)
+    p_k = k_ptr + base * K + tl.arange(0, K)
+    p_v = v_ptr + base * V + tl.arange(0, V)
+    p_o = o_ptr + base * V + tl.arange(0, V)
+    h = tl.zeros([K, V], tl.float32)
+    for _ in range(0, T):
+        b_q = tl.load(p_q)
+        b_k = tl.load(p_k)
+        b_v = tl.load(p_v)
+        h = h * 0.5 + b_k[:, None] * b_v[None, :]
+        tl.store(p_o, tl.sum(h * b_q[:, None], 0))
+        p_q += K
+        p_k += K
+        p_v += V
+        p_o += V
+
+
+def _recurrent_state_reference(args):
+    k_dim = 32
+    q, k, v = (args[name].astype(np.float64) for name in ("q_ptr", "k_ptr", "v_ptr"))
+    programs, steps = 2, args["T"]
+    q, k = q.reshape(programs, steps, k_dim), k.reshape(programs, steps, k_dim)
+    v = v.reshape(programs, steps, -1)
+    out = np.zeros_like(v)
+    for program in range(programs):
+        h = np.zeros((k_dim, v.shape[2]))
+        for step in range(steps):
+            h = h * 0.5 + np.outer(k[program, step], v[program, step])
+            out[program, step] = q[program, step] @ h
+    return {"o_ptr": out.ravel().astype(np.float32)}
+
+
 def _c(name, kernel, make, grid, constants, reference, outputs=("out_ptr",), exact=True,
        rtol=1e-5):
     return Case(name, kernel, make, grid, constants, outputs, reference, exact, rtol)
@@ -263,6 +301,13 @@ def _row_argmax_reference(args):
 
 
 CASES = [
+    _c("recurrence-carries-row-pointers", recurrent_state_kernel,
+       lambda rng: {name: rng.standard_normal(2 * 5 * 32).astype(np.float32)
+                    for name in ("q_ptr", "k_ptr")} | {
+           "v_ptr": rng.standard_normal(2 * 5 * 64).astype(np.float32),
+           "o_ptr": np.zeros(2 * 5 * 64, np.float32), "T": 5},
+       (2,), {"K": 32, "V": 64}, _recurrent_state_reference, outputs=("o_ptr",),
+       exact=False),
     _c("example-layer-norm-loops-over-blocks", _example("layer_norm").layer_norm_fwd_kernel,
        _layer_norm_args, (3,), {"BLOCK_SIZE": 128}, _layer_norm_reference,
        outputs=("Y", "Mean", "Rstd"), exact=False, rtol=4e-3),
