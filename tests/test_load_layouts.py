@@ -1,11 +1,16 @@
-"""A load whose value is wanted only in a dot's mma layout is loaded in a blocked layout and
-converted (``passes.assign_layouts._load``): a tile added to the accumulator a K loop keeps
-in its mma layout crashed the backend ('Mma' object has no attribute 'order') before."""
+"""Where a load is computed (``passes.assign_layouts._load``). A load whose value is wanted
+only in a dot's mma layout is loaded in a blocked layout and converted: a tile added to the
+accumulator a K loop keeps in its mma layout crashed the backend ('Mma' object has no
+attribute 'order') before. A load wanted only in a slice that many threads share is loaded
+in its own layout and converted."""
+import re
+
 import numpy as np
 import pytest
 
 import aotk
 from tests.kernels.pipeline_shapes import matmul_fp32_out_kernel as dot_plus_tile_per_trip
+from tests.kernels.views import row_scaled_tile_kernel
 
 
 TILES = dict(BM=64, BN=64, BK=32, ADD_TILE=True)
@@ -50,3 +55,18 @@ def test_on_the_gpu(stages):
     torch.cuda.synchronize()
     expected = a.float() @ b.float() + (K // TILES["BK"]) * d
     torch.testing.assert_close(c, expected, rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90"])
+def test_a_row_read_as_a_column_of_a_tile_is_loaded_once_and_converted(target):
+    """[256] read only as x[:, None] beside a [256, 64] tile, whose layout spreads each row
+    over 16 threads: loaded in the row's own layout (two elements a thread) and converted
+    through shared memory, not read by each of the 16 threads, 32 scalar loads each. Its
+    results: the view case "row-read-as-a-column-of-a-tile" (interpreter and GPU)."""
+    compiled = aotk.compile(row_scaled_tile_kernel, "*fp32:16, *fp32:16, *fp32:16",
+                            constants={"BLOCK_M": 256, "BLOCK_N": 64}, num_warps=4,
+                            target=target)
+    loads = re.findall(r"ld\.global\S*", compiled.asm["ptx"])
+    tile_loads = [load for load in loads if ".v4." in load]
+    assert len(tile_loads) == 32            # the tile: 128 elements a thread, in vectors
+    assert len(loads) - len(tile_loads) <= 2

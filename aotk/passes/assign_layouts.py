@@ -28,7 +28,8 @@ from __future__ import annotations
 from ..ir.kir import (ATOMICS, COMBINING, ELEMENTWISE_OPS, SHUFFLES, SIDE_EFFECT_OPS,
                       TERMINATORS, Function, walk)
 from .layout_facts import blocked_layouts, copy_layouts
-from .layouts import SCALAR, Layout, LayoutPlan, memory_vector_width, unit_reshape_layout
+from .layouts import (SCALAR, THREADS_PER_WARP, Layout, LayoutPlan, memory_vector_width,
+                      unit_reshape_layout)
 from .mma_layout import Mma, choose_mma
 from .mma_residency import carried_layout, mma_residency
 
@@ -324,15 +325,38 @@ def _inline_asm(demands, op):
         demands.want(value, layout)
 
 
+SLICE_COPIES_LOADED = 4   # threads holding each element of a slice: above, load and convert
+
+
+def _slice_copies(layout: Layout) -> int:
+    """How many threads hold each element of a block laid out in a slice of ``layout``'s
+    parent: the threads and warps the parent spreads along the axes sliced away."""
+    copies = 1
+    for axis in layout.sliced:
+        copies *= layout.blocked.threads_per_warp[axis] * layout.blocked.warps_per_cta[axis]
+    return copies
+
+
 @_value_op
 def _load(demands, op, wanted):
     """Loaded once, in a full (unsliced) blocked layout when one is wanted: that is where the
     vector width was proven. A load wanted only in a dot's mma layout (added to the
-    accumulator a loop keeps in it) is loaded in its natural layout and converted."""
+    accumulator a loop keeps in it) is loaded in its natural layout and converted.
+
+    A load wanted only in a slice is loaded there when the slice holds each element in few
+    threads; where it would hold it in ``SLICE_COPIES_LOADED`` or more and the block has
+    more elements than the program has threads, it is loaded once in its natural layout
+    (in vectors) and converted, as Triton does: liger's mhc post_res forward read a [256]
+    row as a slice of a [256, 64] tile, 160 scalar loads a thread (Triton's: 9), and
+    spilled."""
     memory = [layout for layout in wanted
               if layout is SCALAR or not isinstance(layout.blocked, Mma)]
     memory.sort(key=lambda layout: layout is SCALAR or bool(layout.sliced))
     home = memory[0] if memory else demands.plan.natural(op.result)
+    threads = demands.plan.num_warps * THREADS_PER_WARP
+    if home is not SCALAR and home.sliced and _slice_copies(home) >= SLICE_COPIES_LOADED \
+            and op.result.type.numel > threads:
+        home = demands.plan.natural(op.result)
     demands.home(op.result, home)
     for value in op.operands:
         demands.want(value, home)

@@ -90,6 +90,17 @@ def item_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
     tl.store(out_ptr + tl.program_id(0), one.item() * 2 + tl.sum(tl.zeros([BLOCK], tl.int32)))
 
 
+@aotk.jit
+def row_scaled_tile_kernel(x_ptr, w_ptr, out_ptr, BLOCK_M: tl.constexpr,
+                           BLOCK_N: tl.constexpr):
+    """A [BLOCK_M] row read only as a column of a [BLOCK_M, BLOCK_N] tile (x[:, None]): the
+    tile's layout would hold each of its elements in 16 threads."""
+    rows = tl.arange(0, BLOCK_M)
+    offs = rows[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    x = tl.load(x_ptr + rows)
+    tl.store(out_ptr + offs, tl.load(w_ptr + offs) * x[:, None])
+
+
 CASES = [
     Case("item-of-one-element-blocks", item_kernel,
          lambda rng: {"x_ptr": rng.integers(-100, 100, 8).astype(np.int32),
@@ -114,4 +125,10 @@ CASES = [
                     "pairs_ptr": rng.integers(-9, 9, 128).astype(np.int16),
                     "out_ptr": np.zeros(4 * 64, np.int16)},
        {"BLOCK": 64}, _join_split_reference),
+    _c("row-read-as-a-column-of-a-tile", row_scaled_tile_kernel,
+       lambda rng: {"x_ptr": rng.standard_normal(256).astype(np.float32),
+                    "w_ptr": rng.standard_normal(256 * 64).astype(np.float32),
+                    "out_ptr": np.zeros(256 * 64, np.float32)},
+       {"BLOCK_M": 256, "BLOCK_N": 64},
+       lambda a: {"out_ptr": (a["w_ptr"].reshape(256, 64) * a["x_ptr"][:, None]).ravel()}),
 ]
