@@ -10,7 +10,8 @@ import pytest
 
 import aotk
 from tests.kernels.pipeline_shapes import matmul_fp32_out_kernel as dot_plus_tile_per_trip
-from tests.kernels.views import row_scaled_tile_kernel
+from tests.kernels.dot import column_major_b_dot_kernel
+from tests.kernels.views import column_major_tile_kernel, row_scaled_tile_kernel
 
 
 TILES = dict(BM=64, BN=64, BK=32, ADD_TILE=True)
@@ -70,3 +71,32 @@ def test_a_row_read_as_a_column_of_a_tile_is_loaded_once_and_converted(target):
     tile_loads = [load for load in loads if ".v4." in load]
     assert len(tile_loads) == 32            # the tile: 128 elements a thread, in vectors
     assert len(loads) - len(tile_loads) <= 2
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90"])
+def test_a_column_major_tile_is_read_and_written_in_vectors_down_its_columns(target):
+    """Memory contiguous along the first dimension only: the load and the store each get a
+    layout of their own, fastest along it (``layout_facts.access_layouts``), and move four
+    rows a vector instead of one element an instruction. Results: the view case
+    "column-major-tile-read-and-written" (interpreter and GPU)."""
+    compiled = aotk.compile(column_major_tile_kernel, "*fp32:16, *fp32:16, i32:16, i32",
+                            constants={"BLOCK_M": 64, "BLOCK_N": 32}, num_warps=4,
+                            target=target)
+    ptx = compiled.asm["ptx"]
+    # 64 x 32 elements over 128 threads: 16 a thread, four vectors of four.
+    assert re.findall(r"ld\.global\S*", ptx) == ["ld.global.v4.b32"] * 4
+    assert re.findall(r"st\.global\S*", ptx) == ["st.global.v4.b32"] * 4
+    assert "along=0" in compiled.asm["gir"]
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90"])
+def test_a_column_major_dot_operand_is_not_read_in_row_vectors(target):
+    """A load a dot takes keeps the rank's layout (``layout_facts.access_layouts``), which
+    runs along rows: its vector width must then be the rows' (1 here: B is contiguous along
+    K only), not the columns' (8 fp16). Results: the dot case
+    "dot-float16-64x64x64-b-column-major" (interpreter and GPU)."""
+    compiled = aotk.compile(column_major_b_dot_kernel, "*fp16:16, *fp16:16, *fp32:16",
+                            constants={"M": 64, "N": 64, "K": 64, "PRECISION": "ieee"},
+                            num_warps=4, target=target)
+    loads = [line for line in compiled.asm["gir"].splitlines() if " = load " in line]
+    assert len(loads) == 2 and "vec=8]" in loads[0] and "vec=1]" in loads[1]

@@ -2,10 +2,12 @@
 branch.
 
 In: the op, its pointers, masks and values in the op's layout (a load: its result's home; a
-store: the layout of its rank, see ``passes.assign_layouts``), and the vector width the
-layout pass proved legal. Out: inline-asm calls such as ``@p ld.global.v4.b32 {...},
-[addr];`` (``emit_load`` / ``emit_store``, which ``backend.pipeline`` reuses). A store is
-predicated on its mask and on the thread owning each element, so replicas write nothing.
+store: the layout of its rank, or its own where memory is contiguous along another
+dimension, see ``passes.assign_layouts``), and the vector width (and, where it is not the
+last, the dimension) the layout pass proved legal. Out: inline-asm calls such as
+``@p ld.global.v4.b32 {...}, [addr];`` (``emit_load`` / ``emit_store``, which
+``backend.pipeline`` reuses). A store is predicated on its mask and on the thread owning
+each element, so replicas write nothing.
 Inline asm pins the exact instruction the axis info licensed (the width is proven, not
 hoped for) and keeps masked lanes as predicates. Both loads and stores are marked as having
 side effects so LLVM keeps their order relative to each other, and as returning
@@ -186,20 +188,27 @@ def _from_memory(builder, value, element):
 
 
 def vector_groups(ctx, op, layout, count, width=None) -> list:
-    """Register indices grouped into vector accesses along the fastest dimension, at most
-    ``width`` (default: the plan's vector width of ``op``) and what the layout holds in a
-    row of a thread's registers."""
+    """Register indices grouped into vector accesses along the op's vector dimension (the
+    last, or the plan's ``vector_dim``), at most ``width`` (default: the plan's vector width
+    of ``op``) and what the layout holds in a run of a thread's registers. Registers run
+    over the layout's parent axes, the last fastest: along another dimension, a group's
+    registers are a fixed stride apart."""
     if width is None:
         width = ctx.plan.vector_width.get(op, 1)
     if layout is SCALAR:
         return [[0]]
-    dist = ctx.threads.distribution(layout, op.operands[0].type.shape)
+    shape = op.operands[0].type.shape
+    dist = ctx.threads.distribution(layout, shape)
     fastest = layout.blocked.order[0]
-    rank = len(op.operands[0].type.shape)
-    if layout.parent_axis(rank - 1) != fastest:
+    axis = layout.parent_axis(ctx.plan.vector_dim.get(op, len(shape) - 1))
+    if axis != fastest:
         width = 1
     width = min(width, min(layout.blocked.size_per_thread[fastest], dist.embedded[fastest]))
-    return [list(range(i, i + width)) for i in range(0, count, width)]
+    stride = 1
+    for later in dist.counts[axis + 1:]:
+        stride *= later
+    return [[start + lane * stride for lane in range(width)] for start in range(count)
+            if (start // stride) % width == 0]
 
 
 @value_lowering("load")
@@ -214,20 +223,22 @@ def lower_load(ctx, op, layout):
         others = [constant(element, 0)] * len(pointers)
     cache, eviction = op.attrs.get("cache", ""), op.attrs.get("eviction", "")
     policy = l2_policy(ctx.builder, ctx.target, cache, eviction)
-    out = []
+    out = [None] * len(pointers)
     for group in vector_groups(ctx, op, layout, len(pointers)):
-        out += emit_load(ctx.builder, pointers[group[0]],
-                         masks[group[0]] if masks is not None else None, element, len(group),
-                         [others[i] for i in group], cache, eviction,
-                         op.attrs.get("volatile", False), policy)
+        loaded = emit_load(ctx.builder, pointers[group[0]],
+                           masks[group[0]] if masks is not None else None, element, len(group),
+                           [others[i] for i in group], cache, eviction,
+                           op.attrs.get("volatile", False), policy)
+        for register, value in zip(group, loaded):
+            out[register] = value
     return out
 
 
 @lowering("store")
 def lower_store(ctx, op):
     pointer = op.operands[0]
-    # Stores anchor the natural layout of their pointer (passes.layouts).
-    layout = ctx.plan.natural(pointer)
+    # Stores anchor the natural layout of their pointer, or their own (passes.assign_layouts).
+    layout = ctx.plan.access.get(op) or ctx.plan.natural(pointer)
     pointers = ctx.regs(pointer, layout)
     values = ctx.regs(op.operands[1], layout)
     masks = ctx.regs(op.operands[2], layout) if op.attrs.get("has_mask") else None

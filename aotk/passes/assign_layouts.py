@@ -4,10 +4,11 @@ In: a kir ``Function``, its axis info, ``num_warps``, whether the target has ``w
 Ampere's ``mma.sync`` shapes. Out: a ``LayoutPlan`` (``passes.layouts``): data only;
 ``aotk.backend`` alone turns it into code. The pass runs in three steps:
 
-1. Facts (``passes.layout_facts``): the vector width of each memory op (from axis info), one blocked layout per
-   block rank (shaped by that rank's largest block and its narrowest access) and one of
-   their own for the block shapes it would replicate, the layouts of tiles that
-   ``async_copy`` moves, which tensor-core layout computes each ``dot``
+1. Facts (``passes.layout_facts``): the vector width of each memory op (from axis info),
+   one blocked layout per block rank (shaped by that rank's largest block and its
+   elected access width) and one of their own for the block shapes it would replicate,
+   the layouts of tiles that ``async_copy`` moves, those of loads and stores contiguous
+   along another dimension than the last, which tensor-core layout computes each ``dot``
    (``passes.mma_layout``), and which values stay in an accumulator's layout
    (``passes.mma_residency``: epilogues, reductions of dot results, what a loop carries).
 2. The demand table (``DEMANDS``): for each op, given the layouts its result is wanted
@@ -29,9 +30,9 @@ from __future__ import annotations
 
 from ..ir.kir import (ATOMICS, COMBINING, ELEMENTWISE_OPS, SHUFFLES, SIDE_EFFECT_OPS,
                       TERMINATORS, Function, walk)
-from .layout_facts import blocked_layouts, copy_layouts
-from .layouts import (SCALAR, THREADS_PER_WARP, Layout, LayoutPlan, memory_vector_width,
-                      unit_reshape_layout)
+from .layout_facts import access_layouts, blocked_layouts, copy_layouts
+from .layouts import (SCALAR, THREADS_PER_WARP, Layout, LayoutPlan, memory_vector_dim,
+                      memory_vector_width, unit_reshape_layout)
 from .mma_layout import Mma, choose_mma
 from .mma_residency import carried_layout, mma_residency
 
@@ -82,8 +83,9 @@ class Demands:
 # run only when the result is wanted, and see the layouts it is wanted in.
 
 def _store(demands, op):
-    # A store anchors the natural layout of its pointer: the value and mask follow it.
-    layout = demands.plan.natural(op.operands[0])
+    # A store anchors the natural layout of its pointer (or the layout of its own that
+    # accesses memory along another dimension): the value and mask follow it.
+    layout = demands.plan.access.get(op) or demands.plan.natural(op.operands[0])
     for value in op.operands:
         demands.want(value, layout)
 
@@ -305,9 +307,11 @@ def _slice_copies(layout: Layout) -> int:
 
 @_value_op
 def _load(demands, op, wanted):
-    """Loaded once, in a full (unsliced) blocked layout when one is wanted: that is where the
-    vector width was proven. A load wanted only in a dot's mma layout (added to the
-    accumulator a loop keeps in it) is loaded in its natural layout and converted.
+    """Loaded once: in a layout of its own where it reads memory along another dimension
+    than the last (``layout_facts.access_layouts``), else in a full (unsliced) blocked
+    layout when one is wanted: that is where the vector width was proven. A load wanted
+    only in a dot's mma layout (added to the accumulator a loop keeps in it) is loaded in
+    its natural layout and converted.
 
     A load wanted only in a slice is loaded there when the slice holds each element in few
     threads; where it would hold it in ``SLICE_COPIES_LOADED`` or more and the block has
@@ -315,6 +319,12 @@ def _load(demands, op, wanted):
     (in vectors) and converted, as Triton does: liger's mhc post_res forward read a [256]
     row as a slice of a [256, 64] tile, 160 scalar loads a thread (Triton's: 9), and
     spilled."""
+    if op in demands.plan.access:
+        # Read in vectors along another dimension (``layout_facts.access_layouts``).
+        demands.home(op.result, demands.plan.access[op])
+        for value in op.operands:
+            demands.want(value, demands.plan.access[op])
+        return
     memory = [layout for layout in wanted
               if layout is SCALAR or not isinstance(layout.blocked, Mma)]
     memory.sort(key=lambda layout: layout is SCALAR or bool(layout.sliced))
@@ -387,10 +397,19 @@ def assign_layouts(function: Function, infos: dict, num_warps: int,
                    wgmma: bool = False, ampere_mma: bool = True) -> LayoutPlan:
     memory_ops = [op for op in walk(function.body)
                   if op.opcode in ("load", "store", "async_copy")]
-    vector_width = {op: memory_vector_width(op, infos) for op in memory_ops}
-    by_rank, by_shape = blocked_layouts(function, vector_width, num_warps)
+    vector_dim = {op: memory_vector_dim(op, infos) for op in memory_ops}
+    access = access_layouts(function, vector_dim, {
+        op: memory_vector_width(op, infos, vector_dim[op]) for op in memory_ops}, num_warps)
+    # An op without a layout of its own accesses memory along the last dimension, in
+    # vectors as wide as that one allows.
+    vector_width = {op: memory_vector_width(op, infos, vector_dim[op] if op in access else None)
+                    for op in memory_ops}
+    # The rank's layouts are shaped by the ops that access memory along the last dimension.
+    along_last = {op: width for op, width in vector_width.items() if op not in access}
+    by_rank, by_shape = blocked_layouts(function, along_last, num_warps)
     plan = LayoutPlan(num_warps, by_rank, vector_width, blocked_by_shape=by_shape,
-                      preferred=copy_layouts(function, vector_width, num_warps))
+                      preferred=copy_layouts(function, vector_width, num_warps),
+                      vector_dim={op: vector_dim[op] for op in access}, access=access)
     plan.mma = {op: choose_mma(op, num_warps, wgmma, ampere_mma)
                 for op in walk(function.body) if op.opcode == "dot"}
     demands = Demands(plan, *mma_residency(plan, function))

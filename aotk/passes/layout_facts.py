@@ -8,7 +8,7 @@ shape the rank's layout would replicate (``blocked_layouts``), and the layouts o
 """
 from __future__ import annotations
 
-from ..ir.kir import PURE_OPS, Function, walk
+from ..ir.kir import ELEMENTWISE_OPS, PURE_OPS, Function, walk
 from .layouts import Blocked, Layout, blocked_for
 
 
@@ -113,3 +113,48 @@ def _numel(shape) -> int:
     for s in shape:
         n *= s
     return n
+
+
+
+def access_layouts(function: Function, vector_dim: dict, vector_width: dict,
+                   num_warps: int) -> dict:
+    """memory op -> Layout for the loads and stores that access memory in vectors along a
+    dimension other than the last (``layouts.memory_vector_dim``): a blocked layout of the
+    op's shape, fastest along that dimension, so that each thread reads whole vectors and a
+    warp's lanes cover consecutive ones. Triton gives each memory op a layout ordered by
+    its contiguity (its Coalesce pass) and converts where the value is used in another;
+    aotk does so for these ops: a column-major tile was one scalar load per element, the
+    32 lanes of a warp a row apart (``tests/test_load_layouts.py``).
+
+    Not for a load a dot takes as an operand (directly or through elementwise ops): the dot
+    stores its operands into shared memory row by row, and from a layout that runs down the
+    columns that is one scalar store an element, with its own address. Tried on fla's
+    chunked kernels (num_warps 2, [64, 64] tiles of k read transposed into dots): the
+    vector loads, then those stores, took fla's chunk_gated_delta_rule kernels from no
+    spill to 0.4-5 KB of spills, against none for Triton, which stores such a tile into
+    shared memory transposed."""
+    operands = _dot_operand_loads(function)
+    access = {}
+    for op, dim in vector_dim.items():
+        shape = op.operands[0].type.shape
+        if dim != len(shape) - 1 and vector_width[op] > 1 and op not in operands:
+            access[op] = Layout(blocked_for(shape, vector_width[op], num_warps, fastest=dim))
+    return access
+
+
+def _dot_operand_loads(function: Function) -> set:
+    """The loads whose values reach a dot's a or b through elementwise ops and transposes."""
+    loads = set()
+    for op in walk(function.body):
+        if op.opcode != "dot":
+            continue
+        pending = list(op.operands[:2])
+        while pending:
+            owner = pending.pop().owner
+            if owner is None:
+                continue
+            if owner.opcode == "load":
+                loads.add(owner)
+            elif owner.opcode in ELEMENTWISE_OPS or owner.opcode == "permute":
+                pending.extend(owner.operands)
+    return loads

@@ -85,6 +85,11 @@ class LayoutPlan:
     num_warps: int
     blocked_by_rank: dict
     vector_width: dict = field(default_factory=dict)   # memory op -> elements per access
+    # Loads and stores whose memory is contiguous along a dimension other than the last
+    # (a transposed tile): that dimension, and a blocked layout of their own, fastest along
+    # it, that the op reads or writes in (``layout_facts.access_layouts``).
+    vector_dim: dict = field(default_factory=dict)
+    access: dict = field(default_factory=dict)
     demands: dict = field(default_factory=dict)        # value -> [layouts], home first
     # Values computed once in a layout of their own (loads, reductions); any other layout
     # they are demanded in is a conversion through shared memory.
@@ -153,7 +158,11 @@ class LayoutPlan:
 
         def op_note(op) -> str:
             width = self.vector_width.get(op)
-            return f"vec={width}" if width is not None else ""
+            if width is None:
+                return ""
+            if op in self.access:
+                return f"vec={width} along={self.vector_dim[op]} in {name(self.access[op])}"
+            return f"vec={width}"
 
         for rank in sorted(self.blocked_by_rank):
             alias(self.blocked_by_rank[rank])
@@ -196,13 +205,14 @@ def unit_reshape_layout(layout, shape: tuple, other_shape: tuple):
                           spread(blocked.warps_per_cta), order))
 
 
-def memory_vector_width(op, infos) -> int:
-    """Elements per access along the fastest dimension that axis info proves legal."""
+def memory_vector_width(op, infos, dim: int | None = None) -> int:
+    """Elements per access along ``dim`` (default: the last) that axis info proves legal."""
     pointer = op.operands[0]
     shape = pointer.type.shape
     if not shape:
         return 1
-    dim = len(shape) - 1
+    if dim is None:
+        dim = len(shape) - 1
     info = infos[pointer]
     itemsize = pointer.element.element_ty.itemsize
     width = min(info.contiguity[dim], max(1, info.divisibility[dim] // itemsize),
@@ -214,11 +224,26 @@ def memory_vector_width(op, infos) -> int:
     return 1 << (max(1, width).bit_length() - 1)
 
 
-def blocked_for(shape: tuple, vector: int, num_warps: int) -> Blocked:
+def memory_vector_dim(op, infos) -> int:
+    """The dimension a load or store accesses memory in vectors along: the last, unless
+    another allows wider vectors (a tile stored column by column, read as its transpose)."""
+    shape = op.operands[0].type.shape
+    last = len(shape) - 1
+    if op.opcode not in ("load", "store") or len(shape) < 2:
+        return last
+    widths = {dim: memory_vector_width(op, infos, dim) for dim in range(len(shape))}
+    best = max(range(len(shape)), key=lambda dim: (widths[dim], dim))
+    return best if widths[best] > widths[last] else last
+
+
+def blocked_for(shape: tuple, vector: int, num_warps: int, fastest: int | None = None) -> Blocked:
     """A blocked layout for ``shape``: ``vector`` contiguous elements per thread along the
-    fastest dimension, as far as the threads stay busy, then lanes and warps fastest first."""
+    fastest dimension (default: the last; then the others, last first), as far as the
+    threads stay busy, then lanes and warps fastest first."""
     rank = len(shape)
     order = tuple(range(rank - 1, -1, -1))
+    if fastest is not None:
+        order = (fastest,) + tuple(dim for dim in order if dim != fastest)
     numel = 1
     for s in shape:
         numel *= s

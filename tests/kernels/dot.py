@@ -169,6 +169,29 @@ def _matmul_loop_case(name, m, n, k, block_m, block_n, block_k):
                 _matmul_loop_reference, False, 1e-2)
 
 
+@aotk.jit
+def column_major_b_dot_kernel(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr,
+                              K: tl.constexpr, PRECISION: tl.constexpr):
+    """B stored as [N, K] and read as the [K, N] operand straight from memory, contiguous
+    along K (a block pointer of order (0, 1) reads the same): loaded down its columns and
+    stored into the dot's tile from there."""
+    rm = tl.arange(0, M)
+    rn = tl.arange(0, N)
+    rk = tl.arange(0, K)
+    a = tl.load(a_ptr + rm[:, None] * K + rk[None, :])
+    b = tl.load(b_ptr + rk[:, None] + rn[None, :] * K)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], tl.dot(a, b, input_precision=PRECISION))
+
+
+def _column_major_b_case(dtype, m, n, k, precision="ieee", rtol=1e-3):
+    """``_dot_case``'s data (B given transposed) through ``column_major_b_dot_kernel``."""
+    like = _dot_case("", dtype, m, n, k, trans_b=True, precision=precision, rtol=rtol)
+    return Case(f"dot-{np.dtype(dtype).name}-{m}x{n}x{k}-b-column-major",
+                column_major_b_dot_kernel, like.make_args, (1,),
+                {"M": m, "N": n, "K": k, "PRECISION": precision}, ("c_ptr",), like.reference,
+                like.exact, rtol)
+
+
 CASES = [
     _dot_case("dot-fp16-16x16x16", np.float16, 16, 16, 16, rtol=1e-3),
     _dot_case("dot-fp16-64x32x128-trans-b", np.float16, 64, 32, 128, trans_b=True, rtol=1e-3),
@@ -223,4 +246,9 @@ CASES = [
     # 32-byte rows.
     _matmul_loop_case("dot-matmul-loop-wgmma-k32-pipelined", 200, 192, 320, 64, 64, 32),
     _matmul_loop_case("dot-matmul-loop-wgmma-k16-odd-k", 100, 70, 201, 64, 64, 16),
+    # B read down its columns: fp16 (wgmma on sm_90), int8 (its B goes K-major, stored by
+    # columns) and tf32.
+    _column_major_b_case(np.float16, 64, 64, 64),
+    _column_major_b_case(np.int8, 64, 32, 128),
+    _column_major_b_case(np.float32, 32, 32, 32, precision="tf32"),
 ]

@@ -83,6 +83,11 @@ def _join_split_reference(args):
     return {"out_ptr": np.concatenate([interleaved, pairs[:, 0] - pairs[:, 1], flags])}
 
 
+def _column_major_reference(args):
+    tile = args["x_ptr"].reshape(args["N"], args["M"]).T
+    return {"out_ptr": (tile * 2 + tile.sum(1)[:, None]).T.ravel().copy()}
+
+
 @aotk.jit
 def item_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
     """Each program's element as a scalar (x.item()), doubled and stored by one thread."""
@@ -99,6 +104,19 @@ def row_scaled_tile_kernel(x_ptr, w_ptr, out_ptr, BLOCK_M: tl.constexpr,
     offs = rows[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
     x = tl.load(x_ptr + rows)
     tl.store(out_ptr + offs, tl.load(w_ptr + offs) * x[:, None])
+
+
+@aotk.jit
+def column_major_tile_kernel(x_ptr, out_ptr, M, N, BLOCK_M: tl.constexpr,
+                             BLOCK_N: tl.constexpr):
+    """A [BLOCK_M, BLOCK_N] tile of a column-major M x N matrix (consecutive rows adjacent
+    in memory), read, changed by a row reduction, and written back column-major: both
+    accesses are contiguous along the first dimension only."""
+    rows = tl.arange(0, BLOCK_M)[:, None]
+    cols = tl.arange(0, BLOCK_N)[None, :]
+    mask = (rows < M) & (cols < N)
+    tile = tl.load(x_ptr + rows + cols * M, mask=mask, other=0.0)
+    tl.store(out_ptr + rows + cols * M, tile * 2 + tl.sum(tile, 1)[:, None], mask=mask)
 
 
 CASES = [
@@ -131,4 +149,8 @@ CASES = [
                     "out_ptr": np.zeros(256 * 64, np.float32)},
        {"BLOCK_M": 256, "BLOCK_N": 64},
        lambda a: {"out_ptr": (a["w_ptr"].reshape(256, 64) * a["x_ptr"][:, None]).ravel()}),
+    _c("column-major-tile-read-and-written", column_major_tile_kernel,
+       lambda rng: {"x_ptr": rng.integers(-8, 8, 64 * 27).astype(np.float32),
+                    "out_ptr": np.zeros(64 * 27, np.float32), "M": 64, "N": 27},
+       {"BLOCK_M": 64, "BLOCK_N": 32}, _column_major_reference),
 ]
