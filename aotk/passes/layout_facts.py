@@ -1,10 +1,12 @@
 """Layout facts: kir + memory vector widths -> the blocked layouts layout assignment starts from.
 
 In: a kir ``Function``, the vector width of each memory op (``layouts.memory_vector_width``)
-and ``num_warps``. Out: one blocked layout per block rank, one of its own for each block
-shape the rank's layout would replicate (``blocked_layouts``), and the layouts of the tiles
-``async_copy`` moves and of what computes their addresses (``copy_layouts``). Step 1 of
-``passes.assign_layouts``; dumped with the rest of the plan by ``LayoutPlan.listing``.
+and the dimension it runs along (``layouts.memory_vector_dim``), and ``num_warps``. Out:
+one blocked layout per block rank, one of its own for each block shape the rank's layout
+would replicate (``blocked_layouts``), the layouts of the tiles ``async_copy`` moves and of
+what computes their addresses (``copy_layouts``), and those of the loads and stores whose
+memory is contiguous along another dimension than the last (``access_layouts``). Step 1
+of ``passes.assign_layouts``; dumped with the rest of the plan by ``LayoutPlan.listing``.
 """
 from __future__ import annotations
 
