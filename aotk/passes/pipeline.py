@@ -257,8 +257,13 @@ def tma_loads(function: kir.Function, num_warps: int, num_stages: int, wgmma: bo
 
 def _rewrite(function, parent: list, loop, infos, users, num_warps: int, num_stages: int,
              wgmma: bool, number: int, budget: int = MAX_PIPELINE_BYTES) -> bool:
-    shape = analyze_loop(function, loop, infos, users, num_warps, num_stages, wgmma, budget)
+    why: list = []
+    shape = analyze_loop(function, loop, infos, users, num_warps, num_stages, wgmma, budget,
+                         why)
     if shape is None:
+        # Dumped with the loop (the gir listing): which condition kept it as it was.
+        if why:
+            loop.attrs["not_pipelined"] = why[0]
         return False
     region = loop.regions[0]
     ops = region.body

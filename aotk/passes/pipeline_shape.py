@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from ..ir import kir
 from .layouts import memory_vector_width
 from .mma_layout import choose_mma, is_int8
-from .rewrite import body_slice, dot_operand_loads, is_zero, tile_shape
+from .rewrite import body_slice, dot_operand_loads, is_zero, refusal, tile_shape
 from .tensor_maps import tensor_map_recipe
 
 # Leaves room (3 KB of an A100's 163 KB block) for shared memory the loop body needs.
@@ -68,21 +68,23 @@ class LoopShape:
 
 
 def analyze_loop(function, loop, infos, users, num_warps: int, num_stages: int,
-                 wgmma: bool, budget: int = MAX_PIPELINE_BYTES) -> LoopShape | None:
+                 wgmma: bool, budget: int = MAX_PIPELINE_BYTES,
+                 why: list | None = None) -> LoopShape | None:
     """The loop's shape when it qualifies (see ``passes.pipeline``'s module text), else
     None. Operands loaded through tensor descriptors qualify only as TMA copies (every
     operand load, ``tensor_maps.tensor_map_recipe``, on sm_90); ``infos`` is only read for
-    pointer loads (None: looking for TMA loops only)."""
+    pointer loads (None: looking for TMA loops only). ``why``: where None is the answer,
+    the reason is appended to it (``rewrite.refusal``)."""
     region = loop.regions[0]
     ops = region.body
     terminator = region.terminator
-    shape = dot_operand_loads(loop, mixed=True)
+    shape = dot_operand_loads(loop, mixed=True, why=why)
     if shape is None:
         return None
     dots, loads, load_ops = shape.dots, shape.loads, shape.load_ops
     # A stage is read as it was loaded or, for B, transposed (a K-major B).
     if any(operands[0] is not None and operands[0][1] for operands in shape.operands):
-        return None
+        return refusal(why, "a dot's A is a transposed load")
     # Staged, B read through a transpose is K-major, as fp32 (tf32) operands need on wgmma
     # (``mma_layout.k_major_staged``, which asks for a staged A as well); a B the threads
     # store is N-major, except an int8 one (``mma_layout.k_major_b``).
@@ -90,8 +92,10 @@ def analyze_loop(function, loop, infos, users, num_warps: int, num_stages: int,
                    operands[1] is None or operands[1][1]) if is_int8(dot.operands[0].element)
                    else None not in operands and operands[1][1])
                for dot, operands in zip(dots, shape.operands)]
-    if None in layouts or len({layout.instruction for layout in layouts}) != 1:
-        return None
+    if None in layouts:
+        return refusal(why, "a dot does not run on tensor cores")
+    if len({layout.instruction for layout in layouts}) != 1:
+        return refusal(why, "its dots run on different tensor-core instructions")
     on_wgmma = layouts[0].instruction == "wgmma"
     # wgmma runs asynchronously across trips, keeping the accumulators in fp32 registers.
     in_flight = on_wgmma and all(dot.result.element.is_fp32() and
@@ -103,9 +107,12 @@ def analyze_loop(function, loop, infos, users, num_warps: int, num_stages: int,
         # TMA comes with wgmma (sm_90), whichever instruction the dots run on.
         recipes = [tensor_map_recipe(load, function) for load in loads]
         if not wgmma or None in recipes:
-            return None
-    elif infos is None or not all(_copyable(load, infos) for load in loads):
+            return refusal(why, "a tensor-descriptor operand that TMA cannot copy")
+    elif infos is None:
         return None
+    elif not all(_copyable(load, infos) for load in loads):
+        return refusal(why, "an operand load the copies to shared memory cannot take "
+                       "(vectors under 4 bytes, or an `other` that is not zero)")
     # Stages that the async proxy reads (wgmma) or writes (TMA): on 1024-byte swizzle atoms.
     async_proxy = on_wgmma or recipes is not None
     carried = region.args[1:]
@@ -122,16 +129,17 @@ def analyze_loop(function, loop, infos, users, num_warps: int, num_stages: int,
         for o in body_slice(terminator.operands[index], body_ids):
             update_slice[id(o)] = o
     if any(o.opcode not in kir.PURE_OPS for o in update_slice.values()):
-        return None
+        return refusal(why, "an operand address's next value is not a pure function")
     for o in list(load_slice.values()) + list(update_slice.values()):
         for value in o.operands:
             if value in carried and value not in shifted_args:
-                return None
+                return refusal(why, "an operand address reads a loop-carried value that "
+                               "other ops read too", o)
     allowed_users = set(load_slice) | set(update_slice) | {id(l) for l in loads}
     for index in shifted:
         if any(id(user) not in allowed_users and user is not terminator
                for user in users.get(carried[index], [])):
-            return None
+            return refusal(why, "a loop-carried operand address is read by other ops")
     # A shifted value read after the loop (a pointer the next loop goes on from) keeps an
     # unshifted copy, carried beside it (``_keep_unshifted``), when its next value follows
     # from itself alone (and the induction variable, and values from outside).
@@ -139,7 +147,8 @@ def analyze_loop(function, loop, infos, users, num_warps: int, num_stages: int,
     for index in kept:
         for o in body_slice(terminator.operands[index], body_ids):
             if any(value in carried and value is not carried[index] for value in o.operands):
-                return None
+                return refusal(why, "an operand address read after the loop advances from "
+                               "other carried values", o)
 
     invariants = [] if recipes is not None else \
         _invariant_operands(dots, shape.operands, body_ids, infos)
@@ -151,7 +160,8 @@ def analyze_loop(function, loop, infos, users, num_warps: int, num_stages: int,
     while stages > 2 and stages * per_stage + once > budget:
         stages -= 1
     if stages * per_stage + once > budget:
-        return None
+        return refusal(why, f"{stages} stages take {stages * per_stage + once} bytes of "
+                       f"shared memory, over the {budget} they may use")
     return LoopShape(dots, loads, shape.operands, shape.view_ops, load_ops, async_proxy,
                       in_flight, shifted, update_slice, stages, recipes, invariants,
                       deferred, retiring, kept)

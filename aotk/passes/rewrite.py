@@ -152,7 +152,17 @@ def _view_of_load(value, body_ids: set):
     return load, views, axes == [1, 0]
 
 
-def dot_operand_loads(loop, mixed: bool = False) -> DotOperands | None:
+def refusal(why: list | None, reason: str, op=None):
+    """None, after appending ``reason`` (with ``op``'s source line) to ``why``: the answer
+    of the loop analyses that say why a loop keeps its shape (dumped on the loop as
+    ``not_pipelined``, ``passes.pipeline``)."""
+    if why is not None:
+        line = op.loc[1] if op is not None and op.loc is not None else None
+        why.append(reason + (f" (line {line})" if line is not None else ""))
+    return None
+
+
+def dot_operand_loads(loop, mixed: bool = False, why: list | None = None) -> DotOperands | None:
     """The loop's dots and the loads feeding them when ``loop``'s body holds no nested
     regions, stores or side effects, at least one dot, and each dot operand is a load of
     the body (pointer or tensor-descriptor one), possibly seen through views
@@ -163,15 +173,17 @@ def dot_operand_loads(loop, mixed: bool = False) -> DotOperands | None:
 
     With ``mixed``, operands that are not such loads stay as they are (at least one
     operand must be one), and reductions and scans may sit in the body (their combine
-    regions are pure): the shape of flash attention's loop."""
+    regions are pure): the shape of flash attention's loop. ``why``: where None is the
+    answer, the reason is appended to it (``refusal``)."""
     ops = loop.regions[0].body
-    if any((o.regions and not (mixed and o.opcode in kir.COMBINING))
-           or o.opcode in ("store", "descriptor_store")
-           or o.opcode in kir.SIDE_EFFECT_OPS for o in ops):
-        return None
+    for o in ops:
+        if o.regions and not (mixed and o.opcode in kir.COMBINING):
+            return refusal(why, f"its body holds a nested {o.opcode}", o)
+        if o.opcode in ("store", "descriptor_store") or o.opcode in kir.SIDE_EFFECT_OPS:
+            return refusal(why, f"its body has a {o.opcode}", o)
     dots = [o for o in ops if o.opcode == "dot"]
     if not dots:
-        return None
+        return refusal(why, "its body has no dot")
     body_ids = {id(o) for o in ops}
     loads, operands, view_ops = [], [], {}
     for dot in dots:
@@ -182,7 +194,8 @@ def dot_operand_loads(loop, mixed: bool = False) -> DotOperands | None:
                 found.append(None)
                 continue
             if seen is None:
-                return None
+                return refusal(why, "an operand of a dot is not a load of the body (or a view "
+                               "of one)", dot)
             load, views, transposed = seen
             if not any(load is known for known in loads):
                 loads.append(load)
@@ -191,7 +204,7 @@ def dot_operand_loads(loop, mixed: bool = False) -> DotOperands | None:
                           transposed))
         operands.append(found)
     if not loads:
-        return None
+        return refusal(why, "no operand of a dot is a load of the body")
     # Loads and views feed only views and the dots' operands a and b (not an accumulator).
     readers = set(view_ops) | {id(d) for d in dots}
     users = users_of(ops)
@@ -199,14 +212,15 @@ def dot_operand_loads(loop, mixed: bool = False) -> DotOperands | None:
         for user in users.get(produced.result, []):
             if id(user) not in readers or \
                     (user.opcode == "dot" and user.operands[2] is produced.result):
-                return None
+                return refusal(why, f"a dot operand's load is also read by a {user.opcode}",
+                               user)
     needed = {}
     for load in loads:
         for o in body_slice(load.result, body_ids):
             needed[id(o)] = o
-    if any(o.opcode not in kir.PURE_OPS and not any(o is load for load in loads)
-           for o in needed.values()):
-        return None
+    for o in needed.values():
+        if o.opcode not in kir.PURE_OPS and not any(o is load for load in loads):
+            return refusal(why, f"a dot operand's address depends on a {o.opcode}", o)
     return DotOperands(dots, loads, operands, [o for o in ops if id(o) in view_ops],
                        [o for o in ops if id(o) in needed])
 
