@@ -115,7 +115,7 @@ def test_every_case_passes_ptxas(case, target):
     """No spills anywhere; libdevice's fp64 sinpi on sm_90 spilled 16 bytes until offsets
     scaled onto a base became one mad.wide (nvptx-mad-wide-opt), as in Triton's code."""
     args = case.make_args(np.random.default_rng(0))
-    compiled = aotk.compile(case.kernel, _signature(case, args), case.constants, target=target)
+    compiled = aotk.compile(case.kernel, _signature(case, args), case.constants, num_warps=case.num_warps, target=target)
     assert compiled.cubin[:4] == b"\x7fELF"
     assert compiled.metadata["spills"] == 0
 
@@ -253,7 +253,7 @@ def test_tf32_int8_and_fp16_dots_use_their_mma_sync(name, instruction, target):
     (tensor cores would round its inputs to tf32)."""
     case = next(c for c in CASES if c.name == name)
     args = case.make_args(np.random.default_rng(0))
-    compiled = aotk.compile(case.kernel, _signature(case, args), case.constants, target=target)
+    compiled = aotk.compile(case.kernel, _signature(case, args), case.constants, num_warps=case.num_warps, target=target)
     assert instruction in compiled.ptx
     assert compiled.metadata["spills"] == 0
     ieee = next(c for c in CASES if c.name == "dot-fp32-ieee-32x32x64")
@@ -317,13 +317,13 @@ def test_dots_wgmma_fits_run_on_wgmma_on_sm_90_only(name):
     tiles, fence them for the async proxy, and wait for the wgmma group at once."""
     case = next(c for c in CASES if c.name == name)
     signature = _signature(case, case.make_args(np.random.default_rng(0)))
-    hopper = aotk.compile(case.kernel, signature, case.constants, target="sm_90")
+    hopper = aotk.compile(case.kernel, signature, case.constants, num_warps=case.num_warps, target="sm_90")
     assert "wgmma.mma_async" in hopper.ptx and hopper.metadata["arch"] == "sm_90a"
     assert "fence.proxy.async.shared::cta;" in hopper.ptx
     assert "wgmma.wait_group.sync.aligned 0;" in hopper.ptx
     assert "wgmma.wait_group.sync.aligned 1;" not in hopper.ptx
     assert hopper.metadata["wgmma_serialized"] is False
-    ampere = aotk.compile(case.kernel, signature, case.constants, target="sm_80")
+    ampere = aotk.compile(case.kernel, signature, case.constants, num_warps=case.num_warps, target="sm_80")
     assert "wgmma" not in ampere.ptx and "mma.sync" in ampere.ptx
 
 
@@ -335,7 +335,7 @@ def test_dots_wgmma_cannot_take_stay_on_mma_sync_and_plain_sm_90(name):
     and a kernel without Hopper-only instructions stays a plain sm_90 cubin."""
     case = next(c for c in CASES if c.name == name)
     signature = _signature(case, case.make_args(np.random.default_rng(0)))
-    compiled = aotk.compile(case.kernel, signature, case.constants, target="sm_90")
+    compiled = aotk.compile(case.kernel, signature, case.constants, num_warps=case.num_warps, target="sm_90")
     assert "wgmma" not in compiled.ptx and "mma.sync" in compiled.ptx
     assert ".target sm_90\n" in compiled.ptx and compiled.metadata["arch"] == "sm_90"
 

@@ -38,7 +38,8 @@ def test_gpu_matches_interpreter(case):
     args, expected = run_interpreter(case)
     fresh = case.make_args(np.random.default_rng(0))
     device_args = {k: _to_device(torch, v) for k, v in fresh.items()}
-    case.kernel[case.launch_grid(fresh)](**device_args, **case.constants)
+    case.kernel[case.launch_grid(fresh)](**device_args, **case.constants,
+                                          num_warps=case.num_warps)
     torch.cuda.synchronize()
     for name in case.outputs:
         got = device_args[name].cpu().numpy()

@@ -10,7 +10,7 @@ import pytest
 
 import aotk
 from tests.kernels.pipeline_shapes import matmul_fp32_out_kernel as dot_plus_tile_per_trip
-from tests.kernels.dot import column_major_b_dot_kernel
+from tests.kernels.dot import column_major_b_dot_kernel, dot_kernel
 from tests.kernels.views import column_major_tile_kernel, row_scaled_tile_kernel
 
 
@@ -90,13 +90,50 @@ def test_a_column_major_tile_is_read_and_written_in_vectors_down_its_columns(tar
 
 
 @pytest.mark.parametrize("target", ["sm_80", "sm_90"])
-def test_a_column_major_dot_operand_is_not_read_in_row_vectors(target):
-    """A load a dot takes keeps the rank's layout (``layout_facts.access_layouts``), which
-    runs along rows: its vector width must then be the rows' (1 here: B is contiguous along
-    K only), not the columns' (8 fp16). Results: the dot case
-    "dot-float16-64x64x64-b-column-major" (interpreter and GPU)."""
-    compiled = aotk.compile(column_major_b_dot_kernel, "*fp16:16, *fp16:16, *fp32:16",
-                            constants={"M": 64, "N": 64, "K": 64, "PRECISION": "ieee"},
+@pytest.mark.parametrize("element, vector", [("fp16", 8), ("fp32", 4), ("i8", 16)])
+def test_a_dot_stores_a_column_major_b_k_major_in_vectors(target, element, vector):
+    """A B read down its columns (contiguous along K) is loaded in vectors along K, in a
+    layout of its own, and stored K-major into the dot's [N, K] tile from there, one
+    16-byte vector per run (``layout_facts.k_major_b_loads``): 16 bytes a load and a
+    store, where it was one element each. Before, the row layout's vector width was
+    measured along the columns and the dot read B at wrong addresses: the gir is checked
+    for the width along K. Results: the dot cases "...-b-column-major" (interpreter and
+    GPU), on mma.sync and wgmma, 4 and 8 warps."""
+    out = "i32" if element == "i8" else "fp32"
+    compiled = aotk.compile(column_major_b_dot_kernel, f"*{element}:16, *{element}:16, *{out}:16",
+                            constants={"M": 64, "N": 64, "K": 64,
+                                       "PRECISION": "tf32" if element == "fp32" else "ieee"},
                             num_warps=4, target=target)
-    loads = [line for line in compiled.asm["gir"].splitlines() if " = load " in line]
-    assert len(loads) == 2 and "vec=8]" in loads[0] and "vec=1]" in loads[1]
+    gir = compiled.asm["gir"]
+    loads = [line for line in gir.splitlines() if " = load " in line]
+    assert len(loads) == 2 and f"vec={vector}]" in loads[0]
+    assert f"vec={vector} along=0 in" in loads[1]
+    assert "b=k_major]" in next(line for line in gir.splitlines() if " = dot " in line)
+    ptx = compiled.asm["ptx"]
+    # 64 x 64 elements of A and of B over 128 threads, in 16-byte vectors.
+    per_operand = 64 * 64 // 128 // vector
+    assert re.findall(r"ld\.global\S*", ptx) == ["ld.global.v4.b32"] * (2 * per_operand)
+    assert re.findall(r"st\.shared\.v4\S*", ptx) == ["st.shared.v4.b32"] * (2 * per_operand)
+    assert not re.findall(r"st\.shared\.(?:b|u)(?:8|16)\b", ptx)
+
+
+def test_eight_warps_on_64_rows_split_n_over_warpgroups_with_a_k_major_b():
+    """64 rows are one warpgroup's wgmma: with 8 warps and B stored K-major, the two
+    warpgroups take alternate 8-column groups of N, read through a B descriptor that
+    strides over them (fp16 could only fall back to mma.sync before, as it still does
+    with a B read along its rows). Results: the dot case
+    "dot-float16-64x128x128-b-column-major-8-warps" (GPU)."""
+    compiled = aotk.compile(column_major_b_dot_kernel, "*fp16:16, *fp16:16, *fp32:16",
+                            constants={"M": 64, "N": 128, "K": 128, "PRECISION": "ieee"},
+                            num_warps=8, target="sm_90")
+    assert "#mma<m16n8 wpc=[4, 2] wgmma>" in compiled.asm["gir"]
+    instructions = re.findall(r"wgmma\.mma_async\S* [^;]*", compiled.asm["ptx"])
+    # Per warpgroup: its 64 of the 128 columns, over K = 128 in 8 steps of 16; B K-major.
+    assert len(instructions) == 8
+    assert all(text.startswith("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16")
+               and text.replace(" ", "").endswith(",1,1,0,0") for text in instructions)
+    row_major = aotk.compile(dot_kernel, "*fp16:16, *fp16:16, *fp32:16",
+                             constants={"M": 64, "N": 128, "K": 128, "TRANS_B": False,
+                                        "PRECISION": "ieee", "OUT16": False},
+                             num_warps=8, target="sm_90")
+    assert "mma.sync" in row_major.asm["ptx"] and "wgmma" not in row_major.asm["ptx"]

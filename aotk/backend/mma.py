@@ -50,16 +50,18 @@ def shared_bytes_needed(plan, op) -> int:
     return aligned_tile_bytes(tile_of(a)) + tile_of(b).bytes
 
 
-def store_tile(ctx, value, byte_base: int, offset_of, by_columns: bool = False):
+def store_tile(ctx, value, byte_base: int, offset_of, by_columns: bool = False,
+               layout=None):
     """Writes a 2-d block into shared memory at ``byte_base``, in vector stores of up to 16
     bytes of each thread's contiguous run; ``offset_of(builder, row, column)`` gives an
     element's byte offset (i32) in the tile. The block is read in its natural layout, or in
     the accumulator fragments it was computed in (``passes.mma_residency``: flash
     attention's p), two adjacent columns a store, with no conversion first.
     ``by_columns``: the tile holds the block transposed (consecutive rows of a column are
-    adjacent in memory): the runs are a thread's consecutive rows (``_store_by_columns``)."""
+    adjacent in memory): the runs are a thread's consecutive rows (``_store_by_columns``),
+    read in ``layout`` (default: the natural one)."""
     if by_columns:
-        _store_by_columns(ctx, value, byte_base, offset_of)
+        _store_by_columns(ctx, value, byte_base, offset_of, layout or ctx.plan.natural(value))
         return
     b = ctx.builder
     home = ctx.plan.homes.get(value)
@@ -84,14 +86,15 @@ def store_tile(ctx, value, byte_base: int, offset_of, by_columns: bool = False):
                 align=piece * element.itemsize)
 
 
-def _store_by_columns(ctx, value, byte_base: int, offset_of):
-    """``store_tile`` of a block whose tile is its transpose, from its natural layout: a
-    thread's rows come in runs of ``size_per_thread[0]`` consecutive ones, or all of its
-    rows when one thread covers the whole column height (liger's int8 x int2 B: each thread
-    holds all 64 rows of one column), stored 16 bytes at most a vector. A run starts at a
-    multiple of its length (the thread's first row is a multiple of size_per_thread[0])."""
+def _store_by_columns(ctx, value, byte_base: int, offset_of, layout):
+    """``store_tile`` of a block whose tile is its transpose, from ``layout``: a thread's
+    rows come in runs of ``size_per_thread[0]`` consecutive ones, or all of its rows when
+    one thread covers the whole column height (liger's int8 x int2 B: each thread holds all
+    64 rows of one column), stored 16 bytes at most a vector. A run starts at a multiple of
+    its length (the thread's first row is a multiple of size_per_thread[0]). From the
+    layout a column-major load reads in (``layout_facts.k_major_b_loads``), runs are that
+    load's vectors."""
     b = ctx.builder
-    layout = ctx.plan.natural(value)
     blocked = layout.blocked
     row_axis, column_axis = layout.parent_axis(0), layout.parent_axis(1)
     element = value.element
@@ -125,7 +128,7 @@ def _store_by_columns(ctx, value, byte_base: int, offset_of):
 
 
 def place_operands(ctx, a, b, b_base: int, a_offset_of, b_offset_of, before_barrier=None,
-                   b_by_columns: bool = False):
+                   b_by_columns: bool = False, b_layout=None):
     """Where a tensor-core dot's operands sit in shared memory: (root, a base, b base), the
     scratch buffer's 32-bit shared-window address and i32 byte offsets from it. Operands
     that a pipelined loop staged (``shared_read``) are in its stage, made visible by its
@@ -133,15 +136,15 @@ def place_operands(ctx, a, b, b_base: int, a_offset_of, b_offset_of, before_barr
     both at 0 and ``b_base`` of the scratch space, or, beside a staged one, alone at the
     first tile boundary above the loop's stages. Then ``before_barrier`` (if any) and a
     barrier. ``a`` None: A stays in registers (``wgmma.a_in_registers``), b is placed as
-    beside a staged A, and A's base is None. ``b_by_columns``: B's tile is its transpose
-    (``store_tile``)."""
+    beside a staged A, and A's base is None. ``b_by_columns``: B's tile is its transpose,
+    stored from ``b_layout`` (``store_tile``)."""
     builder = ctx.builder
     c = lambda v: ir.Constant(I32, v)   # noqa: E731
     if a is None or staged(a) or staged(b):
         root = builder.ptrtoint(ctx.shared.stage_pointer(c(0)), I32)
         bases = []
-        for value, offset_of, by_columns in ((a, a_offset_of, False),
-                                             (b, b_offset_of, b_by_columns)):
+        for value, offset_of, by_columns, layout in ((a, a_offset_of, False, None),
+                                                     (b, b_offset_of, b_by_columns, b_layout)):
             if value is None:
                 bases.append(None)
                 continue
@@ -153,7 +156,7 @@ def place_operands(ctx, a, b, b_base: int, a_offset_of, b_offset_of, before_barr
             # SCRATCH_TILE_ALIGNMENT boundaries of the buffer (wgmma's swizzle atoms).
             above_floor = -ctx.shared.floor % SCRATCH_TILE_ALIGNMENT
             ctx.shared.begin_use()
-            store_tile(ctx, value, above_floor, offset_of, by_columns)
+            store_tile(ctx, value, above_floor, offset_of, by_columns, layout)
             if before_barrier is not None:
                 before_barrier(builder)
             ctx.shared.barrier()
@@ -161,7 +164,7 @@ def place_operands(ctx, a, b, b_base: int, a_offset_of, b_offset_of, before_barr
         return (root,) + tuple(bases)
     ctx.shared.begin_use()
     store_tile(ctx, a, 0, a_offset_of)
-    store_tile(ctx, b, b_base, b_offset_of, b_by_columns)
+    store_tile(ctx, b, b_base, b_offset_of, b_by_columns, b_layout)
     if before_barrier is not None:
         before_barrier(builder)
     ctx.shared.barrier()
@@ -243,12 +246,23 @@ def lower_mma(ctx, op) -> list:
     (m, k), (_, n) = a.type.shape, b_operand.type.shape
     element = a.element
     size = element.itemsize
-    # A pipelined loop may stage B as loaded, [N, K] (``shared_read`` with ``transposed``).
-    k_major_b = staged(b_operand) and b_operand.owner.attrs.get("transposed", False)
+    # A pipelined loop may stage B as loaded, [N, K] (``shared_read`` with ``transposed``);
+    # the threads store a B read down its columns the same way (``plan.k_major_b``).
+    stored_k_major = op in ctx.plan.k_major_b
+    k_major_b = stored_k_major or \
+        staged(b_operand) and b_operand.owner.attrs.get("transposed", False)
     tile_a = tile_of(a)
     tile_b = SwizzledTile(n, k, element) if k_major_b else tile_of(b_operand)
+
+    def b_offset_of(builder, row, column):
+        if stored_k_major:   # B[row = k, column = n] at row n, column k of its [N, K] tile
+            return tile_b.element_offset(builder, column, row)
+        return tile_b.element_offset(builder, row, column)
+
     root, a_base, b_base = place_operands(ctx, a, b_operand, aligned_tile_bytes(tile_a),
-                                          tile_a.element_offset, tile_b.element_offset)
+                                          tile_a.element_offset, b_offset_of,
+                                          b_by_columns=stored_k_major,
+                                          b_layout=ctx.plan.k_major_b.get(op))
     # 32-bit shared-window addresses: ldmatrix takes them, and they cost half the adds.
     a_root, b_root = b.add(root, a_base), b.add(root, b_base)
 

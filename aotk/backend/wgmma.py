@@ -75,8 +75,9 @@ def a_in_registers(plan, op) -> bool:
     pair per k16 slice), so no shared memory is needed for it."""
     a = op.operands[0]
     layout = Layout(plan.mma[op])
+    # With N split over warpgroups, each holds only some of A's columns (the K of this dot).
     return not staged(a) and a.element.itemsize == 2 and plan.homes.get(a) == layout and \
-        layout in plan.demands.get(a, [])
+        layout in plan.demands.get(a, []) and layout.blocked.warps_per_cta[1] == 1
 
 
 def shared_bytes_needed(plan, op) -> int:
@@ -165,8 +166,9 @@ def lower_wgmma(ctx, op) -> list:
 
     integer = is_int8(element)
     # A pipelined loop may stage B as loaded, [N, K]: K-major like A, read untransposed.
-    # An int8 B that the threads store goes K-major too (8-bit operands have no transpose).
-    stored_k_major = integer and not staged(b_operand)
+    # An int8 B that the threads store goes K-major too (8-bit operands have no transpose),
+    # as does one read down its columns (``plan.k_major_b``), from the layout it was read in.
+    stored_k_major = op in ctx.plan.k_major_b or integer and not staged(b_operand)
     k_major_b = staged(b_operand) and b_operand.owner.attrs.get("transposed", False) or \
         stored_k_major
 
@@ -180,7 +182,8 @@ def lower_wgmma(ctx, op) -> list:
     root, a_base, b_base = place_operands(ctx, None if registers_a else a, b_operand,
                                           tile_bytes(a), tile_of(a).element_offset,
                                           b_offset_of, proxy_fence,
-                                          b_by_columns=stored_k_major)
+                                          b_by_columns=stored_k_major,
+                                          b_layout=ctx.plan.k_major_b.get(op))
 
     warpgroup = ctx.threads.warpgroup
     block_rows = layout.tile(0)

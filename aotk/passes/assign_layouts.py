@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from ..ir.kir import (ATOMICS, COMBINING, ELEMENTWISE_OPS, SHUFFLES, SIDE_EFFECT_OPS,
                       TERMINATORS, Function, walk)
-from .layout_facts import access_layouts, blocked_layouts, copy_layouts
+from .layout_facts import access_layouts, blocked_layouts, copy_layouts, k_major_b_loads
 from .layouts import (SCALAR, THREADS_PER_WARP, Layout, LayoutPlan, memory_vector_dim,
                       memory_vector_width, unit_reshape_layout)
 from .mma_layout import Mma, choose_mma
@@ -209,12 +209,16 @@ def _dot(demands, op, wanted):
     if mma is None:
         _shuffle(demands, op, wanted)
         return
-    # a and b are staged through shared memory from their natural layouts or the
-    # accumulator fragments they were computed in (or already there: a pipelined loop's
-    # shared_read); the accumulator lives in the mma fragments.
-    for operand in op.operands[:2]:
+    # a and b are staged through shared memory from their natural layouts, the accumulator
+    # fragments they were computed in, or (a K-major B) the layout its loads read it in;
+    # or they are already there (a pipelined loop's shared_read); the accumulator lives in
+    # the mma fragments.
+    for position, operand in enumerate(op.operands[:2]):
         resident = demands.resident.get(operand)
-        if operand.owner is not None and operand.owner.opcode == "shared_read":
+        if position == 1 and op in demands.plan.k_major_b:
+            # Stored K-major from the layout its loads read it in (``k_major_b_loads``).
+            demands.want(operand, demands.plan.k_major_b[op])
+        elif operand.owner is not None and operand.owner.opcode == "shared_read":
             demands.want(operand.owner.operands[0], SCALAR)
         elif resident is not None and not resident.sliced:
             # Stored from the fragments it was computed in (``mma.store_tile``).
@@ -398,8 +402,15 @@ def assign_layouts(function: Function, infos: dict, num_warps: int,
     memory_ops = [op for op in walk(function.body)
                   if op.opcode in ("load", "store", "async_copy")]
     vector_dim = {op: memory_vector_dim(op, infos) for op in memory_ops}
-    access = access_layouts(function, vector_dim, {
-        op: memory_vector_width(op, infos, vector_dim[op]) for op in memory_ops}, num_warps)
+    widths_along_dim = {op: memory_vector_width(op, infos, vector_dim[op]) for op in memory_ops}
+    # Tensor-core dots whose B is read down its columns store it K-major (its loads then
+    # keep their own layout); which instruction computes a dot may depend on that.
+    b_loads = k_major_b_loads(function, vector_dim, widths_along_dim)
+    mma = {op: choose_mma(op, num_warps, wgmma, ampere_mma, b_stored_k_major=op in b_loads)
+           for op in walk(function.body) if op.opcode == "dot"}
+    b_loads = {op: loads for op, loads in b_loads.items() if mma[op] is not None}
+    access = access_layouts(function, vector_dim, widths_along_dim, num_warps,
+                            frozenset(load for loads in b_loads.values() for load in loads))
     # An op without a layout of its own accesses memory along the last dimension, in
     # vectors as wide as that one allows.
     vector_width = {op: memory_vector_width(op, infos, vector_dim[op] if op in access else None)
@@ -409,9 +420,8 @@ def assign_layouts(function: Function, infos: dict, num_warps: int,
     by_rank, by_shape = blocked_layouts(function, along_last, num_warps)
     plan = LayoutPlan(num_warps, by_rank, vector_width, blocked_by_shape=by_shape,
                       preferred=copy_layouts(function, vector_width, num_warps),
-                      vector_dim={op: vector_dim[op] for op in access}, access=access)
-    plan.mma = {op: choose_mma(op, num_warps, wgmma, ampere_mma)
-                for op in walk(function.body) if op.opcode == "dot"}
+                      vector_dim={op: vector_dim[op] for op in access}, access=access,
+                      mma=mma, k_major_b={op: access[loads[0]] for op, loads in b_loads.items()})
     demands = Demands(plan, *mma_residency(plan, function))
     demands.solve(function.body)
     for value in list(demands.wanted):

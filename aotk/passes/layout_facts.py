@@ -5,7 +5,8 @@ and the dimension it runs along (``layouts.memory_vector_dim``), and ``num_warps
 one blocked layout per block rank, one of its own for each block shape the rank's layout
 would replicate (``blocked_layouts``), the layouts of the tiles ``async_copy`` moves and of
 what computes their addresses (``copy_layouts``), and those of the loads and stores whose
-memory is contiguous along another dimension than the last (``access_layouts``). Step 1
+memory is contiguous along another dimension than the last (``access_layouts``), among
+them the dot operands stored K-major (``k_major_b_loads``). Step 1
 of ``passes.assign_layouts``; dumped with the rest of the plan by ``LayoutPlan.listing``.
 """
 from __future__ import annotations
@@ -119,7 +120,7 @@ def _numel(shape) -> int:
 
 
 def access_layouts(function: Function, vector_dim: dict, vector_width: dict,
-                   num_warps: int) -> dict:
+                   num_warps: int, k_major: frozenset = frozenset()) -> dict:
     """memory op -> Layout for the loads and stores that access memory in vectors along a
     dimension other than the last (``layouts.memory_vector_dim``): a blocked layout of the
     op's shape, fastest along that dimension, so that each thread reads whole vectors and a
@@ -128,20 +129,51 @@ def access_layouts(function: Function, vector_dim: dict, vector_width: dict,
     aotk does so for these ops: a column-major tile was one scalar load per element, the
     32 lanes of a warp a row apart (``tests/test_load_layouts.py``).
 
-    Not for a load a dot takes as an operand (directly or through elementwise ops): the dot
-    stores its operands into shared memory row by row, and from a layout that runs down the
+    Not for a load a dot takes as an operand (directly or through elementwise ops), unless
+    it is a B the dot stores K-major (``k_major_b_loads``, ``k_major``): the dot stores its
+    other operands into shared memory row by row, and from a layout that runs down the
     columns that is one scalar store an element, with its own address. Tried on fla's
     chunked kernels (num_warps 2, [64, 64] tiles of k read transposed into dots): the
     vector loads, then those stores, took fla's chunk_gated_delta_rule kernels from no
     spill to 0.4-5 KB of spills, against none for Triton, which stores such a tile into
-    shared memory transposed."""
-    operands = _dot_operand_loads(function)
+    shared memory transposed, as a K-major B now is."""
+    operands = _dot_operand_loads(function) - set(k_major)
     access = {}
     for op, dim in vector_dim.items():
         shape = op.operands[0].type.shape
         if dim != len(shape) - 1 and vector_width[op] > 1 and op not in operands:
             access[op] = Layout(blocked_for(shape, vector_width[op], num_warps, fastest=dim))
     return access
+
+
+def k_major_b_loads(function: Function, vector_dim: dict, vector_width: dict) -> dict:
+    """dot -> [loads]: the dots whose B ([K, N]) is computed, through elementwise ops only,
+    from loads that read memory in vectors down its columns (along K: a tile read
+    transposed, fla's ``k`` through a block pointer of order (0, 1)). A tensor-core dot
+    stores such a B into its [N, K] tile, K-major, a thread's run of K in one vector
+    (``backend.mma.store_tile`` by columns), which wgmma and ldmatrix read without a
+    transpose; the loads then read in their own layout (``access_layouts``). A dot whose
+    B also depends on any other load of its shape keeps the row layout."""
+    found = {}
+    for op in walk(function.body):
+        if op.opcode != "dot" or len(op.result.type.shape) != 2:
+            continue
+        b = op.operands[1]
+        loads, pending, seen = [], [b], set()
+        while pending:
+            value = pending.pop()
+            owner = value.owner
+            if owner is None or value in seen or value.type.shape != b.type.shape:
+                continue
+            seen.add(value)
+            if owner.opcode == "load":
+                loads.append(owner)
+            elif owner.opcode in ELEMENTWISE_OPS:
+                pending.extend(owner.operands)
+        if loads and all(vector_dim.get(load) == 0 and vector_width.get(load, 1) > 1
+                         for load in loads):
+            found[op] = loads
+    return found
 
 
 def _dot_operand_loads(function: Function) -> set:

@@ -95,6 +95,9 @@ class LayoutPlan:
     # they are demanded in is a conversion through shared memory.
     homes: dict = field(default_factory=dict)
     mma: dict = field(default_factory=dict)            # dot op -> Mma layout, or None
+    # Tensor-core dots that store B K-major, its [N, K] tile, from the layout its loads
+    # read it in down its columns (``layout_facts.k_major_b_loads``): dot -> that layout.
+    k_major_b: dict = field(default_factory=dict)
     # Values whose natural layout is not their shape's: the addresses and masks of an
     # async_copy, laid out for the copied tile itself (see ``layout_facts.copy_layouts``).
     preferred: dict = field(default_factory=dict)
@@ -157,6 +160,8 @@ class LayoutPlan:
             return "in " + ", ".join(names)
 
         def op_note(op) -> str:
+            if op in self.k_major_b:
+                return "b=k_major"
             width = self.vector_width.get(op)
             if width is None:
                 return ""

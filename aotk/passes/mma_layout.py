@@ -89,33 +89,41 @@ def k_major_b(op) -> bool:
     return b is None or b.opcode != "shared_read" or b.attrs.get("transposed", False)
 
 
-def wgmma_warps(op, num_warps: int, k_major: bool | None = None) -> tuple | None:
+def wgmma_warps(op, num_warps: int, k_major: bool | None = None,
+                b_stored_k_major: bool = False) -> tuple | None:
     """How warps tile the result when Hopper's ``wgmma`` can compute this dot, else None:
     fp16 / bf16 operands (the only ones whose B may be N-major, as it is staged), fp32
     ones read as tf32 when both are staged K-major (wgmma has no transpose for tf32), or
     int8 ones whose B reaches it K-major (``k_major_b``: no transpose for 8-bit operands
     either); whole warpgroups, K (A's rows) and N (B's rows) rows of a swizzle mode
     (``wgmma_row_fits``).
-    Warpgroups stack along M, 64 rows each, (num_warps, 1); a tf32 dot with fewer rows
-    than that splits N among them, (4, num_warps / 4): warpgroup g takes every
+    Warpgroups stack along M, 64 rows each, (num_warps, 1); a dot with fewer rows than
+    that and a K-major B splits N among them, (4, num_warps / 4): warpgroup g takes every
     (num_warps / 4)-th 8-column group, as the Mma layout places them, which a K-major B
-    descriptor reads with a stride of that many 8-row groups (``backend.wgmma``).
+    descriptor reads with a stride of that many 8-row groups (``backend.wgmma``); an
+    N-major B has no such descriptor.
     ``k_major``: whether the operands are (``passes.pipeline``, before it stages them, says
-    whether it will); None: ``k_major_staged`` (``k_major_b`` for int8)."""
+    whether it will); None: ``k_major_staged`` (``k_major_b`` for int8).
+    ``b_stored_k_major``: the threads store B K-major (``layout_facts.k_major_b_loads``);
+    A, not staged, is stored K-major as always."""
     a, b = op.operands[:2]
     if len(op.result.type.shape) != 2 or a.element != b.element or num_warps % 4:
         return None
     tf32 = a.element.is_fp32()
     if tf32:
         # input_precision "ieee" and "tf32x3" stay off tensor cores' single tf32 product.
-        if op.attrs.get("precision") != "tf32" or \
-                not (k_major_staged(op) if k_major is None else k_major):
+        if op.attrs.get("precision") != "tf32" or not (
+                b_stored_k_major or (k_major_staged(op) if k_major is None else k_major)):
             return None
+        b_is_k_major = True
     elif is_int8(a.element):
-        if not (k_major_b(op) if k_major is None else k_major):
+        if not (b_stored_k_major or (k_major_b(op) if k_major is None else k_major)):
             return None
+        b_is_k_major = True
     elif not (a.element.is_fp16() or a.element.is_bf16()):
         return None
+    else:
+        b_is_k_major = b_stored_k_major or (k_major_staged(op) if k_major is None else k_major)
     (m, k), (_, n) = a.type.shape, b.type.shape
     size = a.element.itemsize
     if not wgmma_row_fits(k * size) or not wgmma_row_fits(n * size):
@@ -123,7 +131,8 @@ def wgmma_warps(op, num_warps: int, k_major: bool | None = None) -> tuple | None
     warpgroups = num_warps // 4
     if m % (WGMMA_ROWS * warpgroups) == 0:
         return (num_warps, 1)
-    if tf32 and m % WGMMA_ROWS == 0 and n % (MMA_TILE[1] * warpgroups) == 0:
+    if b_is_k_major and not is_int8(a.element) and m % WGMMA_ROWS == 0 and \
+            n % (MMA_TILE[1] * warpgroups) == 0:
         return (4, warpgroups)
     return None
 
@@ -134,14 +143,14 @@ def wgmma_fits(op, num_warps: int, k_major: bool | None = None) -> bool:
 
 
 def choose_mma(op, num_warps: int, wgmma: bool = False, ampere_mma: bool = True,
-               k_major: bool | None = None):
+               k_major: bool | None = None, b_stored_k_major: bool = False):
     """The accumulator layout of a ``dot`` that tensor cores can compute, else None (the dot
     then runs on CUDA cores). With ``wgmma`` (an sm_90 target) and a dot ``wgmma_fits``,
     warps as ``wgmma_warps`` places them. Otherwise mma.sync (fp16 / bf16, fp32 as tf32,
     int8; K a multiple of the instruction's depth; fp16 alone without ``ampere_mma``), its
     warps splitting M and N as evenly as the tile counts allow (Triton's rule). ``k_major``:
-    as ``wgmma_fits`` takes it."""
-    warps = wgmma_warps(op, num_warps, k_major) if wgmma else None
+    and ``b_stored_k_major`` as ``wgmma_warps`` takes them."""
+    warps = wgmma_warps(op, num_warps, k_major, b_stored_k_major) if wgmma else None
     if warps is not None:
         return Mma(warps, "wgmma")
     a, b = op.operands[:2]

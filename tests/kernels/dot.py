@@ -183,13 +183,14 @@ def column_major_b_dot_kernel(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.conste
     tl.store(c_ptr + rm[:, None] * N + rn[None, :], tl.dot(a, b, input_precision=PRECISION))
 
 
-def _column_major_b_case(dtype, m, n, k, precision="ieee", rtol=1e-3):
-    """``_dot_case``'s data (B given transposed) through ``column_major_b_dot_kernel``."""
+def _column_major_b_case(dtype, m, n, k, precision="ieee", rtol=1e-3, warps=4):
+    """``_dot_case``'s data (B given transposed) through ``column_major_b_dot_kernel``,
+    on ``warps`` warps."""
     like = _dot_case("", dtype, m, n, k, trans_b=True, precision=precision, rtol=rtol)
-    return Case(f"dot-{np.dtype(dtype).name}-{m}x{n}x{k}-b-column-major",
+    return Case(f"dot-{np.dtype(dtype).name}-{m}x{n}x{k}-b-column-major-{warps}-warps",
                 column_major_b_dot_kernel, like.make_args, (1,),
                 {"M": m, "N": n, "K": k, "PRECISION": precision}, ("c_ptr",), like.reference,
-                like.exact, rtol)
+                like.exact, rtol, num_warps=warps)
 
 
 CASES = [
@@ -248,7 +249,14 @@ CASES = [
     _matmul_loop_case("dot-matmul-loop-wgmma-k16-odd-k", 100, 70, 201, 64, 64, 16),
     # B read down its columns: fp16 (wgmma on sm_90), int8 (its B goes K-major, stored by
     # columns) and tf32.
+    # B stored K-major from the layout it is read in (wgmma on sm_90 where M is whole
+    # warpgroup slices, mma.sync below; 8 warps on 64 rows split N between warpgroups).
     _column_major_b_case(np.float16, 64, 64, 64),
+    _column_major_b_case(np.float16, 64, 128, 128, warps=8),
+    _column_major_b_case(np.float16, 128, 64, 64, warps=8),
+    _column_major_b_case(np.float16, 32, 64, 64),
     _column_major_b_case(np.int8, 64, 32, 128),
     _column_major_b_case(np.float32, 32, 32, 32, precision="tf32"),
+    _column_major_b_case(np.float32, 64, 64, 32, precision="tf32", warps=8),
+    _column_major_b_case(np.float32, 128, 32, 64, precision="tf32"),
 ]

@@ -26,6 +26,7 @@ class Case:
     exact: bool = True             # integer-exact outputs (else compare with tolerance)
     rtol: float = 1e-6
     views: dict = field(default_factory=dict)   # arg -> slice applied to build a view
+    num_warps: int = 4             # compiled and launched with these warps
 
     def launch_grid(self, args):
         return self.grid(args) if callable(self.grid) else self.grid
