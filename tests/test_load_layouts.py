@@ -117,23 +117,24 @@ def test_a_dot_stores_a_column_major_b_k_major_in_vectors(target, element, vecto
     assert not re.findall(r"st\.shared\.(?:b|u)(?:8|16)\b", ptx)
 
 
-def test_eight_warps_on_64_rows_split_n_over_warpgroups_with_a_k_major_b():
-    """64 rows are one warpgroup's wgmma: with 8 warps and B stored K-major, the two
-    warpgroups take alternate 8-column groups of N, read through a B descriptor that
-    strides over them (fp16 could only fall back to mma.sync before, as it still does
-    with a B read along its rows). Results: the dot case
-    "dot-float16-64x128x128-b-column-major-8-warps" (GPU)."""
-    compiled = aotk.compile(column_major_b_dot_kernel, "*fp16:16, *fp16:16, *fp32:16",
-                            constants={"M": 64, "N": 128, "K": 128, "PRECISION": "ieee"},
-                            num_warps=8, target="sm_90")
-    assert "#mma<m16n8 wpc=[4, 2] wgmma>" in compiled.asm["gir"]
-    instructions = re.findall(r"wgmma\.mma_async\S* [^;]*", compiled.asm["ptx"])
-    # Per warpgroup: its 64 of the 128 columns, over K = 128 in 8 steps of 16; B K-major.
-    assert len(instructions) == 8
-    assert all(text.startswith("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16")
-               and text.replace(" ", "").endswith(",1,1,0,0") for text in instructions)
+def test_eight_warps_on_64_rows_split_n_over_warpgroups():
+    """64 rows are one warpgroup's wgmma: with 8 warps, each warpgroup computes its own half
+    of N (``Mma.warp_columns``), reading B from its descriptor's start at that half, K-major
+    (stored by columns) or N-major (a whole 128-byte panel further). fp16 fell back to
+    mma.sync before. Results: the dot cases "...-8-warps" (interpreter and GPU)."""
+    column_major = aotk.compile(column_major_b_dot_kernel, "*fp16:16, *fp16:16, *fp32:16",
+                                constants={"M": 64, "N": 128, "K": 128, "PRECISION": "ieee"},
+                                num_warps=8, target="sm_90")
     row_major = aotk.compile(dot_kernel, "*fp16:16, *fp16:16, *fp32:16",
                              constants={"M": 64, "N": 128, "K": 128, "TRANS_B": False,
                                         "PRECISION": "ieee", "OUT16": False},
                              num_warps=8, target="sm_90")
-    assert "mma.sync" in row_major.asm["ptx"] and "wgmma" not in row_major.asm["ptx"]
+    for compiled, b_transposed in ((column_major, 0), (row_major, 1)):
+        assert "#mma<m16n8 wpc=[4, 2] warp_columns=64 wgmma>" in compiled.asm["gir"]
+        instructions = re.findall(r"wgmma\.mma_async\S* [^;]*", compiled.asm["ptx"])
+        # Per warpgroup: its 64 of the 128 columns, over K = 128 in 8 steps of 16.
+        assert len(instructions) == 8
+        assert all(text.startswith("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16")
+                   and text.replace(" ", "").endswith(f",1,1,0,{b_transposed}")
+                   for text in instructions)
+        assert "mma.sync" not in compiled.asm["ptx"]

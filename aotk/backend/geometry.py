@@ -52,7 +52,9 @@ def _mma_thread_base(layout: Mma, builder, lane, warp, axis: int):
     else:
         warp_coord = builder.udiv(warp, _i32(wm))
         lane_coord = builder.mul(builder.urem(lane, _i32(4)), _i32(2))
-    return builder.add(builder.mul(warp_coord, _i32(MMA_TILE[axis])), lane_coord,
+    # A warp column's first column: its 8-column tile, or its own slice of N.
+    warp_step = layout.warp_columns if axis == 1 and layout.warp_columns else MMA_TILE[axis]
+    return builder.add(builder.mul(warp_coord, _i32(warp_step)), lane_coord,
                        name=f"mma_base{axis}")
 
 

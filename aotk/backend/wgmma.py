@@ -7,7 +7,9 @@ goes in as four 32-bit registers per k16 slice.
 
 In: a [M, K] and b [K, N] (already in shared memory when a pipelined loop staged them, else
 in their natural blocked layouts), the accumulator in its ``Mma`` layout with warps
-(num_warps, 1) (``passes.mma_layout.choose_mma``). Out: the result's registers in that layout.
+(num_warps, 1), or (4, warpgroups) where a 64-row dot splits N into one contiguous slice
+per warpgroup (``Mma.warp_columns``; ``passes.mma_layout.choose_mma``). Out: the result's
+registers in that layout.
 
 Shared memory: both operands in the swizzled layout of ``backend.swizzle``, whose rows here
 are whole 128-byte panels or one 64- or 32-byte row (``mma_layout.wgmma_row_fits``): the
@@ -200,18 +202,21 @@ def lower_wgmma(ctx, op) -> list:
             a_start = b.add(a_start, b.mul(warpgroup, c(WGMMA_ROWS * width_a)))
         desc_a = _descriptor(b, a_start, _descriptor_high(16, PHASE_ROWS * width_a, width_a))
     b_start = b.add(root, b_base)
+    columns = n // groups_n              # this warpgroup's columns of C
     if groups_n > 1:
-        # One 64-row block; warpgroup g has every groups_n-th 8-column group from g: the
-        # K-major B's 8-row groups g, g + groups_n, ... (stride groups_n 8-row groups).
-        b_start = b.add(b_start, b.mul(warpgroup, c(PHASE_ROWS * width_b)))
+        # One 64-row block; warpgroup g computes columns [g, g + 1) * columns of C
+        # (``Mma.warp_columns``): a K-major B's rows from there, an N-major B's panels
+        # (whole ones: ``mma_layout.wgmma_warps``).
+        assert layout.warp_columns == columns, layout
+        first = columns * width_b if k_major_b else columns * size // width_b * k * width_b
+        b_start = b.add(b_start, b.mul(warpgroup, c(first)))
     desc_b = _descriptor(b, b_start,
                          _descriptor_high(16 if k_major_b else k * width_b,
-                                          groups_n * PHASE_ROWS * width_b, width_b))
+                                          PHASE_ROWS * width_b, width_b))
 
     accumulator_regs = ctx.regs(acc, Layout(layout))
     widen = acc.element.bits == 16
     accumulators = [b.fpext(r, F32) if widen else r for r in accumulator_regs]
-    columns = n // groups_n              # this warpgroup's columns of C
     chunk = _n_chunk(columns)
     per_row = 2 * (columns // 8)         # accumulator registers per slot row (Mma layout)
     k_step = K_STEP_BYTES // size
@@ -266,7 +271,7 @@ def lower_wgmma(ctx, op) -> list:
                     a_operands = [offset(desc_a, a_k + tm * block_rows * width_a)]
                 if k_major_b:
                     b_k = (k_bytes // width_b) * n * width_b + k_bytes % width_b
-                    descriptor_b = offset(desc_b, b_k + first_column * groups_n * width_b)
+                    descriptor_b = offset(desc_b, b_k + first_column * width_b)
                 else:
                     descriptor_b = offset(desc_b, panel * k * width_b + kk * width_b)
                 result = inline_asm(b, text, constraints,

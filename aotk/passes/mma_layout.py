@@ -25,12 +25,21 @@ class Mma:
     Hopper's ``wgmma`` m64nN accumulator is this same layout with warps (num_warps, 1): warp
     w of a warpgroup holds rows 16w..16w+15 of the group's 64, in the same 16x8 fragments.
     ``instruction`` says which one computes the dot; it does not change where elements live,
-    so two layouts that differ only there are equal."""
+    so two layouts that differ only there are equal.
+
+    ``warp_columns``: each warp column holds that many consecutive columns (0: warp columns
+    interleave 8-column tiles, as mma.sync's warps do). wgmma with N split over warpgroups
+    (warps (4, g), a 64-row dot on 8 warps) gives each warpgroup's instruction its own
+    slice of N, as Triton's [4, 2] does: B's descriptor then starts at the slice, whether
+    B is N-major or K-major."""
     warps_per_cta: tuple    # (along M, along N)
     instruction: str = field(default="mma.sync", compare=False)
+    warp_columns: int = 0
     rank = 2
 
     def tile(self, dim: int) -> int:
+        if dim == 1 and self.warp_columns:
+            return self.warp_columns * self.warps_per_cta[1]
         return MMA_TILE[dim] * self.warps_per_cta[dim]
 
     # What a reduction across the fragments needs, named as ``layouts.Blocked`` names it:
@@ -47,11 +56,18 @@ class Mma:
         if size == 1:
             return [0]
         pair = (0, 8) if axis == 0 else (0, 1)
+        if axis == 1 and self.warp_columns:
+            # The warp's own columns, 8-column tiles one after the other (its base is
+            # warp column * warp_columns: ``backend.geometry``); the block is one tile.
+            assert size == self.tile(1), (size, self)
+            return [r * MMA_TILE[1] + p for r in range(self.warp_columns // MMA_TILE[1])
+                    for p in pair]
         return [r * self.tile(axis) + p for r in range(max(1, size // self.tile(axis)))
                 for p in pair]
 
     def __str__(self) -> str:
-        return f"#mma<m16n8 wpc={list(self.warps_per_cta)} {self.instruction}>"
+        columns = f" warp_columns={self.warp_columns}" if self.warp_columns else ""
+        return f"#mma<m16n8 wpc={list(self.warps_per_cta)}{columns} {self.instruction}>"
 
 
 WGMMA_ROWS = 64          # rows of C one warpgroup's wgmma computes
@@ -98,10 +114,10 @@ def wgmma_warps(op, num_warps: int, k_major: bool | None = None,
     either); whole warpgroups, K (A's rows) and N (B's rows) rows of a swizzle mode
     (``wgmma_row_fits``).
     Warpgroups stack along M, 64 rows each, (num_warps, 1); a dot with fewer rows than
-    that and a K-major B splits N among them, (4, num_warps / 4): warpgroup g takes every
-    (num_warps / 4)-th 8-column group, as the Mma layout places them, which a K-major B
-    descriptor reads with a stride of that many 8-row groups (``backend.wgmma``); an
-    N-major B has no such descriptor.
+    that splits N among them, (4, num_warps / 4), each warpgroup a contiguous slice
+    (``Mma.warp_columns``) whose B descriptor starts at its first row (K-major B) or, for
+    an N-major B, its first panel: the slice must then be whole panels (Triton's [4, 2];
+    fla's chunked kernels on 8 warps, BT = 64). Not for int8.
     ``k_major``: whether the operands are (``passes.pipeline``, before it stages them, says
     whether it will); None: ``k_major_staged`` (``k_major_b`` for int8).
     ``b_stored_k_major``: the threads store B K-major (``layout_facts.k_major_b_loads``);
@@ -131,8 +147,10 @@ def wgmma_warps(op, num_warps: int, k_major: bool | None = None,
     warpgroups = num_warps // 4
     if m % (WGMMA_ROWS * warpgroups) == 0:
         return (num_warps, 1)
-    if b_is_k_major and not is_int8(a.element) and m % WGMMA_ROWS == 0 and \
-            n % (MMA_TILE[1] * warpgroups) == 0:
+    columns = n // warpgroups
+    n_major_panel = min(n * size, SWIZZLE_BYTES)
+    if not is_int8(a.element) and m % WGMMA_ROWS == 0 and columns % MMA_TILE[1] == 0 and \
+            n % warpgroups == 0 and (b_is_k_major or columns * size % n_major_panel == 0):
         return (4, warpgroups)
     return None
 
@@ -152,7 +170,8 @@ def choose_mma(op, num_warps: int, wgmma: bool = False, ampere_mma: bool = True,
     and ``b_stored_k_major`` as ``wgmma_warps`` takes them."""
     warps = wgmma_warps(op, num_warps, k_major, b_stored_k_major) if wgmma else None
     if warps is not None:
-        return Mma(warps, "wgmma")
+        n = op.result.type.shape[1]
+        return Mma(warps, "wgmma", n // warps[1] if warps[1] > 1 else 0)
     a, b = op.operands[:2]
     if len(op.result.type.shape) != 2 or a.element != b.element:
         return None

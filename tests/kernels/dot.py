@@ -103,7 +103,7 @@ def _two_dots_case(n):
                 reference, False, 1e-3)
 
 
-def _chain_dot_case(dtype, m, n, k, precision):
+def _chain_dot_case(dtype, m, n, k, precision, warps=4):
     def make(rng):
         return {"x_ptr": (rng.standard_normal(m * k) * 0.1).astype(dtype),
                 "y_ptr": (rng.standard_normal(k * n) * 0.1).astype(dtype),
@@ -116,9 +116,10 @@ def _chain_dot_case(dtype, m, n, k, precision):
         z = (x.reshape(m, k) @ y.reshape(k, n)).astype(np.float32).astype(dtype)
         return {"out_ptr": (as_input(z).astype(np.float64) @ w.reshape(n, n)).astype(np.float32)
                 .ravel()}
-    return Case(f"chain-dot-{np.dtype(dtype).name}-{precision}-{m}x{n}x{k}", chain_dot_kernel,
-                make, (1,), {"M": m, "N": n, "K": k, "PRECISION": precision}, ("out_ptr",),
-                reference, False, 1e-2)
+    suffix = f"-{warps}-warps" if warps != 4 else ""
+    return Case(f"chain-dot-{np.dtype(dtype).name}-{precision}-{m}x{n}x{k}{suffix}",
+                chain_dot_kernel, make, (1,), {"M": m, "N": n, "K": k, "PRECISION": precision},
+                ("out_ptr",), reference, False, 1e-2, num_warps=warps)
 
 
 def _tf32(x):
@@ -126,7 +127,7 @@ def _tf32(x):
 
 
 def _dot_case(name, dtype, m, n, k, trans_b=False, precision="ieee", out16=False, rtol=1e-4,
-              bf16=False):
+              bf16=False, warps=4):
     def make(rng):
         if np.dtype(dtype).kind == "i":
             a, b = (rng.integers(-128, 128, s).astype(dtype) for s in ((m, k), (k, n)))
@@ -147,7 +148,8 @@ def _dot_case(name, dtype, m, n, k, trans_b=False, precision="ieee", out16=False
         return {"c_ptr": (a @ b).astype(args["c_ptr"].dtype)}
     return Case(name, dot_kernel, make, (1,),
                 {"M": m, "N": n, "K": k, "TRANS_B": trans_b, "PRECISION": precision,
-                 "OUT16": out16, "BF16": bf16}, ("c_ptr",), reference, np.dtype(dtype).kind == "i", rtol)
+                 "OUT16": out16, "BF16": bf16}, ("c_ptr",), reference, np.dtype(dtype).kind == "i", rtol,
+                num_warps=warps)
 
 
 def _matmul_loop_reference(args):
@@ -220,6 +222,15 @@ CASES = [
     _dot_case("dot-bf16-64x64x16-wgmma", np.float32, 64, 64, 16, bf16=True, rtol=1e-3),
     _dot_case("dot-fp16-64x32x64-wgmma", np.float16, 64, 32, 64, rtol=1e-3),
     _dot_case("dot-fp16-128x16x32-wgmma", np.float16, 128, 16, 32, rtol=1e-3),
+    # 8 warps on 64 rows: each warpgroup's wgmma takes its own half of N (sm_90), from an
+    # N-major B (one and two 128-byte panels each) and a K-major one; and a first dot's
+    # halves stored as the second's A.
+    _dot_case("dot-fp16-64x128x128-8-warps", np.float16, 64, 128, 128, rtol=1e-3, warps=8),
+    _dot_case("dot-bf16-64x256x64-8-warps", np.float32, 64, 256, 64, bf16=True, rtol=1e-3,
+              warps=8),
+    _dot_case("dot-fp16-64x128x64-trans-b-8-warps", np.float16, 64, 128, 64, trans_b=True,
+              rtol=1e-3, warps=8),
+    _chain_dot_case(np.float16, 64, 128, 128, "ieee", warps=8),
     # Two dots on mma.sync, the first one's accumulator feeding the second's A.
     _chain_dot_case(np.float16, 32, 32, 32, "ieee"),
     _chain_dot_case(np.float32, 32, 32, 32, "tf32"),
