@@ -1,8 +1,8 @@
 """``for`` / ``if`` / ``while`` -> basic blocks with one phi per register of each carried value.
 
 In: the op, its operands' registers, its regions. Out: the registers of its results. Carried
-values keep one layout throughout (``passes.layouts``: their natural layout, or a dot
-accumulator's mma layout). Shared-memory bookkeeping follows the control flow: a loop body's
+values and an if's results keep one layout throughout (``passes.layouts``: their natural
+layout, or a dot accumulator's mma layout). Shared-memory bookkeeping follows the control flow: a loop body's
 first scratch use may follow the previous trip's last one, so it starts with a barrier; an
 ``if`` needs one after it when either branch used the buffer; a pipelined loop's operand
 stages stay live for the whole loop, so other users go above them meanwhile.
@@ -121,7 +121,7 @@ def lower_if(ctx, op) -> list:
     for region, block in zip(op.regions, blocks):
         b.position_at_end(block)
         ctx.shared.in_use = shared_before
-        yielded = ctx.lower_region(region, [], [ctx.plan.natural(v) for v in op.results])
+        yielded = ctx.lower_region(region, [], [ctx.plan.homes[v] for v in op.results])
         shared_after = shared_after or ctx.shared.in_use
         incoming.append((yielded, b.block))
         b.branch(merge)

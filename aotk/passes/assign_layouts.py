@@ -161,19 +161,22 @@ def _for(demands, op):
 
 
 def _branches(demands, op):
-    """``if`` / ``while``: results and block arguments in their natural layouts. What
+    """``if`` / ``while``: results and block arguments in their natural layouts (an if's
+    result where a branch computes it in an accumulator's layout: ``mma_residency``). What
     crosses into them (a while's initial values, what each region's terminator hands on)
     is wanted in the layout of the value receiving it, which may differ from its own
     natural layout (an async copy's addresses, ``copy_layouts``)."""
     natural = demands.plan.natural
-    for value in op.results:
-        demands.home(value)
+    # An if's results may stay in a dot's mma layout (``mma_residency``).
+    layouts = demands.carried.get(op) or [natural(v) for v in op.results]
+    for value, layout in zip(op.results, layouts):
+        demands.home(value, layout)
     for region in op.regions:
         for value in region.args:
             demands.home(value)
     if op.opcode == "if":
         for region in op.regions:
-            demands.yield_layouts[region.terminator] = [natural(v) for v in op.results]
+            demands.yield_layouts[region.terminator] = layouts
         demands.want_natural(op.operands)
     else:
         before, after = op.regions
@@ -329,11 +332,21 @@ def _load(demands, op, wanted):
         for value in op.operands:
             demands.want(value, demands.plan.access[op])
         return
+    threads = demands.plan.num_warps * THREADS_PER_WARP
+    if len(wanted) > 1 and len(op.result.type.shape) == 1 and \
+            op.result.type.numel <= threads and not op.attrs.get("volatile"):
+        # A vector of at most one element a thread, wanted in several layouts (fla's gates
+        # g, as rows and columns of two accumulators): loaded again in each, a few cached
+        # bytes, where each conversion would cost a round trip through shared memory and
+        # two barriers.
+        for layout in wanted:
+            for value in op.operands:
+                demands.want(value, layout)
+        return
     memory = [layout for layout in wanted
               if layout is SCALAR or not isinstance(layout.blocked, Mma)]
     memory.sort(key=lambda layout: layout is SCALAR or bool(layout.sliced))
     home = memory[0] if memory else demands.plan.natural(op.result)
-    threads = demands.plan.num_warps * THREADS_PER_WARP
     if home is not SCALAR and home.sliced and _slice_copies(home) >= SLICE_COPIES_LOADED \
             and op.result.type.numel > threads:
         home = demands.plan.natural(op.result)

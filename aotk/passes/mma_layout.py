@@ -47,6 +47,7 @@ class Mma:
     # rows 8 ways (lane / 4) and the columns 4 ways (lane % 4).
     size_per_thread = (2, 2)
     threads_per_warp = (8, 4)
+    order = (1, 0)   # a lane's two adjacent columns: consecutive registers
 
     def strides(self, axis: int) -> tuple:
         """(lane, warp) id distance between neighbours along ``axis``."""

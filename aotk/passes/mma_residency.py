@@ -20,7 +20,7 @@ def carried_layout(plan: LayoutPlan, region, value):
     natural layout. The walk back from the yield follows ops of the carried value's shape
     only, and a dot counts only at that shape: flash attention's row sums l_i come from a
     reduction of the q @ k.T scores, not from an accumulator."""
-    inside = {id(op) for op in region.body}
+    inside = {id(op) for op in walk(region.body)}
     pending, seen = [value], set()
     while pending:
         v = pending.pop()
@@ -35,6 +35,9 @@ def carried_layout(plan: LayoutPlan, region, value):
         if owner.opcode == "wgmma_wait":   # the value it passes on
             pending.append(next(operand for operand, result in
                                 zip(owner.operands, owner.results) if result is v))
+        elif owner.opcode == "if":          # what either branch yields for it
+            index = owner.results.index(v)
+            pending.extend(branch.terminator.operands[index] for branch in owner.regions)
         elif owner.result is not None:
             pending.extend(owner.operands)
     return plan.natural(value)
@@ -50,13 +53,19 @@ def mma_residency(plan: LayoutPlan, function: Function) -> tuple:
     Resident (value -> Layout of an ``Mma`` parent, sliced or not), following the values
     forward: a dot's result; elementwise ops whose block operands are resident in one
     layout (index values built from splats, constants and aranges fit any: they are
-    recomputed where wanted, as a causal mask is); ``broadcast`` of a resident value and
+    recomputed where wanted, as a causal mask is; so do broadcasts of smaller blocks, whose
+    sources are converted to the slice instead); ``broadcast`` of a resident value and
     ``expand_dims`` of a resident slice along its axis; what a ``wgmma_wait`` passes on of a
     resident value; a ``reduce`` of a resident value, in its slice along the axis (``backend.reduce`` reduces across the fragments). Flash
     attention's row maxima and sums, its probabilities p and the rescaled accumulator are
     then computed where q @ k.T left the scores, with no conversion through shared memory.
 
-    Carried (for op -> [Layout] per carried value): a dot's accumulator in its mma layout
+    An ``if`` result is resident where a branch yields a resident (unsliced) value: the
+    other branch's value is converted at its yield. fla's chunk_gla_fwd_kernel_o adds a
+    dot to its loop's accumulator under an ``if``: the accumulator converted to and from
+    its mma layout twice a trip before.
+
+    Carried (for or if op -> [Layout] per carried value or result): a dot's accumulator in its mma layout
     (``carried_layout``); a value the body computes resident, such as attention's running
     maximum and sum, in that layout, guessed by treating the block arguments as fitting
     any layout and then checked without the guess; anything else its natural layout."""
@@ -70,6 +79,12 @@ def mma_residency(plan: LayoutPlan, function: Function) -> tuple:
         owner = value.owner
         if owner is not None and owner.opcode in ("splat", "constant", "arange"):
             return WILD   # recomputed in whatever layout a user wants
+        if owner is not None and owner.opcode == "broadcast":
+            # A smaller block repeated (a row or column vector): where the result is
+            # wanted in an accumulator's layout, that smaller block is converted to the
+            # slice of it, not the accumulator to the block's layout. fla's chunk_o
+            # scales q @ h by exp(g)[:, None] and masks q @ k by a causal mask of gates.
+            return WILD
         return None
 
     def elementwise(op):
@@ -92,6 +107,8 @@ def mma_residency(plan: LayoutPlan, function: Function) -> tuple:
             if op.regions and op.opcode not in COMBINING:
                 for region in op.regions:   # if / while: their loops, their values
                     visit(region.body)
+                if op.opcode == "if":
+                    branch_results(op)
                 continue
             if op.opcode == "wgmma_wait":   # registers passed through
                 for value, result in zip(op.operands, op.results):
@@ -124,6 +141,17 @@ def mma_residency(plan: LayoutPlan, function: Function) -> tuple:
                 layout = elementwise(op)
             if layout is not None:
                 resident[op.result] = layout
+
+    def branch_results(op):
+        layouts = []
+        for index, result in enumerate(op.results):
+            found = [resident.get(branch.terminator.operands[index]) for branch in op.regions]
+            full = [lay for lay in found if isinstance(lay, Layout) and not lay.sliced and
+                    isinstance(lay.blocked, Mma)]
+            layouts.append(full[0] if full else plan.natural(result))
+            if full:
+                resident[result] = full[0]
+        carried[op] = layouts
 
     def body_yields(body, guesses):
         """The yields' resident layouts with the block arguments resident in ``guesses``."""

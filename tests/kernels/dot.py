@@ -185,6 +185,76 @@ def column_major_b_dot_kernel(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.conste
     tl.store(c_ptr + rm[:, None] * N + rn[None, :], tl.dot(a, b, input_precision=PRECISION))
 
 
+@aotk.jit
+def gated_two_dots_kernel(q_ptr, k_ptr, v_ptr, g_ptr, o_ptr, T: tl.constexpr,
+                          D: tl.constexpr):
+    """fla's chunk output in small (D = T): A = (q @ k^T) * exp(g_i - g_j) under a causal
+    mask, then o = (q @ v^T) * exp(g)[:, None] + A @ v. The gates are a [T] vector read as
+    the rows and the columns of the accumulators; k is read down its columns (K-major B)."""
+    t = tl.arange(0, T)
+    d = tl.arange(0, D)
+    q = tl.load(q_ptr + t[:, None] * D + d[None, :])
+    k = tl.load(k_ptr + d[:, None] + t[None, :] * D)      # [D, T]: k transposed
+    v = tl.load(v_ptr + t[:, None] * D + d[None, :])
+    g = tl.load(g_ptr + t)
+    scores = tl.dot(q, k) * tl.exp(g[:, None] - g[None, :])
+    scores = tl.where(t[:, None] >= t[None, :], scores, 0.0)
+    out = tl.dot(q, tl.trans(v)) * tl.exp(g)[:, None] + tl.dot(scores.to(v.dtype), v)
+    tl.store(o_ptr + t[:, None] * D + d[None, :], out)
+
+
+def _gated_two_dots_case(t, warps):
+    """``gated_two_dots_kernel`` on [t, t] fp16 blocks."""
+    d = t
+
+    def make(rng):
+        return {"q_ptr": (rng.standard_normal((t, d)) * 0.3).astype(np.float16),
+                "k_ptr": (rng.standard_normal((t, d)) * 0.3).astype(np.float16),
+                "v_ptr": (rng.standard_normal((t, d)) * 0.3).astype(np.float16),
+                "g_ptr": -np.cumsum(rng.random(t) * 0.1).astype(np.float32),
+                "o_ptr": np.zeros((t, d), np.float32)}
+
+    def reference(args):
+        q, k, v = (args[n].astype(np.float64) for n in ("q_ptr", "k_ptr", "v_ptr"))
+        g = args["g_ptr"].astype(np.float64)
+        scores = np.tril((q @ k.T) * np.exp(g[:, None] - g[None, :]))
+        scores = scores.astype(np.float16).astype(np.float64)
+        return {"o_ptr": ((q @ v.T) * np.exp(g)[:, None] + scores @ v).astype(np.float32)}
+    return Case(f"gated-two-dots-fp16-{t}-{warps}-warps", gated_two_dots_kernel, make, (1,),
+                {"T": t, "D": d}, ("o_ptr",), reference, False, 2e-2, num_warps=warps)
+
+
+@aotk.jit
+def dot_under_if_kernel(a_ptr, b_ptr, c_ptr, K, SKIP, M: tl.constexpr, N: tl.constexpr,
+                        BLOCK_K: tl.constexpr):
+    """A loop's accumulator updated by a dot under a runtime ``if`` (fla's
+    chunk_gla_fwd_kernel_o): the blocks of K below SKIP are left out."""
+    rm = tl.arange(0, M)
+    rn = tl.arange(0, N)
+    acc = tl.zeros([M, N], tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        rk = k0 + tl.arange(0, BLOCK_K)
+        a = tl.load(a_ptr + rm[:, None] * K + rk[None, :])
+        b = tl.load(b_ptr + rk[:, None] * N + rn[None, :])
+        if k0 >= SKIP:
+            acc += tl.dot(a, b)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc)
+
+
+def _dot_under_if_case(m, n, k, block_k, skip, warps):
+    def make(rng):
+        return {"a_ptr": rng.standard_normal((m, k)).astype(np.float16),
+                "b_ptr": rng.standard_normal((k, n)).astype(np.float16),
+                "c_ptr": np.zeros((m, n), np.float32), "K": k, "SKIP": skip}
+
+    def reference(args):
+        a = args["a_ptr"].astype(np.float64)[:, skip:]
+        return {"c_ptr": (a @ args["b_ptr"].astype(np.float64)[skip:]).astype(np.float32)}
+    return Case(f"dot-under-if-in-loop-fp16-{m}x{n}x{k}-{warps}-warps", dot_under_if_kernel,
+                make, (1,), {"M": m, "N": n, "BLOCK_K": block_k}, ("c_ptr",), reference,
+                False, 1e-3, num_warps=warps)
+
+
 def _column_major_b_case(dtype, m, n, k, precision="ieee", rtol=1e-3, warps=4):
     """``_dot_case``'s data (B given transposed) through ``column_major_b_dot_kernel``,
     on ``warps`` warps."""
@@ -231,6 +301,14 @@ CASES = [
     _dot_case("dot-fp16-64x128x64-trans-b-8-warps", np.float16, 64, 128, 64, trans_b=True,
               rtol=1e-3, warps=8),
     _chain_dot_case(np.float16, 64, 128, 128, "ieee", warps=8),
+    # Epilogues where the accumulators live: gates read as rows and columns, a causal mask,
+    # a second dot taking the first one's fragments as A (2 warps: mma.sync; 4 and 8 on
+    # sm_90: wgmma, 8 splitting N); and an accumulator updated under an if in a loop.
+    _gated_two_dots_case(64, 2),
+    _gated_two_dots_case(64, 4),
+    _gated_two_dots_case(64, 8),
+    _dot_under_if_case(64, 64, 128, 32, 64, 2),
+    _dot_under_if_case(64, 128, 128, 64, 64, 4),
     # Two dots on mma.sync, the first one's accumulator feeding the second's A.
     _chain_dot_case(np.float16, 32, 32, 32, "ieee"),
     _chain_dot_case(np.float32, 32, 32, 32, "tf32"),
