@@ -10,7 +10,7 @@ import pytest
 
 import aotk
 from tests.kernels.pipeline_shapes import matmul_fp32_out_kernel as dot_plus_tile_per_trip
-from tests.kernels.dot import column_major_b_dot_kernel, dot_kernel
+from tests.kernels.dot import column_major_a_dot_kernel, column_major_b_dot_kernel, dot_kernel
 from tests.kernels.views import column_major_tile_kernel, row_scaled_tile_kernel
 
 
@@ -138,3 +138,29 @@ def test_eight_warps_on_64_rows_split_n_over_warpgroups():
                    and text.replace(" ", "").endswith(f",1,1,0,{b_transposed}")
                    for text in instructions)
         assert "mma.sync" not in compiled.asm["ptx"]
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90"])
+def test_a_dot_stores_a_column_major_a_m_major_in_vectors(target):
+    """An fp16 A read down its columns (contiguous along M) is loaded in 16-byte vectors
+    along M and stored into the dot's [K, M] tile from there; mma.sync takes its fragments
+    through ldmatrix.trans, wgmma through an M-major descriptor (imm-trans-a = 1). It was
+    one 2-byte load an element (fla's chunk_delta_h: 128 of its 153 global loads).
+    Results: the dot cases "...-a-column-major-..." (interpreter and GPU)."""
+    compiled = aotk.compile(column_major_a_dot_kernel, "*fp16:16, *fp16:16, *fp32:16",
+                            constants={"M": 64, "N": 64, "K": 64, "B_COLUMN_MAJOR": False},
+                            num_warps=4, target=target)
+    gir = compiled.asm["gir"]
+    loads = [line for line in gir.splitlines() if " = load " in line]
+    assert "vec=8 along=0 in" in loads[0] and "vec=8]" in loads[1]
+    assert "a=m_major]" in next(line for line in gir.splitlines() if " = dot " in line)
+    ptx = compiled.asm["ptx"]
+    # 64 x 64 fp16 of A and of B over 128 threads: 4 vectors of 8 each, loaded and stored.
+    assert re.findall(r"ld\.global\S*", ptx) == ["ld.global.v4.b32"] * 8
+    assert re.findall(r"st\.shared\.v4\S*", ptx) == ["st.shared.v4.b32"] * 8
+    if target == "sm_80":
+        assert "ldmatrix.sync.aligned.m8n8.x4.trans" in ptx
+    else:
+        instructions = re.findall(r"wgmma\.mma_async\S* [^;]*", ptx)
+        assert instructions and all(text.replace(" ", "").endswith(",1,1,1,1")
+                                    for text in instructions)

@@ -9,12 +9,16 @@ layout (``passes.mma_layout.choose_mma``). Out: the result's registers in that `
 1. a and b are in shared memory in the swizzled layout of ``backend.swizzle`` (the eight
    16-byte rows one ``ldmatrix`` matrix reads fall in eight different bank groups): a
    pipelined loop (``passes.pipeline``) put them there with cp.async, else the threads
-   store them in vector stores of their contiguous elements, then one barrier.
+   store them in vector stores of their contiguous elements, then one barrier. An
+   operand read down its columns (``plan.stored_transposed``) is stored into its
+   transposed tile, B as [N, K], a 16-bit A as [K, M], each thread's run down a column in
+   one vector.
 2. For each instruction-deep slice of K, each warp loads its A fragments (one
    ``ldmatrix.x4`` per 16-row tile: four 8-row x 16-byte matrices, whatever the element
-   size) and B fragments (16-bit elements: ``ldmatrix.x4.trans`` per pair of 8-column
-   tiles, as B is stored K-major and mma wants it column-major; tf32 and int8: element
-   loads, since ldmatrix only transposes 16-bit elements), then issues one ``mma.sync``
+   size; ``ldmatrix.x4.trans`` from an [K, M] tile) and B fragments (16-bit elements:
+   ``ldmatrix.x4.trans`` per pair of 8-column tiles, as B is stored [K, N] and mma wants
+   it column-major; from an [N, K] tile plain ``ldmatrix``, any element size; else for tf32
+   and int8: element loads, since ldmatrix only transposes 16-bit elements), then issues one ``mma.sync``
    per (row tile, column tile).
 An fp16 accumulator (out_dtype=float16) is widened to fp32 around the products.
 """
@@ -127,8 +131,18 @@ def _store_by_columns(ctx, value, byte_base: int, offset_of, layout):
                     align=piece * element.itemsize)
 
 
+def transposed_offsets(tile: SwizzledTile, transposed: bool):
+    """``offset_of(builder, row, column)`` of an operand's element in ``tile``: the tile
+    as it is, or, ``transposed``, holding the operand's transpose (a B stored K-major, an A
+    M-major: element (row, column) at row ``column``, column ``row``)."""
+    if transposed:
+        return lambda builder, row, column: tile.element_offset(builder, column, row)
+    return tile.element_offset
+
+
 def place_operands(ctx, a, b, b_base: int, a_offset_of, b_offset_of, before_barrier=None,
-                   b_by_columns: bool = False, b_layout=None):
+                   b_by_columns: bool = False, b_layout=None, a_by_columns: bool = False,
+                   a_layout=None):
     """Where a tensor-core dot's operands sit in shared memory: (root, a base, b base), the
     scratch buffer's 32-bit shared-window address and i32 byte offsets from it. Operands
     that a pipelined loop staged (``shared_read``) are in its stage, made visible by its
@@ -137,13 +151,14 @@ def place_operands(ctx, a, b, b_base: int, a_offset_of, b_offset_of, before_barr
     first tile boundary above the loop's stages. Then ``before_barrier`` (if any) and a
     barrier. ``a`` None: A stays in registers (``wgmma.a_in_registers``), b is placed as
     beside a staged A, and A's base is None. ``b_by_columns``: B's tile is its transpose,
-    stored from ``b_layout`` (``store_tile``)."""
+    stored from ``b_layout`` (``store_tile``); ``a_by_columns`` and ``a_layout`` the same
+    for A."""
     builder = ctx.builder
     c = lambda v: ir.Constant(I32, v)   # noqa: E731
     if a is None or staged(a) or staged(b):
         root = builder.ptrtoint(ctx.shared.stage_pointer(c(0)), I32)
         bases = []
-        for value, offset_of, by_columns, layout in ((a, a_offset_of, False, None),
+        for value, offset_of, by_columns, layout in ((a, a_offset_of, a_by_columns, a_layout),
                                                      (b, b_offset_of, b_by_columns, b_layout)):
             if value is None:
                 bases.append(None)
@@ -163,7 +178,7 @@ def place_operands(ctx, a, b, b_base: int, a_offset_of, b_offset_of, before_barr
             bases.append(c(ctx.shared.floor + above_floor))
         return (root,) + tuple(bases)
     ctx.shared.begin_use()
-    store_tile(ctx, a, 0, a_offset_of)
+    store_tile(ctx, a, 0, a_offset_of, a_by_columns, a_layout)
     store_tile(ctx, b, b_base, b_offset_of, b_by_columns, b_layout)
     if before_barrier is not None:
         before_barrier(builder)
@@ -247,22 +262,22 @@ def lower_mma(ctx, op) -> list:
     element = a.element
     size = element.itemsize
     # A pipelined loop may stage B as loaded, [N, K] (``shared_read`` with ``transposed``);
-    # the threads store a B read down its columns the same way (``plan.k_major_b``).
-    stored_k_major = op in ctx.plan.k_major_b
+    # the threads store a B read down its columns the same way, and an A read down its
+    # columns M-major, [K, M] (``plan.stored_transposed``).
+    stored_k_major = ctx.plan.k_major_b(op) is not None
+    m_major_a = ctx.plan.m_major_a(op) is not None
     k_major_b = stored_k_major or \
         staged(b_operand) and b_operand.owner.attrs.get("transposed", False)
-    tile_a = tile_of(a)
+    tile_a = SwizzledTile(k, m, element) if m_major_a else tile_of(a)
     tile_b = SwizzledTile(n, k, element) if k_major_b else tile_of(b_operand)
 
-    def b_offset_of(builder, row, column):
-        if stored_k_major:   # B[row = k, column = n] at row n, column k of its [N, K] tile
-            return tile_b.element_offset(builder, column, row)
-        return tile_b.element_offset(builder, row, column)
-
     root, a_base, b_base = place_operands(ctx, a, b_operand, aligned_tile_bytes(tile_a),
-                                          tile_a.element_offset, b_offset_of,
+                                          transposed_offsets(tile_a, m_major_a),
+                                          transposed_offsets(tile_b, stored_k_major),
                                           b_by_columns=stored_k_major,
-                                          b_layout=ctx.plan.k_major_b.get(op))
+                                          b_layout=ctx.plan.k_major_b(op),
+                                          a_by_columns=m_major_a,
+                                          a_layout=ctx.plan.m_major_a(op))
     # 32-bit shared-window addresses: ldmatrix takes them, and they cost half the adds.
     a_root, b_root = b.add(root, a_base), b.add(root, b_base)
 
@@ -275,6 +290,10 @@ def lower_mma(ctx, op) -> list:
     group, thread_in_group = b.udiv(lane, c(4)), b.urem(lane, c(4))
     tiles_m, tiles_n = m // layout.tile(0), n // layout.tile(1)
     depth, mma_text, accumulator_kind = _instruction(element)
+    if m_major_a:
+        m_major_row = b.add(b.urem(lane, c(8)), b.mul(half, c(8)))
+        m_major_chunk = b.add(b.udiv(warp_row, c(CHUNK_BYTES // size)),
+                              b.urem(b.udiv(lane, c(8)), c(2)))
     ampere = has_ampere_mma(ctx.target)
     per_register = 4 // size                 # elements of one operand register
     chunk_elements = CHUNK_BYTES // size
@@ -315,6 +334,14 @@ def lower_mma(ctx, op) -> list:
         a_fragments = []
         lane_row = b.add(warp_row, row_in_tile)
         for tm in range(tiles_m):
+            if m_major_a:
+                # [K, M]: matrix j of ldmatrix.x4.trans is rows m 8 (j % 2) + 0..7 at k
+                # 8 (j / 2) + 0..7 of the fragment; lane l gives k row l % 8 + 8 (l / 16)
+                # of m chunk (l / 8) % 2, and .trans hands out the [m][k] fragment.
+                offset = tile_a.split_offset(b, m_major_row, m_major_chunk, kk,
+                                             tm * layout.tile(0) // chunk_elements)
+                a_fragments.append(_ldmatrix(ctx, b.add(a_root, offset), True))
+                continue
             offset = tile_a.split_offset(b, lane_row, half, tm * layout.tile(0),
                                          kk // chunk_elements)
             a_fragments.append(_ldmatrix(ctx, b.add(a_root, offset), False))

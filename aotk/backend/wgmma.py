@@ -21,7 +21,9 @@ Each warpgroup (4 warps) owns 64-row slices of C, and for every 32-byte slice of
 fp16 / bf16 elements, 8 tf32 ones) issues one ``wgmma.mma_async.m64nNk16`` (``k8`` for
 tf32) per slice and N-chunk (N up to 256):
 * A is K-major: the descriptor starts at the slice's row in the panel holding k, stride
-  between 8-row groups (SBO) 8 W bytes; each k step moves 32 bytes along the row.
+  between 8-row groups (SBO) 8 W bytes; each k step moves 32 bytes along the row. A 16-bit
+  A read down its columns is stored M-major, its [K, M] tile (``plan.stored_transposed``),
+  and read as an N-major B is (imm-trans-a = 1): panels of 64 rows of C, K * W apart.
 * B is N-major (imm-trans-b = 1): the descriptor starts at the N-chunk's first panel, the
   stride between panels (LBO) is K * W bytes, between 8-row groups of K (SBO) 8 W; each
   k16 step moves 16 rows = 16 W bytes. A pipelined loop that staged B as loaded through a
@@ -54,7 +56,7 @@ import llvmlite.ir as ir
 from ..passes.layouts import Layout
 from ..passes.mma_layout import WGMMA_ROWS, is_int8
 from .llvm_types import I32, I64, inline_asm, llvm_type, register_struct
-from .mma import place_operands, staged
+from .mma import place_operands, staged, transposed_offsets
 from .swizzle import PHASE_ROWS, SWIZZLE_ATOM_BYTES, SwizzledTile, tile_of
 
 F32 = ir.FloatType()
@@ -169,38 +171,42 @@ def lower_wgmma(ctx, op) -> list:
     integer = is_int8(element)
     # A pipelined loop may stage B as loaded, [N, K]: K-major like A, read untransposed.
     # An int8 B that the threads store goes K-major too (8-bit operands have no transpose),
-    # as does one read down its columns (``plan.k_major_b``), from the layout it was read in.
-    stored_k_major = op in ctx.plan.k_major_b or integer and not staged(b_operand)
+    # as does one read down its columns (``plan.stored_transposed``), from the layout it
+    # was read in; and a 16-bit A read down its columns goes M-major, [K, M] (imm-trans-a).
+    stored_k_major = ctx.plan.k_major_b(op) is not None or integer and not staged(b_operand)
     k_major_b = staged(b_operand) and b_operand.owner.attrs.get("transposed", False) or \
         stored_k_major
-
-    def b_offset_of(builder, row, column):
-        if stored_k_major:   # B[row = k, column = n] at row n, column k of its [N, K] tile
-            return SwizzledTile(n, k, element).element_offset(builder, column, row)
-        return tile_of(b_operand).element_offset(builder, row, column)
+    m_major_a = ctx.plan.m_major_a(op) is not None
+    tile_a = SwizzledTile(k, m, element) if m_major_a else tile_of(a)
+    tile_b = SwizzledTile(n, k, element) if k_major_b else tile_of(b_operand)
 
     # Staged operands were fenced for the async proxy by their loop's async_wait.
     registers_a = a_in_registers(ctx.plan, op)
     root, a_base, b_base = place_operands(ctx, None if registers_a else a, b_operand,
-                                          tile_bytes(a), tile_of(a).element_offset,
-                                          b_offset_of, proxy_fence,
-                                          b_by_columns=stored_k_major,
-                                          b_layout=ctx.plan.k_major_b.get(op))
+                                          tile_bytes(a), transposed_offsets(tile_a, m_major_a),
+                                          transposed_offsets(tile_b, stored_k_major),
+                                          proxy_fence, b_by_columns=stored_k_major,
+                                          b_layout=ctx.plan.k_major_b(op),
+                                          a_by_columns=m_major_a,
+                                          a_layout=ctx.plan.m_major_a(op))
 
     warpgroup = ctx.threads.warpgroup
     block_rows = layout.tile(0)
-    # Panel widths: A's rows hold K, B's hold N (N-major) or K (staged K-major).
-    width_a = tile_of(a).width
-    width_b = (SwizzledTile(n, k, element) if k_major_b else tile_of(b_operand)).width
+    # Panel widths: A's rows hold K (M-major: M), B's hold N (N-major) or K (K-major).
+    width_a, width_b = tile_a.width, tile_b.width
     groups_n = layout.warps_per_cta[1]
     desc_a = None
     if not registers_a:
         a_start = b.add(root, a_base)
         if groups_n == 1:
             # Warpgroup g's slices of C start at row 64 g of each block of 64 * warpgroups
-            # rows.
-            a_start = b.add(a_start, b.mul(warpgroup, c(WGMMA_ROWS * width_a)))
-        desc_a = _descriptor(b, a_start, _descriptor_high(16, PHASE_ROWS * width_a, width_a))
+            # rows: that many rows of a K-major A, panels of an M-major one.
+            first = WGMMA_ROWS * size // width_a * k * width_a if m_major_a \
+                else WGMMA_ROWS * width_a
+            a_start = b.add(a_start, b.mul(warpgroup, c(first)))
+        # An M-major A is read as an N-major B is: panels K * W bytes apart.
+        desc_a = _descriptor(b, a_start, _descriptor_high(k * width_a if m_major_a else 16,
+                                                          PHASE_ROWS * width_a, width_a))
     b_start = b.add(root, b_base)
     columns = n // groups_n              # this warpgroup's columns of C
     if groups_n > 1:
@@ -237,7 +243,8 @@ def lower_wgmma(ctx, op) -> list:
     else:
         kind = "bf16" if element.is_bf16() else "f16"
         # A from registers has no transpose operand (imm-trans-a).
-        transposes = f"{int(not k_major_b)}" if registers_a else f"0, {int(not k_major_b)}"
+        transposes = f"{int(not k_major_b)}" if registers_a else \
+            f"{int(m_major_a)}, {int(not k_major_b)}"
         text = (f"wgmma.mma_async.sync.aligned.m64n{chunk}k{k_step}.f32.{kind}.{kind} "
                 f"{operands}, {transposes};")
     register = "=r" if integer else "=f"
@@ -266,6 +273,9 @@ def lower_wgmma(ctx, op) -> list:
                 k_bytes = kk * size
                 if registers_a:
                     a_operands = a_fragments[tm][kk // k_step]
+                elif m_major_a:
+                    a_panel = tm * block_rows * size // width_a
+                    a_operands = [offset(desc_a, a_panel * k * width_a + kk * width_a)]
                 else:
                     a_k = (k_bytes // width_a) * m * width_a + k_bytes % width_a
                     a_operands = [offset(desc_a, a_k + tm * block_rows * width_a)]

@@ -30,7 +30,8 @@ from __future__ import annotations
 
 from ..ir.kir import (ATOMICS, COMBINING, ELEMENTWISE_OPS, SHUFFLES, SIDE_EFFECT_OPS,
                       TERMINATORS, Function, walk)
-from .layout_facts import access_layouts, blocked_layouts, copy_layouts, k_major_b_loads
+from .layout_facts import (access_layouts, blocked_layouts, column_read_operands,
+                           copy_layouts)
 from .layouts import (SCALAR, THREADS_PER_WARP, Layout, LayoutPlan, memory_vector_dim,
                       memory_vector_width, unit_reshape_layout)
 from .mma_layout import Mma, choose_mma
@@ -213,14 +214,14 @@ def _dot(demands, op, wanted):
         _shuffle(demands, op, wanted)
         return
     # a and b are staged through shared memory from their natural layouts, the accumulator
-    # fragments they were computed in, or (a K-major B) the layout its loads read it in;
+    # fragments they were computed in, or (stored transposed) the layout their loads read;
     # or they are already there (a pipelined loop's shared_read); the accumulator lives in
     # the mma fragments.
     for position, operand in enumerate(op.operands[:2]):
         resident = demands.resident.get(operand)
-        if position == 1 and op in demands.plan.k_major_b:
-            # Stored K-major from the layout its loads read it in (``k_major_b_loads``).
-            demands.want(operand, demands.plan.k_major_b[op])
+        if (op, position) in demands.plan.stored_transposed:
+            # Stored transposed from the layout its loads read it in (``column_read_operands``).
+            demands.want(operand, demands.plan.stored_transposed[op, position])
         elif operand.owner is not None and operand.owner.opcode == "shared_read":
             demands.want(operand.owner.operands[0], SCALAR)
         elif resident is not None and not resident.sliced:
@@ -416,14 +417,18 @@ def assign_layouts(function: Function, infos: dict, num_warps: int,
                   if op.opcode in ("load", "store", "async_copy")]
     vector_dim = {op: memory_vector_dim(op, infos) for op in memory_ops}
     widths_along_dim = {op: memory_vector_width(op, infos, vector_dim[op]) for op in memory_ops}
-    # Tensor-core dots whose B is read down its columns store it K-major (its loads then
+    # Tensor-core dots store an operand read down its columns transposed (its loads then
     # keep their own layout); which instruction computes a dot may depend on that.
-    b_loads = k_major_b_loads(function, vector_dim, widths_along_dim)
-    mma = {op: choose_mma(op, num_warps, wgmma, ampere_mma, b_stored_k_major=op in b_loads)
+    column_read = column_read_operands(function, vector_dim, widths_along_dim)
+    mma = {op: choose_mma(op, num_warps, wgmma, ampere_mma,
+                          b_stored_k_major=(op, 1) in column_read,
+                          a_stored_m_major=(op, 0) in column_read)
            for op in walk(function.body) if op.opcode == "dot"}
-    b_loads = {op: loads for op, loads in b_loads.items() if mma[op] is not None}
+    column_read = {key: loads for key, loads in column_read.items() if mma[key[0]] is not None}
     access = access_layouts(function, vector_dim, widths_along_dim, num_warps,
-                            frozenset(load for loads in b_loads.values() for load in loads))
+                            frozenset(load for loads in column_read.values() for load in loads))
+    stored_transposed = {(dot, index): access[loads[0]]
+                         for (dot, index), loads in column_read.items()}
     # An op without a layout of its own accesses memory along the last dimension, in
     # vectors as wide as that one allows.
     vector_width = {op: memory_vector_width(op, infos, vector_dim[op] if op in access else None)
@@ -434,7 +439,7 @@ def assign_layouts(function: Function, infos: dict, num_warps: int,
     plan = LayoutPlan(num_warps, by_rank, vector_width, blocked_by_shape=by_shape,
                       preferred=copy_layouts(function, vector_width, num_warps),
                       vector_dim={op: vector_dim[op] for op in access}, access=access,
-                      mma=mma, k_major_b={op: access[loads[0]] for op, loads in b_loads.items()})
+                      mma=mma, stored_transposed=stored_transposed)
     demands = Demands(plan, *mma_residency(plan, function))
     demands.solve(function.body)
     for value in list(demands.wanted):

@@ -6,7 +6,7 @@ one blocked layout per block rank, one of its own for each block shape the rank'
 would replicate (``blocked_layouts``), the layouts of the tiles ``async_copy`` moves and of
 what computes their addresses (``copy_layouts``), and those of the loads and stores whose
 memory is contiguous along another dimension than the last (``access_layouts``), among
-them the dot operands stored K-major (``k_major_b_loads``). Step 1
+them the dot operands stored transposed (``column_read_operands``). Step 1
 of ``passes.assign_layouts``; dumped with the rest of the plan by ``LayoutPlan.listing``.
 """
 from __future__ import annotations
@@ -120,7 +120,7 @@ def _numel(shape) -> int:
 
 
 def access_layouts(function: Function, vector_dim: dict, vector_width: dict,
-                   num_warps: int, k_major: frozenset = frozenset()) -> dict:
+                   num_warps: int, transposed: frozenset = frozenset()) -> dict:
     """memory op -> Layout for the loads and stores that access memory in vectors along a
     dimension other than the last (``layouts.memory_vector_dim``): a blocked layout of the
     op's shape, fastest along that dimension, so that each thread reads whole vectors and a
@@ -130,50 +130,20 @@ def access_layouts(function: Function, vector_dim: dict, vector_width: dict,
     32 lanes of a warp a row apart (``tests/test_load_layouts.py``).
 
     Not for a load a dot takes as an operand (directly or through elementwise ops), unless
-    it is a B the dot stores K-major (``k_major_b_loads``, ``k_major``): the dot stores its
-    other operands into shared memory row by row, and from a layout that runs down the
+    the dot stores that operand transposed (``column_read_operands``; ``transposed``): the
+    dot stores its other operands into shared memory row by row, and from a layout down the
     columns that is one scalar store an element, with its own address. Tried on fla's
     chunked kernels (num_warps 2, [64, 64] tiles of k read transposed into dots): the
     vector loads, then those stores, took fla's chunk_gated_delta_rule kernels from no
     spill to 0.4-5 KB of spills, against none for Triton, which stores such a tile into
-    shared memory transposed, as a K-major B now is."""
-    operands = _dot_operand_loads(function) - set(k_major)
+    shared memory transposed, as such an operand now is."""
+    operands = _dot_operand_loads(function) - set(transposed)
     access = {}
     for op, dim in vector_dim.items():
         shape = op.operands[0].type.shape
         if dim != len(shape) - 1 and vector_width[op] > 1 and op not in operands:
             access[op] = Layout(blocked_for(shape, vector_width[op], num_warps, fastest=dim))
     return access
-
-
-def k_major_b_loads(function: Function, vector_dim: dict, vector_width: dict) -> dict:
-    """dot -> [loads]: the dots whose B ([K, N]) is computed, through elementwise ops only,
-    from loads that read memory in vectors down its columns (along K: a tile read
-    transposed, fla's ``k`` through a block pointer of order (0, 1)). A tensor-core dot
-    stores such a B into its [N, K] tile, K-major, a thread's run of K in one vector
-    (``backend.mma.store_tile`` by columns), which wgmma and ldmatrix read without a
-    transpose; the loads then read in their own layout (``access_layouts``). A dot whose
-    B also depends on any other load of its shape keeps the row layout."""
-    found = {}
-    for op in walk(function.body):
-        if op.opcode != "dot" or len(op.result.type.shape) != 2:
-            continue
-        b = op.operands[1]
-        loads, pending, seen = [], [b], set()
-        while pending:
-            value = pending.pop()
-            owner = value.owner
-            if owner is None or value in seen or value.type.shape != b.type.shape:
-                continue
-            seen.add(value)
-            if owner.opcode == "load":
-                loads.append(owner)
-            elif owner.opcode in ELEMENTWISE_OPS:
-                pending.extend(owner.operands)
-        if loads and all(vector_dim.get(load) == 0 and vector_width.get(load, 1) > 1
-                         for load in loads):
-            found[op] = loads
-    return found
 
 
 def _dot_operand_loads(function: Function) -> set:
@@ -192,3 +162,38 @@ def _dot_operand_loads(function: Function) -> set:
             elif owner.opcode in ELEMENTWISE_OPS or owner.opcode == "permute":
                 pending.extend(owner.operands)
     return loads
+
+
+def column_read_operands(function: Function, vector_dim: dict, vector_width: dict) -> dict:
+    """(dot, operand index) -> [loads]: the dot operands computed, through elementwise ops
+    only, from loads that read memory in vectors down their columns: a B ([K, N]) read
+    along K (fla's ``k`` through a block pointer of order (0, 1)), or a 16-bit A ([M, K])
+    read along M (fla's chunk_delta_h reads k that way as the A of k^T @ v). A tensor-core
+    dot stores such an operand into its transposed tile, B K-major ([N, K]) and A M-major
+    ([K, M]), a thread's run down the column in one vector (``backend.mma.store_tile`` by
+    columns), which wgmma reads through its descriptors (A with imm-trans-a) and mma.sync
+    through ldmatrix (A with .trans, hence 16-bit only); the loads then read in their own
+    layout (``access_layouts``). An operand that also depends on any other load of its
+    shape keeps the row layout."""
+    found = {}
+    for op in walk(function.body):
+        if op.opcode != "dot" or len(op.result.type.shape) != 2:
+            continue
+        for index, operand in enumerate(op.operands[:2]):
+            if index == 0 and operand.element.itemsize != 2:
+                continue
+            loads, pending, seen = [], [operand], set()
+            while pending:
+                value = pending.pop()
+                owner = value.owner
+                if owner is None or value in seen or value.type.shape != operand.type.shape:
+                    continue
+                seen.add(value)
+                if owner.opcode == "load":
+                    loads.append(owner)
+                elif owner.opcode in ELEMENTWISE_OPS:
+                    pending.extend(owner.operands)
+            if loads and all(vector_dim.get(load) == 0 and vector_width.get(load, 1) > 1
+                             for load in loads):
+                found[op, index] = loads
+    return found

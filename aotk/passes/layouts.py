@@ -95,9 +95,18 @@ class LayoutPlan:
     # they are demanded in is a conversion through shared memory.
     homes: dict = field(default_factory=dict)
     mma: dict = field(default_factory=dict)            # dot op -> Mma layout, or None
-    # Tensor-core dots that store B K-major, its [N, K] tile, from the layout its loads
-    # read it in down its columns (``layout_facts.k_major_b_loads``): dot -> that layout.
-    k_major_b: dict = field(default_factory=dict)
+    # Tensor-core dot operands stored into their transposed tile (B K-major, A M-major) from
+    # the layout their loads read them in down their columns
+    # (``layout_facts.column_read_operands``): (dot, operand index) -> that layout.
+    stored_transposed: dict = field(default_factory=dict)
+
+    def k_major_b(self, op):
+        """The layout the dot ``op`` stores its B K-major from, or None."""
+        return self.stored_transposed.get((op, 1))
+
+    def m_major_a(self, op):
+        """The layout the dot ``op`` stores its A M-major from, or None."""
+        return self.stored_transposed.get((op, 0))
     # Values whose natural layout is not their shape's: the addresses and masks of an
     # async_copy, laid out for the copied tile itself (see ``layout_facts.copy_layouts``).
     preferred: dict = field(default_factory=dict)
@@ -160,8 +169,10 @@ class LayoutPlan:
             return "in " + ", ".join(names)
 
         def op_note(op) -> str:
-            if op in self.k_major_b:
-                return "b=k_major"
+            notes = [name for name, stored in (("a=m_major", self.m_major_a(op)),
+                                               ("b=k_major", self.k_major_b(op))) if stored]
+            if notes:
+                return " ".join(notes)
             width = self.vector_width.get(op)
             if width is None:
                 return ""

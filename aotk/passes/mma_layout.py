@@ -107,7 +107,7 @@ def k_major_b(op) -> bool:
 
 
 def wgmma_warps(op, num_warps: int, k_major: bool | None = None,
-                b_stored_k_major: bool = False) -> tuple | None:
+                b_stored_k_major: bool = False, a_stored_m_major: bool = False) -> tuple | None:
     """How warps tile the result when Hopper's ``wgmma`` can compute this dot, else None:
     fp16 / bf16 operands (the only ones whose B may be N-major, as it is staged), fp32
     ones read as tf32 when both are staged K-major (wgmma has no transpose for tf32), or
@@ -121,12 +121,15 @@ def wgmma_warps(op, num_warps: int, k_major: bool | None = None,
     fla's chunked kernels on 8 warps, BT = 64). Not for int8.
     ``k_major``: whether the operands are (``passes.pipeline``, before it stages them, says
     whether it will); None: ``k_major_staged`` (``k_major_b`` for int8).
-    ``b_stored_k_major``: the threads store B K-major (``layout_facts.k_major_b_loads``);
-    A, not staged, is stored K-major as always."""
+    ``b_stored_k_major``: the threads store B K-major (``layout_facts.column_read_operands``);
+    A, not staged, is stored K-major, or M-major with ``a_stored_m_major`` (16-bit only:
+    wgmma's imm-trans-a)."""
     a, b = op.operands[:2]
     if len(op.result.type.shape) != 2 or a.element != b.element or num_warps % 4:
         return None
     tf32 = a.element.is_fp32()
+    if a_stored_m_major and a.element.itemsize != 2:
+        return None
     if tf32:
         # input_precision "ieee" and "tf32x3" stay off tensor cores' single tf32 product.
         if op.attrs.get("precision") != "tf32" or not (
@@ -162,14 +165,16 @@ def wgmma_fits(op, num_warps: int, k_major: bool | None = None) -> bool:
 
 
 def choose_mma(op, num_warps: int, wgmma: bool = False, ampere_mma: bool = True,
-               k_major: bool | None = None, b_stored_k_major: bool = False):
+               k_major: bool | None = None, b_stored_k_major: bool = False,
+               a_stored_m_major: bool = False):
     """The accumulator layout of a ``dot`` that tensor cores can compute, else None (the dot
     then runs on CUDA cores). With ``wgmma`` (an sm_90 target) and a dot ``wgmma_fits``,
     warps as ``wgmma_warps`` places them. Otherwise mma.sync (fp16 / bf16, fp32 as tf32,
     int8; K a multiple of the instruction's depth; fp16 alone without ``ampere_mma``), its
     warps splitting M and N as evenly as the tile counts allow (Triton's rule). ``k_major``:
-    and ``b_stored_k_major`` as ``wgmma_warps`` takes them."""
-    warps = wgmma_warps(op, num_warps, k_major, b_stored_k_major) if wgmma else None
+    ``b_stored_k_major`` and ``a_stored_m_major`` as ``wgmma_warps`` takes them."""
+    warps = wgmma_warps(op, num_warps, k_major, b_stored_k_major,
+                        a_stored_m_major) if wgmma else None
     if warps is not None:
         n = op.result.type.shape[1]
         return Mma(warps, "wgmma", n // warps[1] if warps[1] > 1 else 0)

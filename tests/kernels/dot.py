@@ -255,6 +255,42 @@ def _dot_under_if_case(m, n, k, block_k, skip, warps):
                 False, 1e-3, num_warps=warps)
 
 
+@aotk.jit
+def column_major_a_dot_kernel(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr,
+                              K: tl.constexpr, B_COLUMN_MAJOR: tl.constexpr):
+    """A stored as [K, M] and read as the [M, K] operand straight from memory, contiguous
+    along M (fla's chunk_delta_h reads k^T so), B as [K, N] or, with B_COLUMN_MAJOR, as
+    [N, K] read down its columns too."""
+    rm = tl.arange(0, M)
+    rn = tl.arange(0, N)
+    rk = tl.arange(0, K)
+    a = tl.load(a_ptr + rm[:, None] + rk[None, :] * M)
+    if B_COLUMN_MAJOR:
+        b = tl.load(b_ptr + rk[:, None] + rn[None, :] * K)
+    else:
+        b = tl.load(b_ptr + rk[:, None] * N + rn[None, :])
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], tl.dot(a, b))
+
+
+def _column_major_a_case(m, n, k, warps=4, b_column_major=False):
+    """fp16 A given as [K, M] (and B as [N, K]) through ``column_major_a_dot_kernel``."""
+    def make(rng):
+        a, b = (rng.standard_normal(shape).astype(np.float16) for shape in ((m, k), (k, n)))
+        return {"a_ptr": np.ascontiguousarray(a.T),
+                "b_ptr": np.ascontiguousarray(b.T) if b_column_major else b,
+                "c_ptr": np.zeros((m, n), np.float32)}
+
+    def reference(args):
+        a = args["a_ptr"].astype(np.float64).T
+        b = args["b_ptr"].astype(np.float64)
+        return {"c_ptr": (a @ (b.T if b_column_major else b)).astype(np.float32)}
+    both = "-b" if b_column_major else ""
+    return Case(f"dot-float16-{m}x{n}x{k}-a{both}-column-major-{warps}-warps",
+                column_major_a_dot_kernel, make, (1,),
+                {"M": m, "N": n, "K": k, "B_COLUMN_MAJOR": b_column_major}, ("c_ptr",),
+                reference, False, 1e-3, num_warps=warps)
+
+
 def _column_major_b_case(dtype, m, n, k, precision="ieee", rtol=1e-3, warps=4):
     """``_dot_case``'s data (B given transposed) through ``column_major_b_dot_kernel``,
     on ``warps`` warps."""
@@ -307,7 +343,7 @@ CASES = [
     _gated_two_dots_case(64, 2),
     _gated_two_dots_case(64, 4),
     _gated_two_dots_case(64, 8),
-    _dot_under_if_case(64, 64, 128, 32, 64, 2),
+    _dot_under_if_case(64, 32, 128, 32, 64, 2),
     _dot_under_if_case(64, 128, 128, 64, 64, 4),
     # Two dots on mma.sync, the first one's accumulator feeding the second's A.
     _chain_dot_case(np.float16, 32, 32, 32, "ieee"),
@@ -348,4 +384,11 @@ CASES = [
     _column_major_b_case(np.float32, 32, 32, 32, precision="tf32"),
     _column_major_b_case(np.float32, 64, 64, 32, precision="tf32", warps=8),
     _column_major_b_case(np.float32, 128, 32, 64, precision="tf32"),
+    # A stored M-major from the layout it is read in: wgmma's imm-trans-a on sm_90 (one and
+    # two warpgroups along M, two along N), ldmatrix.trans on mma.sync; B as well K-major.
+    _column_major_a_case(64, 64, 64),
+    _column_major_a_case(128, 64, 64, warps=8),
+    _column_major_a_case(64, 128, 64, warps=8, b_column_major=True),
+    _column_major_a_case(32, 64, 64),
+    _column_major_a_case(64, 32, 32, warps=2, b_column_major=True),
 ]
