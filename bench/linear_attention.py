@@ -82,6 +82,16 @@ def markdown(document: dict) -> str:
             cells += ["not timed: outputs differ"] + [""] * 5
         lines.append(f"| {row['case']} | " + " | ".join(cells) + " |")
     lines += summary_lines(document["rows"])
+    per_kernel = [(row["case"], name, us, row["triton_per_kernel_us"].get(name))
+                  for row in document["rows"] if "aotk_per_kernel_us" in row
+                  for name, us in sorted(row["aotk_per_kernel_us"].items())]
+    if per_kernel:
+        lines += ["", "Per kernel (GPU us per call of the op; ratio > 1: aotk faster):", "",
+                  "| case | kernel | aotk us | Triton us | ratio |", "|---|---|---|---|---|"]
+        for case, name, us, triton_us in per_kernel:
+            ratio = f"{triton_us / us:.3f}" if triton_us and us else ""
+            lines.append(f"| {case} | {name} | {us:.1f} | "
+                         f"{triton_us if triton_us is None else f'{triton_us:.1f}'} | {ratio} |")
     return "\n".join(lines) + "\n"
 
 

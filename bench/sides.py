@@ -15,8 +15,8 @@ import statistics
 from bench.timing import time_ms
 
 
-def kernel_gpu_us(fn, kernel_names: set, reps: int = 10) -> float:
-    """Mean GPU time per call of the named kernels (their launches within one call), from
+def kernel_gpu_us(fn, kernel_names: set, reps: int = 10) -> dict:
+    """Mean GPU time per call of each named kernel (its launches within one call), from
     the torch profiler's CUDA activity."""
     import torch
     from torch.profiler import ProfilerActivity, profile
@@ -26,17 +26,21 @@ def kernel_gpu_us(fn, kernel_names: set, reps: int = 10) -> float:
         for _ in range(reps):
             fn()
         torch.cuda.synchronize()
-    total = sum(event.device_time_total for event in prof.key_averages()
-                if event.key in kernel_names)
-    return total / reps
+    return {event.key: event.device_time_total / reps for event in prof.key_averages()
+            if event.key in kernel_names}
 
 
 def time_sides(run_aotk, run_triton, kernel_names: set) -> dict:
-    """aotk_ms / triton_ms (whole op) and aotk_kernel_us / triton_kernel_us (kernels)."""
+    """aotk_ms / triton_ms (whole op), aotk_kernel_us / triton_kernel_us (the kernels
+    together) and, per kernel, aotk_per_kernel_us / triton_per_kernel_us."""
+    per_kernel = {side: kernel_gpu_us(run, kernel_names)
+                  for side, run in (("aotk", run_aotk), ("triton", run_triton))}
     return {"aotk_ms": time_ms(run_aotk, warmup=3, reps=15, back_to_back=3),
             "triton_ms": time_ms(run_triton, warmup=3, reps=15, back_to_back=3),
-            "aotk_kernel_us": kernel_gpu_us(run_aotk, kernel_names),
-            "triton_kernel_us": kernel_gpu_us(run_triton, kernel_names)}
+            "aotk_kernel_us": sum(per_kernel["aotk"].values()),
+            "triton_kernel_us": sum(per_kernel["triton"].values()),
+            "aotk_per_kernel_us": per_kernel["aotk"],
+            "triton_per_kernel_us": per_kernel["triton"]}
 
 
 def summary_lines(rows: list) -> list:

@@ -147,8 +147,8 @@ def main(argv=None):
         profiled = {}
         for round_ in range(4):
             for side, kernel in (sides if round_ % 2 == 0 else sides[::-1]):
-                profiled.setdefault(side, []).append(kernel_gpu_us(
-                    lambda: launch(kernel, out_py), names, reps=50))
+                profiled.setdefault(side, []).append(sum(kernel_gpu_us(
+                    lambda: launch(kernel, out_py), names, reps=50).values()))
         row["python_kernel_us"] = statistics.median(profiled["python"])
         row["tritonc_kernel_us"] = statistics.median(profiled["tritonc"])
         row["kernel_ratio"] = row["tritonc_kernel_us"] / row["python_kernel_us"]
