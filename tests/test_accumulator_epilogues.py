@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import aotk
+import aotk.language as tl
 from tests.kernels import dot
 from tests.test_codegen import _signature
 
@@ -56,3 +57,28 @@ def test_an_accumulator_updated_under_an_if_stays_in_its_mma_layout(target, warp
     assert " in #mma0 (home)" in loop and " in #mma0 (home) {" in branch
     body_argument = next(line for line in gir.splitlines() if line.strip().startswith("^(%"))
     assert "#blocked" not in body_argument.split("fp32[64,")[1]
+
+
+@aotk.jit
+def scaled_rows_kernel(a_ptr, b_ptr, beta_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr,
+                       K: tl.constexpr):
+    """fla's kkt solve in small: a dot's rows scaled by a vector loaded for them alone."""
+    m, n, k = tl.arange(0, M), tl.arange(0, N), tl.arange(0, K)
+    a = tl.load(a_ptr + m[:, None] * K + k[None, :])
+    b = tl.load(b_ptr + k[:, None] * N + n[None, :])
+    beta = tl.load(beta_ptr + m)
+    tl.store(c_ptr + m[:, None] * N + n[None, :], tl.dot(a, b) * beta[:, None])
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90"])
+def test_a_vector_wanted_only_in_a_slice_of_the_fragments_is_loaded_there(target):
+    """One element a thread or fewer: read straight into the slice of the accumulator's
+    layout (a few cached loads), not loaded in the blocked layout and converted through
+    shared memory (a barrier pair each: fla's kkt solve had four)."""
+    compiled = aotk.compile(scaled_rows_kernel, "*fp16:16, *fp16:16, *fp32:16, *fp32:16",
+                            {"M": 16, "N": 16, "K": 16}, num_warps=1, target=target)
+    gir = compiled.asm["gir"]
+    (beta,) = [line for line in _lines(gir, " = load ") if "fp32[16] in" in line]
+    assert "(home)" not in beta and "#mma0.slice[1]" in beta and "#blocked" not in beta
+    mul = next(line for line in _lines(gir, " = mul ") if "[16,16]" in line)
+    assert "#mma0 (home)" in mul

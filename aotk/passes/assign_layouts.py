@@ -334,12 +334,15 @@ def _load(demands, op, wanted):
             demands.want(value, demands.plan.access[op])
         return
     threads = demands.plan.num_warps * THREADS_PER_WARP
-    if len(wanted) > 1 and len(op.result.type.shape) == 1 and \
+    in_fragments = any(layout is not SCALAR and isinstance(layout.blocked, Mma)
+                       for layout in wanted)
+    if (len(wanted) > 1 or in_fragments) and len(op.result.type.shape) == 1 and \
             op.result.type.numel <= threads and not op.attrs.get("volatile"):
         # A vector of at most one element a thread, wanted in several layouts (fla's gates
-        # g, as rows and columns of two accumulators): loaded again in each, a few cached
-        # bytes, where each conversion would cost a round trip through shared memory and
-        # two barriers.
+        # g, as rows and columns of two accumulators) or in a slice of an accumulator's
+        # (fla's kkt solve: beta scaling four [16, 16] blocks): loaded in each, a few
+        # cached bytes, where each conversion would cost a round trip through shared
+        # memory and two barriers.
         for layout in wanted:
             for value in op.operands:
                 demands.want(value, layout)
