@@ -2,10 +2,10 @@
 
 In: the op, its operands' registers, its regions. Out: the registers of its results. Carried
 values and an if's results keep one layout throughout (``passes.layouts``: their natural
-layout, or a dot accumulator's mma layout). Shared-memory bookkeeping follows the control flow: a loop body's
-first scratch use may follow the previous trip's last one, so it starts with a barrier; an
-``if`` needs one after it when either branch used the buffer; a pipelined loop's operand
-stages stay live for the whole loop, so other users go above them meanwhile.
+layout, or a dot accumulator's mma layout). Shared-memory bookkeeping follows the control
+flow: a loop body's first scratch use may follow the previous trip's last one, so it starts
+with a barrier; an ``if`` needs one after it when either branch used the buffer; a pipelined
+loop's operand stages stay live for the whole loop, so other users go above them meanwhile.
 """
 from __future__ import annotations
 

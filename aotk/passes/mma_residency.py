@@ -4,9 +4,10 @@ In: a kir ``Function`` and its ``LayoutPlan`` with the mma layout chosen for eac
 (``passes.mma_layout``). Out: ``mma_residency`` gives (resident, carried): each value
 computed where a dot left its accumulator (value -> ``Layout`` of an ``Mma``, sliced or
 not) and, for each ``for`` op, the layout each loop-carried value keeps
-(``carried_layout``). ``passes.assign_layouts`` takes both as facts: epilogues,
-reductions of dot results and what a loop carries are then computed in the fragments,
-with no conversion through shared memory (flash attention's softmax).
+(``carried_layout``), for each ``if`` op, the layout of each result.
+``passes.assign_layouts`` takes both as facts: epilogues, reductions of dot results and
+what a loop carries are then computed in the fragments, with no conversion through shared
+memory (flash attention's softmax).
 """
 from __future__ import annotations
 
@@ -56,19 +57,21 @@ def mma_residency(plan: LayoutPlan, function: Function) -> tuple:
     recomputed where wanted, as a causal mask is; so do broadcasts of smaller blocks, whose
     sources are converted to the slice instead); ``broadcast`` of a resident value and
     ``expand_dims`` of a resident slice along its axis; what a ``wgmma_wait`` passes on of a
-    resident value; a ``reduce`` of a resident value, in its slice along the axis (``backend.reduce`` reduces across the fragments). Flash
-    attention's row maxima and sums, its probabilities p and the rescaled accumulator are
-    then computed where q @ k.T left the scores, with no conversion through shared memory.
+    resident value; a ``reduce`` of a resident value, in its slice along the axis
+    (``backend.reduce`` reduces across the fragments). Flash attention's row maxima and
+    sums, its probabilities p and the rescaled accumulator are then computed where q @ k.T
+    left the scores, with no conversion through shared memory.
 
     An ``if`` result is resident where a branch yields a resident (unsliced) value: the
     other branch's value is converted at its yield. fla's chunk_gla_fwd_kernel_o adds a
     dot to its loop's accumulator under an ``if``: the accumulator converted to and from
     its mma layout twice a trip before.
 
-    Carried (for or if op -> [Layout] per carried value or result): a dot's accumulator in its mma layout
-    (``carried_layout``); a value the body computes resident, such as attention's running
-    maximum and sum, in that layout, guessed by treating the block arguments as fitting
-    any layout and then checked without the guess; anything else its natural layout."""
+    Carried (for op -> [Layout] per carried value; if op -> [Layout] per result): a dot's
+    accumulator in its mma layout (``carried_layout``); a value the body computes
+    resident, such as attention's running maximum and sum, in that layout, guessed by
+    treating the block arguments as fitting any layout and then checked without the guess;
+    anything else its natural layout."""
     resident: dict = {}
     carried: dict = {}
 
