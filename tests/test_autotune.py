@@ -252,3 +252,51 @@ def test_a_kernel_taking_only_descriptors_is_measured_on_the_gpu(tmp_path, monke
                                                  TensorDescriptor.from_tensor(out, [1, 32]))
     torch.cuda.synchronize()
     assert len(tuner.configs_timings) == 2 and torch.equal(out, 2 * x)
+
+
+@aotk.jit
+def _spin(x_ptr, ITERS: tl.constexpr):
+    """x[0..31] = ITERS dependent multiply-adds of themselves: GPU time grows with ITERS."""
+    offsets = tl.arange(0, 32)
+    value = tl.load(x_ptr + offsets)
+    for _ in range(ITERS):
+        value = value * 0.999 + 0.001
+    tl.store(x_ptr + offsets, value)
+
+
+@pytest.mark.gpu
+def test_do_bench_can_time_the_gpu_alone_when_the_host_side_is_slower():
+    """A call whose host side (2 ms) outlasts its kernel: the events time the host, unless
+    the stream waits first (``hide_launch_time``)."""
+    import time
+    from aotk.testing import do_bench
+    x = torch.ones(1024, device="cuda")
+
+    def slow_to_launch():
+        time.sleep(0.002)
+        x.add_(1.0)
+    assert do_bench(slow_to_launch, warmup=5, rep=20) > 1.5
+    assert do_bench(slow_to_launch, warmup=5, rep=20, hide_launch_time=True) < 0.2
+
+
+@pytest.mark.gpu
+def test_the_autotuner_picks_by_gpu_time_when_launches_are_host_bound(tmp_path, monkeypatch):
+    """Each measured launch spends 2 ms on the host (its pre-hook); one config's kernel
+    runs 20,000 dependent steps (tens of microseconds), the other one. Timed with the host
+    in the events, both are the same 2 ms and the pick is noise; the autotuner must time
+    the kernels and keep the short one."""
+    import time
+    monkeypatch.setenv("AOTK_CACHE_DIR", str(tmp_path))
+
+    def slow_host(nargs):
+        time.sleep(0.002)
+    configs = [aotk.Config({"ITERS": 20_000}, num_warps=1, pre_hook=slow_host),
+               aotk.Config({"ITERS": 1}, num_warps=1, pre_hook=slow_host)]
+    tuner = aotk.autotune(configs, key=[], warmup=5, rep=20)(_spin)
+    x = torch.ones(32, device="cuda")
+    tuner[(1,)](x)
+    torch.cuda.synchronize()
+    long_run, short_run = (tuner.configs_timings[c][0] for c in configs)
+    assert tuner.best_config.kwargs == {"ITERS": 1}
+    # ms: the kernels' GPU times (tens of microseconds at most), not the 2 ms of the host.
+    assert short_run < long_run < 1.0
