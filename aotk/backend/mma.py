@@ -131,6 +131,36 @@ def _store_by_columns(ctx, value, byte_base: int, offset_of, layout):
                     align=piece * element.itemsize)
 
 
+class OperandTiles:
+    """The shared-memory tiles a tensor-core dot reads its operands from, for ``mma.sync``
+    and ``wgmma`` alike: each operand's tile as it is ([M, K], [K, N]) or its transpose. A
+    pipelined loop may stage B as loaded, [N, K] (``shared_read`` with ``transposed``);
+    the threads store a B read down its columns the same way, and a 16-bit A read down its
+    columns M-major, [K, M] (``plan.stored_transposed``), from the layout its loads read;
+    ``int8_b_k_major``: wgmma's int8 B, which has no transpose, is stored K-major as well."""
+
+    def __init__(self, ctx, op, int8_b_k_major: bool = False):
+        a, b = op.operands[:2]
+        (m, k), (_, n) = a.type.shape, b.type.shape
+        self.op = op
+        self.b_stored_k_major = ctx.plan.k_major_b(op) is not None or \
+            int8_b_k_major and not staged(b)
+        self.m_major_a = ctx.plan.m_major_a(op) is not None
+        self.k_major_b = self.b_stored_k_major or \
+            staged(b) and b.owner.attrs.get("transposed", False)
+        self.a = SwizzledTile(k, m, a.element) if self.m_major_a else tile_of(a)
+        self.b = SwizzledTile(n, k, b.element) if self.k_major_b else tile_of(b)
+
+    def place(self, ctx, a, b_base: int, before_barrier=None):
+        """``place_operands`` for these tiles (``a`` None: A stays in registers)."""
+        return place_operands(ctx, a, self.op.operands[1], b_base,
+                              transposed_offsets(self.a, self.m_major_a),
+                              transposed_offsets(self.b, self.b_stored_k_major),
+                              before_barrier, b_by_columns=self.b_stored_k_major,
+                              b_layout=ctx.plan.k_major_b(self.op),
+                              a_by_columns=self.m_major_a, a_layout=ctx.plan.m_major_a(self.op))
+
+
 def transposed_offsets(tile: SwizzledTile, transposed: bool):
     """``offset_of(builder, row, column)`` of an operand's element in ``tile``: the tile
     as it is, or, ``transposed``, holding the operand's transpose (a B stored K-major, an A
@@ -261,23 +291,9 @@ def lower_mma(ctx, op) -> list:
     (m, k), (_, n) = a.type.shape, b_operand.type.shape
     element = a.element
     size = element.itemsize
-    # A pipelined loop may stage B as loaded, [N, K] (``shared_read`` with ``transposed``);
-    # the threads store a B read down its columns the same way, and an A read down its
-    # columns M-major, [K, M] (``plan.stored_transposed``).
-    stored_k_major = ctx.plan.k_major_b(op) is not None
-    m_major_a = ctx.plan.m_major_a(op) is not None
-    k_major_b = stored_k_major or \
-        staged(b_operand) and b_operand.owner.attrs.get("transposed", False)
-    tile_a = SwizzledTile(k, m, element) if m_major_a else tile_of(a)
-    tile_b = SwizzledTile(n, k, element) if k_major_b else tile_of(b_operand)
-
-    root, a_base, b_base = place_operands(ctx, a, b_operand, aligned_tile_bytes(tile_a),
-                                          transposed_offsets(tile_a, m_major_a),
-                                          transposed_offsets(tile_b, stored_k_major),
-                                          b_by_columns=stored_k_major,
-                                          b_layout=ctx.plan.k_major_b(op),
-                                          a_by_columns=m_major_a,
-                                          a_layout=ctx.plan.m_major_a(op))
+    tiles = OperandTiles(ctx, op)
+    tile_a, tile_b, m_major_a, k_major_b = tiles.a, tiles.b, tiles.m_major_a, tiles.k_major_b
+    root, a_base, b_base = tiles.place(ctx, a, aligned_tile_bytes(tile_a))
     # 32-bit shared-window addresses: ldmatrix takes them, and they cost half the adds.
     a_root, b_root = b.add(root, a_base), b.add(root, b_base)
 

@@ -56,8 +56,8 @@ import llvmlite.ir as ir
 from ..passes.layouts import Layout
 from ..passes.mma_layout import WGMMA_ROWS, is_int8
 from .llvm_types import I32, I64, inline_asm, llvm_type, register_struct
-from .mma import place_operands, staged, transposed_offsets
-from .swizzle import PHASE_ROWS, SWIZZLE_ATOM_BYTES, SwizzledTile, tile_of
+from .mma import OperandTiles, staged
+from .swizzle import PHASE_ROWS, SWIZZLE_ATOM_BYTES
 
 F32 = ir.FloatType()
 K_STEP_BYTES = 32        # bytes of K per instruction: k16 of fp16 / bf16, k8 of tf32
@@ -169,26 +169,14 @@ def lower_wgmma(ctx, op) -> list:
     c = lambda v: ir.Constant(I32, v)   # noqa: E731
 
     integer = is_int8(element)
-    # A pipelined loop may stage B as loaded, [N, K]: K-major like A, read untransposed.
-    # An int8 B that the threads store goes K-major too (8-bit operands have no transpose),
-    # as does one read down its columns (``plan.stored_transposed``), from the layout it
-    # was read in; and a 16-bit A read down its columns goes M-major, [K, M] (imm-trans-a).
-    stored_k_major = ctx.plan.k_major_b(op) is not None or integer and not staged(b_operand)
-    k_major_b = staged(b_operand) and b_operand.owner.attrs.get("transposed", False) or \
-        stored_k_major
-    m_major_a = ctx.plan.m_major_a(op) is not None
-    tile_a = SwizzledTile(k, m, element) if m_major_a else tile_of(a)
-    tile_b = SwizzledTile(n, k, element) if k_major_b else tile_of(b_operand)
-
-    # Staged operands were fenced for the async proxy by their loop's async_wait.
+    # Operand tiles (``mma.OperandTiles``); an int8 B that the threads store goes K-major
+    # (8-bit operands have no transpose). Staged operands were fenced for the async proxy
+    # by their loop's async_wait.
+    tiles = OperandTiles(ctx, op, int8_b_k_major=integer)
+    tile_a, tile_b, m_major_a, k_major_b = tiles.a, tiles.b, tiles.m_major_a, tiles.k_major_b
     registers_a = a_in_registers(ctx.plan, op)
-    root, a_base, b_base = place_operands(ctx, None if registers_a else a, b_operand,
-                                          tile_bytes(a), transposed_offsets(tile_a, m_major_a),
-                                          transposed_offsets(tile_b, stored_k_major),
-                                          proxy_fence, b_by_columns=stored_k_major,
-                                          b_layout=ctx.plan.k_major_b(op),
-                                          a_by_columns=m_major_a,
-                                          a_layout=ctx.plan.m_major_a(op))
+    root, a_base, b_base = tiles.place(ctx, None if registers_a else a, tile_bytes(a),
+                                       proxy_fence)
 
     warpgroup = ctx.threads.warpgroup
     block_rows = layout.tile(0)
