@@ -250,9 +250,15 @@ def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target
     lowered = _lower(generated, options, target, whole_block_budget(target))
     if not lowered.fits and lowered.stage_bytes > pipeline_budget(target):
         lowered = _lower(generated, options, target, pipeline_budget(target))
+    limit = SHARED_BYTES_PER_BLOCK[target]
+    if lowered.shared_bytes > limit and lowered.stage_bytes:
+        # The body needs more than the reserve beside the stages (its dots store operands
+        # that the loop copies ahead as plain tiles): the stages give up the difference,
+        # down to none (the loop then runs unpipelined).
+        over = lowered.shared_bytes - limit
+        lowered = _lower(generated, options, target, max(0, lowered.stage_bytes - over))
     function, plan, shared_bytes = lowered.function, lowered.plan, lowered.shared_bytes
     arch = target + "a" if plan.uses_wgmma else target
-    limit = SHARED_BYTES_PER_BLOCK[target]
     if shared_bytes > limit:
         source = kernel.source_info
         raise CompilationError(

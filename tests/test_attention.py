@@ -234,7 +234,7 @@ def test_a_trip_addresses_its_copies_from_one_register_per_operand(head_dim, war
                                                      (128, 8, True)])
 def test_a_trip_advances_one_offset_per_operand_not_its_pointers(head_dim, warps, causal):
     """The k and v pointers a thread copies from are its initial pointers plus one carried
-    scalar offset per operand (passes.pipeline._carry_offsets), so a trip advances two
+    scalar offset per operand (passes.pipeline_carried.carry_offsets), so a trip advances two
     64-bit values in place, not one per pointer (before: 8 at hd128, whose unpaired halves
     ptxas moved into pairs every trip: 11 MOV per trip in SASS, 3 now, the 2 of the
     softmax's m_i among them, as in Triton's loop)."""

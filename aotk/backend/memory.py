@@ -25,6 +25,7 @@ from ..targets import has_l2_cache_hint
 from .llvm_types import (I8, I16, I32, I64, call_asm, constant, inline_asm, llvm_type,
                          register_struct, returns)
 from .registry import lowering, value_lowering
+from .shared import load_vector
 
 
 def _memory_type(element):
@@ -213,6 +214,8 @@ def vector_groups(ctx, op, layout, count, width=None) -> list:
 
 @value_lowering("load")
 def lower_load(ctx, op, layout):
+    if "staged" in op.attrs:
+        return _read_stage(ctx, op, layout)
     pointers = ctx.regs(op.operands[0], layout)
     has_mask, has_other = op.attrs.get("has_mask"), op.attrs.get("has_other")
     masks = ctx.regs(op.operands[1], layout) if has_mask else None
@@ -231,6 +234,29 @@ def lower_load(ctx, op, layout):
                            op.attrs.get("volatile", False), policy)
         for register, value in zip(group, loaded):
             out[register] = value
+    return out
+
+
+def _read_stage(ctx, op, layout) -> list:
+    """A load a pipelined loop copied ahead (``staged``): its block, read from this trip's
+    slot of its plain tile (``backend.plain_tile``; masked-off elements were zero-filled)
+    in vectors as wide as the load's own. Its pointers are not read: they are there for
+    the layout pass, which proved the vectors from them."""
+    b = ctx.builder
+    staged = ctx.pipeline.staged[op.attrs["staged"]]
+    (stage,) = ctx.regs(op.operands[-1], SCALAR)
+    base = staged.stage_base(b, stage)
+    element = op.result.element
+    memory_type = _memory_type(element)
+    indices = ctx.threads.logical_indices(op.result, layout)
+    out = [None] * len(indices)
+    for group in vector_groups(ctx, op, layout, len(indices)):
+        offset = b.add(base, staged.tile.element_offset(b, indices[group[0]]))
+        address = ctx.shared.stage_pointer(offset, memory_type)
+        loaded = load_vector(b, address, memory_type, len(group), memory_type_bits(
+            memory_type) // 8)
+        for register, value in zip(group, loaded):
+            out[register] = _from_memory(b, value, element)
     return out
 
 

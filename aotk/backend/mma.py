@@ -134,10 +134,11 @@ def _store_by_columns(ctx, value, byte_base: int, offset_of, layout):
 class OperandTiles:
     """The shared-memory tiles a tensor-core dot reads its operands from, for ``mma.sync``
     and ``wgmma`` alike: each operand's tile as it is ([M, K], [K, N]) or its transpose. A
-    pipelined loop may stage B as loaded, [N, K] (``shared_read`` with ``transposed``);
-    the threads store a B read down its columns the same way, and a 16-bit A read down its
-    columns M-major, [K, M] (``plan.stored_transposed``), from the layout its loads read;
-    ``int8_b_k_major``: wgmma's int8 B, which has no transpose, is stored K-major as well."""
+    pipelined loop may stage B as [N, K] and a 16-bit A as [K, M] (``shared_read`` with
+    ``transposed``); the threads store a B read down its columns the same way, and a
+    16-bit A read down its columns M-major, [K, M] (``plan.stored_transposed``), from the
+    layout its loads read; ``int8_b_k_major``: wgmma's int8 B, which has no transpose, is
+    stored K-major as well."""
 
     def __init__(self, ctx, op, int8_b_k_major: bool = False):
         a, b = op.operands[:2]
@@ -145,7 +146,8 @@ class OperandTiles:
         self.op = op
         self.b_stored_k_major = ctx.plan.k_major_b(op) is not None or \
             int8_b_k_major and not staged(b)
-        self.m_major_a = ctx.plan.m_major_a(op) is not None
+        self.m_major_a = ctx.plan.m_major_a(op) is not None or \
+            staged(a) and a.owner.attrs.get("transposed", False)
         self.k_major_b = self.b_stored_k_major or \
             staged(b) and b.owner.attrs.get("transposed", False)
         self.a = SwizzledTile(k, m, a.element) if self.m_major_a else tile_of(a)
@@ -158,7 +160,8 @@ class OperandTiles:
                               transposed_offsets(self.b, self.b_stored_k_major),
                               before_barrier, b_by_columns=self.b_stored_k_major,
                               b_layout=ctx.plan.k_major_b(self.op),
-                              a_by_columns=self.m_major_a, a_layout=ctx.plan.m_major_a(self.op))
+                              a_by_columns=ctx.plan.m_major_a(self.op) is not None,
+                              a_layout=ctx.plan.m_major_a(self.op))
 
 
 def transposed_offsets(tile: SwizzledTile, transposed: bool):

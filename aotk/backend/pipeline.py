@@ -27,22 +27,30 @@ import llvmlite.ir as ir
 
 from ..ir.kir import walk
 from ..passes.layouts import SCALAR
-from ..passes.pipeline_shape import MBARRIER_BYTES, staged_tile_bytes
+from ..passes.pipeline_shape import MBARRIER_BYTES, plain_tile_bytes, staged_tile_bytes
 from .llvm_types import I32, I64, inline_asm, llvm_type
 from .memory import emit_load, vector_groups
+from .plain_tile import PlainTile
 from .registry import lowering
-from .swizzle import SwizzledTile
+from .swizzle import SWIZZLE_ATOM_BYTES, SwizzledTile
 from .wgmma import proxy_fence, wait_for_wgmma
 
 
 class StagedBuffer:
     """Where one operand's stages live: ``offset`` bytes into the scratch buffer, slots of
-    ``stage_bytes``, each a ``SwizzledTile``."""
+    ``stage_bytes``, each a ``SwizzledTile`` (a dot's operand) or, with ``order``, a
+    ``PlainTile`` (a block read back into registers)."""
 
-    def __init__(self, offset: int, shape: tuple, element, stages: int, async_proxy: bool):
+    def __init__(self, offset: int, shape: tuple, element, stages: int, async_proxy: bool,
+                 order: tuple | None = None):
         self.offset, self.shape, self.element, self.stages = offset, shape, element, stages
-        self.tile = SwizzledTile(shape[0], shape[1], element)
-        self.stage_bytes = staged_tile_bytes(shape, element, async_proxy)
+        self.plain = order is not None
+        if self.plain:
+            self.tile = PlainTile(shape, element, order)
+            self.stage_bytes = plain_tile_bytes(shape, element)
+        else:
+            self.tile = SwizzledTile(shape[0], shape[1], element)
+            self.stage_bytes = staged_tile_bytes(shape, element, async_proxy)
 
     def tile_offset(self, builder, row, column):
         """Byte offset (i32) of element (row, column) inside a slot."""
@@ -72,20 +80,33 @@ def plan_buffers(function) -> PipelineBuffers:
             # A transposed read's stage holds the tile as loaded: [K, M] for a [M, K] view.
             found[op.attrs["buffer"]] = (shape[::-1] if op.attrs.get("transposed") else shape,
                                          op.result.element, op.attrs["stages"],
-                                         op.attrs.get("async_proxy", False))
+                                         op.attrs.get("async_proxy", False), None)
+        if op.opcode == "load" and "staged" in op.attrs:
+            # async_proxy: the loop's dots are wgmma (the plain tile itself is not read so).
+            found[op.attrs["staged"]] = (op.result.type.shape, op.result.element,
+                                         op.attrs["stages"], op.attrs.get("async_proxy", False),
+                                         op.attrs["order"])
         if op.opcode == "tma_init":
             tma_stages[op.attrs["loop"]] = op.attrs["stages"]
     buffers, totals = {}, {}
     for buffer in sorted(found):
-        shape, element, stages, async_proxy = found[buffer]
+        shape, element, stages, async_proxy, order = found[buffer]
         loop = buffer[0]
-        staged = StagedBuffer(totals.get(loop, 0), shape, element, stages, async_proxy)
+        staged = StagedBuffer(totals.get(loop, 0), shape, element, stages, async_proxy,
+                              order)
         buffers[buffer] = staged
         totals[loop] = staged.offset + stages * staged.stage_bytes
     mbarriers = {}
     for loop, stages in tma_stages.items():
         mbarriers[loop] = totals[loop]
         totals[loop] += stages * MBARRIER_BYTES
+    # Tiles the threads store above a wgmma loop's stages start on a swizzle atom
+    # (``mma.place_operands``; a descriptor's swizzle follows the address bits), which
+    # plain tiles (128-byte lines) may leave the stages short of.
+    for buffer, (_, _, _, async_proxy, order) in found.items():
+        if async_proxy and order is not None:
+            loop = buffer[0]
+            totals[loop] = -(-totals[loop] // SWIZZLE_ATOM_BYTES) * SWIZZLE_ATOM_BYTES
     return PipelineBuffers(buffers, totals, mbarriers)
 
 
@@ -96,10 +117,14 @@ def lower_async_copy(ctx, op):
     has_mask = op.attrs["has_mask"]
     (stage,) = ctx.regs(op.operands[-1], SCALAR)
     staged = ctx.pipeline.staged[op.attrs["buffer"]]
-    layout = ctx.plan.natural(pointer)   # the tile's own layout (layout_facts.copy_layouts)
+    # The tile's own layout (layout_facts.copy_layouts), or one along another dim.
+    layout = ctx.plan.access.get(op) or ctx.plan.natural(pointer)
     if op.attrs.get("first"):
         # Earlier shared-memory users may still read the bytes the prologue fills.
         ctx.shared.begin_use()
+    if staged.plain:
+        _copy_plain(ctx, op, staged, stage, layout)
+        return
     pointers = ctx.regs(pointer, layout)
     masks = ctx.regs(op.operands[1], layout) if has_mask else None
     element = staged.element
@@ -126,17 +151,47 @@ def lower_async_copy(ctx, op):
             _copy_through_registers(ctx, pointers[group[0]], mask, owner, element,
                                     len(group), offset)
             continue
-        source_bytes = ir.Constant(I32, width_bytes)
-        if mask is not None:
-            source_bytes = b.select(mask, source_bytes, ir.Constant(I32, 0))
-        kind = "cg" if width_bytes == 16 else "ca"   # .cg (L2 only) exists for 16 bytes
-        copy = f"cp.async.{kind}.shared.global [$0], [$1], {width_bytes}, $2;"
-        source = b.ptrtoint(pointers[group[0]], I64)
-        if owner is None:
-            inline_asm(b, copy, "r,l,r", [destination, source, source_bytes])
-        else:
-            inline_asm(b, "{ .reg .pred p; setp.ne.b32 p, $3, 0; @p " + copy + " }", "r,l,r,r",
-                 [destination, source, source_bytes, b.zext(owner, I32)])
+        _emit_copy(b, destination, pointers[group[0]], width_bytes, mask, owner)
+
+
+def _copy_plain(ctx, op, staged, stage, layout):
+    """``async_copy`` into a ``PlainTile``: one cp.async per vector of the copy's layout
+    (along the tile's fastest dim), by the thread owning it; a scalar by thread 0."""
+    b = ctx.builder
+    pointer = op.operands[0]
+    pointers = ctx.regs(pointer, layout)
+    masks = ctx.regs(op.operands[1], layout) if op.attrs["has_mask"] else None
+    element = staged.element
+    indices = ctx.threads.logical_indices(pointer, layout)
+    owner = ctx.threads.owner(pointer, layout)
+    base = staged.stage_base(b, stage)
+    stage_root = b.add(b.ptrtoint(ctx.shared.stage_pointer(ir.Constant(I32, 0)), I32), base)
+    for group in vector_groups(ctx, op, layout, len(pointers)):
+        offset = staged.tile.element_offset(b, indices[group[0]])
+        mask = masks[group[0]] if masks is not None else None
+        width_bytes = len(group) * element.itemsize
+        if width_bytes < 4:
+            _copy_through_registers(ctx, pointers[group[0]], mask, owner, element,
+                                    len(group), b.add(base, offset))
+            continue
+        _emit_copy(b, b.add(stage_root, offset), pointers[group[0]], width_bytes, mask, owner)
+
+
+def _emit_copy(b, destination, source, width_bytes: int, mask, owner):
+    """One ``cp.async`` of ``width_bytes`` (4, 8 or 16) from global ``source`` to shared
+    ``destination`` (an i32 address), zero-filled where ``mask`` is off, issued only where
+    ``owner`` is on (None: every thread)."""
+    source_bytes = ir.Constant(I32, width_bytes)
+    if mask is not None:
+        source_bytes = b.select(mask, source_bytes, ir.Constant(I32, 0))
+    kind = "cg" if width_bytes == 16 else "ca"   # .cg (L2 only) exists for 16 bytes
+    copy = f"cp.async.{kind}.shared.global [$0], [$1], {width_bytes}, $2;"
+    address = b.ptrtoint(source, I64)
+    if owner is None:
+        inline_asm(b, copy, "r,l,r", [destination, address, source_bytes])
+    else:
+        inline_asm(b, "{ .reg .pred p; setp.ne.b32 p, $3, 0; @p " + copy + " }", "r,l,r,r",
+                   [destination, address, source_bytes, b.zext(owner, I32)])
 
 
 def _tile_offset(b, staged, lanes: list, constants, tile_dims, row, column) -> tuple:

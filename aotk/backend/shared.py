@@ -136,11 +136,19 @@ class SharedMemory:
             # Values computed in one layout (their home) and wanted in others: results,
             # and block arguments (a carried value needed outside its layout).
             values = list(op.results) + [a for region in op.regions for a in region.args]
-            for value in values:
-                home = plan.homes.get(value)
-                for other in plan.demands.get(value, ()) if home is not None else ():
-                    if other != home:
-                        needed = max(needed, self._conversion_bytes(value, home, other))
+            needed = max(needed, self._conversions_bytes(values))
+        return needed
+
+    def _conversions_bytes(self, values) -> int:
+        """The largest conversion of ``values`` from their homes to the other layouts they
+        are wanted in."""
+        plan = self.plan
+        needed = 0
+        for value in values:
+            home = plan.homes.get(value)
+            for other in plan.demands.get(value, ()) if home is not None else ():
+                if other != home:
+                    needed = max(needed, self._conversion_bytes(value, home, other))
         return needed
 
     def _conversion_bytes(self, value, source, target) -> int:
@@ -152,8 +160,11 @@ class SharedMemory:
         needed = self._bytes_of(function.body)
         for op in walk(function.body):
             if op.opcode == "for" and op.attrs.get("pipeline") is not None:
-                needed = max(needed, self.pipeline_bytes[op.attrs["pipeline"]] +
-                             self._bytes_of(op.regions[0].body))
+                # Above the stages: the body's users, and conversions of what the loop
+                # carries (a state stored each trip in another layout than its own).
+                body = op.regions[0]
+                needed = max(needed, self.pipeline_bytes[op.attrs["pipeline"]] + max(
+                    self._bytes_of(body.body), self._conversions_bytes(body.args)))
         return needed
 
     def allocate(self, function):
@@ -272,7 +283,7 @@ class SharedMemory:
         for first in range(0, len(slots), widths[1]):
             indices = [dst_axes[a][k] for a, k in enumerate(slots[first])]
             address, memory_type = self._address(value, target, indices, padding)
-            for loaded in _load_vector(b, address, memory_type, widths[1], element_bytes):
+            for loaded in load_vector(b, address, memory_type, widths[1], element_bytes):
                 out.append(b.icmp_unsigned("!=", loaded, ir.Constant(I8, 0))
                            if value.element.is_bool() else loaded)
         return out
@@ -331,7 +342,8 @@ def _store_vector(builder, registers, address, memory_type, element_bytes):
     builder.store(vector, pointer, align=len(registers) * element_bytes)
 
 
-def _load_vector(builder, address, memory_type, width, element_bytes) -> list:
+def load_vector(builder, address, memory_type, width, element_bytes) -> list:
+    """``width`` consecutive elements at a shared-memory ``address`` in one access."""
     if width == 1:
         return [builder.load(address, typ=memory_type)]
     vector_type = ir.VectorType(memory_type, width)

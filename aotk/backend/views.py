@@ -47,7 +47,7 @@ def lower_splat(ctx, op, layout):
     if op.attrs.get("opaque"):
         # A copy LLVM cannot see through: its loop strength reduction would turn the
         # sums of this loop-carried offset and invariant pointers back into one 64-bit
-        # induction variable per register (``passes.pipeline._carry_offsets``). ptxas
+        # induction variable per register (``passes.pipeline_carried.carry_offsets``). ptxas
         # drops the mov.
         scalar = inline_asm(ctx.builder, "mov.b64 $0, $1;", "=l,l", [scalar], scalar.type,
                             side_effect=False)

@@ -98,9 +98,17 @@ Side effects (never removed or reordered; layout roots like stores, see ``SIDE_E
 Software pipelining (made by ``passes.pipeline`` for the GPU only; never interpreted):
 
   async_copy                  (ptr, [mask], stage:i32) buffer, stages, has_mask, first,
-                              [tile_dims] -> no result; copies the block ptr points at into
-                              slot stage of the shared buffer (masked-off elements become
-                              0); a block with size-1 dims fills the slot of its tile_dims
+                              [tile_dims], [vector_dim], [order] -> no result; copies the
+                              block ptr points at into slot stage of the shared buffer
+                              (masked-off elements become 0); a block with size-1 dims
+                              fills the slot of its tile_dims (the tile's rows, columns:
+                              reversed, the slot holds its transpose); vector_dim: the dim
+                              its vectors run along (default the last); order: the dims
+                              of a plain tile, fastest first
+  load [staged]               (ptr, [mask], stage:i32) staged (a buffer), stages, order
+                              -> what async_copy put in slot stage of that plain tile from
+                              these addresses, read where the load was (ptr and mask are
+                              not read: they carry the layout facts)
 
   async_commit                ()                      -> closes the group of copies issued
   async_wait                  ()                      pending -> waits until at most pending

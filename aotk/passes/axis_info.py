@@ -286,6 +286,9 @@ def _analyze_ops(ops, infos):
                       for d in range(rank)),
                 tuple(gcd(a.divisibility[d], b.divisibility[d]) for d in range(rank)),
                 tuple(gcd(gcd(a.constancy[d], b.constancy[d]), cond.constancy[d]) for d in range(rank)))
+        elif kind == "load" and "staged" in op.attrs:
+            # Read from a pipelined loop's stage: the pointers' facts, not the stage's.
+            info = _elementwise_default(shape, ins[:-1])
         else:
             info = _elementwise_default(shape, ins) if ins else _uniform(shape)
         infos[result] = info

@@ -88,7 +88,11 @@ def copy_layouts(function: Function, vector_width: dict, num_warps: int) -> dict
         if op.opcode != "async_copy":
             continue
         shape = op.operands[0].type.shape
-        layout = Layout(blocked_for(shape, vector_width[op], num_warps))
+        if not shape:
+            continue
+        # A tile copied down its columns, or a plain one, runs along its vectors' dim.
+        layout = Layout(blocked_for(shape, vector_width[op], num_warps,
+                                    fastest=op.attrs.get("vector_dim")))
         pending = list(op.operands[:2 if op.attrs["has_mask"] else 1])
         while pending:
             value = pending.pop()

@@ -245,6 +245,8 @@ def memory_vector_dim(op, infos) -> int:
     another allows wider vectors (a tile stored column by column, read as its transpose)."""
     shape = op.operands[0].type.shape
     last = len(shape) - 1
+    if op.opcode == "async_copy" and op.attrs.get("vector_dim") is not None:
+        return op.attrs["vector_dim"]   # a copy down columns, or into a plain tile
     if op.opcode not in ("load", "store") or len(shape) < 2:
         return last
     widths = {dim: memory_vector_width(op, infos, dim) for dim in range(len(shape))}

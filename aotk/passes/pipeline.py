@@ -21,28 +21,45 @@ The barrier in ``async_wait`` also orders trip i-1's reads of stage (i-1)%S befo
 i's copies into it, so one barrier per trip suffices. Every trip commits one group (empty
 past the end), which keeps the count of pending groups exact.
 
-A loop qualifies when its step is positive, its body holds no stores, side effects or
-nested regions, and dots that tensor cores compute, all with the same instruction
-(``mma_layout.choose_mma``), whose operands are loads of the body that nothing else reads
-(``rewrite.dot_operand_loads``): a load may feed several dots, and reach one through
-permutes and reshapes that only add or drop size-1 dims. Each distinct load gets one
-buffer of S stages holding its tile without the size-1 dims (``async_copy`` attribute
-``tile_dims``); a dot reads it through ``shared_read``, as loaded or, for B only,
-``transposed`` (B staged [N, K]: K-major, which ldmatrix and wgmma read directly). The
-loads take no ``other`` or a zero one (cp.async zero-fills masked-off elements) and
+A loop qualifies when its step is positive and its body holds dots that tensor cores
+compute, all with the same instruction (``mma_layout.choose_mma``), no nested loops and no
+side effects other than stores and atomics (in the body or in its ``if``s), each through
+an address traced to a kernel argument (``pipeline_shape._written_roots``). Two kinds of
+loads of the body are copied ahead (loads of an argument the loop writes stay where they
+are: as in Triton, two pointer arguments are taken not to overlap):
+
+* a dot's operand tiles that nothing else reads (``rewrite.dot_operand_loads``): a load
+  may feed several dots, and reach one through permutes and reshapes that only add or drop
+  size-1 dims. Each distinct load gets one buffer of S stages holding its tile without the
+  size-1 dims (``async_copy`` attribute ``tile_dims``); a dot reads it through
+  ``shared_read``, as loaded or ``transposed``: a B staged [N, K] (K-major, which ldmatrix
+  and wgmma read directly), a 16-bit A staged [K, M] (M-major: ``ldmatrix.trans``, wgmma's
+  imm-trans-a). A 16-bit tile read down its columns (fla's k^T, contiguous along M) is
+  copied down them into that transpose (``tile_dims`` reversed, ``vector_dim``: the
+  copies' vectors run along the loaded tile's first dim).
+* every other load of the body that cp.async can copy (``LoopShape.staged``): gates,
+  scales, tiles that reach a dot through elementwise ops or that other ops read too
+  (fla's chunked recurrences scale k and v by gates before their dots). Each gets S
+  stages of a plain tile (``backend.plain_tile``, its dims ordered by the vectors its
+  load reads, ``order``) and is read back into registers where it was: the load stays,
+  with ``staged`` (its buffer) and this trip's stage as its last operand; its pointers
+  are still there for the layout pass (the vectors it proves) and not read.
+
+The loads take no ``other`` or a zero one (cp.async zero-fills masked-off elements) and
 vectors of at least 4 bytes proven by axis info (cp.async copies 4, 8 or 16 bytes). The
 loads' addresses and masks must be pure functions of the induction variable, values from
 outside the loop and
 carried values ``c`` that nothing else reads (their next values computed from themselves
 alone): those are the values the rewrite shifts S-1 trips ahead. A shifted pointer block
 that advances by a loop-invariant scalar is carried as that scalar's sum instead, added to
-its initial value (``_carry_offsets``). One that is read after
+its initial value (``pipeline_carried.carry_offsets``). One that is read after
 the loop as well (liger's int8 x int2 matmul: the A pointer the next outer trip goes on
 from) gets an unshifted copy carried beside it, advanced by the same ops. The stages must fit in
 the budget of shared memory the compiler gives (the whole block,
 ``compiler.whole_block_budget``, or where the loop body then lacks room for its own shared
-memory, ``compiler.pipeline_budget``: ``MAX_PIPELINE_BYTES`` at most); S shrinks (down to
-2) until they do. A stage's bytes count its alignment and, for TMA, its mbarrier.
+memory, ``compiler.pipeline_budget``: ``MAX_PIPELINE_BYTES`` at most, or what the body
+leaves); S shrinks (down to 2), then plain tiles are dropped, until they do. A stage's
+bytes count its alignment and, for TMA, its mbarrier.
 
 Stages hold each tile in the swizzled layout of ``backend.swizzle``, which both ``ldmatrix``
 (mma.sync) and ``wgmma`` read. fp32 (tf32) dots run on wgmma only when their B is staged
@@ -91,8 +108,9 @@ from __future__ import annotations
 from ..ir import kir
 from ..ir import types as T
 from ..ir.types import BlockType
+from .pipeline_carried import carry_offsets, keep_unshifted
 from .pipeline_shape import MAX_PIPELINE_BYTES, analyze_loop
-from .rewrite import (body_slice, clone_ops, constant, new_op, remove_unused_pure_ops,
+from .rewrite import (clone_ops, constant, new_op, remove_unused_pure_ops,
                       upward_for_loops, users_of)
 
 
@@ -130,95 +148,6 @@ def _block_slice(values) -> list:
     for value in values:
         visit(value)
     return ordered
-
-
-def _keep_unshifted(function, loop, index: int, update_ops: list) -> None:
-    """Carries a copy of carried value ``index`` that the rewrite leaves unshifted: a new
-    block argument from the same initial value, advanced by a copy of the ops computing
-    the original's next value, and a new loop result that every reader of the original's
-    result after the loop takes instead."""
-    region = loop.regions[0]
-    terminator = region.terminator
-    original = region.args[1 + index]
-    copy = kir.Value(original.type, hint_name=original.hint_name)
-    region.args.append(copy)
-    mapping = {original: copy}
-    advanced = clone_ops(update_ops, mapping)
-    region.body[-1:-1] = advanced
-    terminator.operands.append(mapping.get(terminator.operands[index],
-                                           terminator.operands[index]))
-    loop.operands.append(loop.operands[3 + index])
-    old_result = loop.results[index]
-    result = kir.Value(old_result.type, hint_name=old_result.hint_name)
-    result.owner = loop
-    loop.results.append(result)
-    for op in kir.walk(function.body):
-        op.operands[:] = [result if value is old_result else value for value in op.operands]
-
-
-def _carry_offsets(parent: list, loop, shape, users) -> None:
-    """Each shifted pointer block that every trip advances by one loop-invariant scalar
-    (``p += s``, the usual ``ptrs += BLOCK_K * stride``) becomes its initial value, read
-    from outside the loop, plus a carried i64 scalar: ``offset += s`` (widened as
-    ``addptr`` widens it), the addresses ``addptr(initial, splat(offset))``: the same
-    pointers (both sums wrap modulo 2**64). The splat is ``opaque`` (``backend.views``),
-    so that LLVM's loop strength reduction cannot turn the sums back into one 64-bit
-    induction variable per register of the block: ptxas kept those as unpaired 32-bit
-    halves and paired them again by MOVs every trip (flash attention, hd128: 8 pointers, 8
-    MOVs). The loop carries one uniform scalar; each copy's address is one add to an
-    invariant pointer. Edits ``shape`` (``load_ops``, ``update_slice``) to match. Values
-    read after the loop (``kept``) stay as they are."""
-    region = loop.regions[0]
-    terminator = region.terminator
-    body_ids = {id(o) for o in region.body}
-    load_ids = {id(o) for o in shape.load_ops}
-    for index in shape.shifted:
-        arg = region.args[1 + index]
-        update = terminator.operands[index].owner
-        if index in (shape.kept or []) or not arg.type.shape or not arg.element.is_ptr() \
-                or update is None or update.opcode != "addptr" or update.operands[0] is not arg \
-                or id(update) not in body_ids:
-            continue
-        step = update.operands[1].owner
-        if step is None or step.opcode != "splat":
-            continue
-        scalar = step.operands[0]
-        if not scalar.element.is_int() or scalar.element.bits < 8 or any(
-                value in region.args for o in body_slice(scalar, body_ids)
-                for value in o.operands) or scalar in region.args:
-            continue
-        if any(user is not terminator for user in users.get(update.result, [])) or any(
-                user is not update and id(user) not in load_ids
-                for user in users.get(arg, [])):
-            continue
-        offset = kir.Value(BlockType(T.int64), hint_name=f"{arg.hint_name or 'pointer'}_offset")
-        region.args[1 + index] = offset
-        initial = loop.operands[3 + index]
-        zero = constant(0, T.int64)
-        parent.insert(parent.index(loop), zero)
-        loop.operands[3 + index] = zero.result
-        spread = new_op("splat", [offset], BlockType(T.int64, arg.type.shape), opaque=True)
-        address = new_op("addptr", [initial, spread.result], arg.type)
-        address.result.hint_name = arg.hint_name
-        for o in shape.load_ops:
-            o.operands = [address.result if value is arg else value for value in o.operands]
-        region.body[0:0] = [spread, address]
-        shape.load_ops[0:0] = [spread, address]
-        load_ids |= {id(spread), id(address)}
-        advance = []
-        if scalar.element.bits < 64:
-            advance.append(new_op("cast", [scalar], BlockType(T.int64)))
-        advance.append(new_op("add", [offset, (advance[-1].result if advance else scalar)],
-                              BlockType(T.int64)))
-        region.body[-1:-1] = advance
-        terminator.operands[index] = advance[-1].result
-        del shape.update_slice[id(update)]
-        if users.get(step.result, []) == [update]:
-            shape.update_slice.pop(id(step), None)
-        shape.update_slice.update({id(o): o for o in advance})
-        result = kir.Value(BlockType(T.int64))
-        result.owner = loop
-        loop.results[index] = result
 
 
 def _retire_deferred(region, shape) -> None:
@@ -276,37 +205,53 @@ def _rewrite(function, parent: list, loop, infos, users, num_warps: int, num_sta
     if tma:
         maps = [_tensor_map_index(function, recipe) for recipe in shape.recipes]
 
-    _carry_offsets(parent, loop, shape, users)
+    carry_offsets(parent, loop, shape, users)
     update_ops = [o for o in ops if id(o) in update_slice]
     for index in shape.kept or []:
-        _keep_unshifted(function, loop, index, update_ops)
+        keep_unshifted(function, loop, index, update_ops)
     carried = region.args[1:]
     start, end, step = loop.operands[:3]
     index_type = induction.type
     buffers = [(number, index) for index in range(len(loads))]
     position = parent.index(loop)
 
+    staged = shape.staged or []
+    invariants = shape.invariants or []
+    invariant_buffers = [(number, len(loads) + i) for i in range(len(invariants))]
+    staged_buffers = [(number, len(loads) + len(invariants) + i) for i in range(len(staged))]
+
     def copies(mapping, trip, stage_value, first=False) -> list:
-        """Ops that copy the operand tiles of the trip whose induction value is ``trip``
-        (masked off when it is past the end) into ``stage_value``, then commit."""
+        """Ops that copy the operand tiles (and plain tiles) of the trip whose induction
+        value is ``trip`` (masked off when it is past the end) into ``stage_value``, then
+        commit."""
         emitted = []
         in_range = new_op("cmp", [trip, end], BlockType(T.int1), predicate="lt")
         emitted.append(in_range)
         if tma:
             return emitted + tma_copies(mapping, in_range.result, stage_value)
         cloned = clone_ops(load_ops, mapping, in_range.result)
-        for load in loads:
+        for load in loads + staged:
             copied = cloned[[o.result for o in cloned].index(mapping[load.result])]
             cloned.remove(copied)
             has_mask = copied.attrs.get("has_mask", False)
             operands = copied.operands[:2 if has_mask else 1] + [stage_value]
-            # A tile loaded with size-1 dims: the dims of size > 1 are the stage's.
-            squeezed = {} if copied.result.type.rank == 2 else {"tile_dims": [
-                dim for dim, size in enumerate(copied.result.type.shape) if size != 1]}
-            emitted_copy = new_op("async_copy", operands, None, has_mask=has_mask,
-                                  buffer=buffers[loads.index(load)], stages=stages,
-                                  async_proxy=async_proxy, first=first and load is loads[0],
-                                  **squeezed)
+            plain = load in staged
+            attrs = {"has_mask": has_mask,
+                     "buffer": staged_buffers[staged.index(load)] if plain else
+                     buffers[loads.index(load)],
+                     "stages": stages, "async_proxy": async_proxy and not plain,
+                     "first": first and load is (loads + staged)[0]}
+            dims = [dim for dim, size in enumerate(copied.result.type.shape) if size != 1]
+            if plain:
+                order = shape.orders[staged.index(load)]
+                attrs.update(order=order, vector_dim=order[0] if order else None)
+            elif loads.index(load) in (shape.columns or []):
+                # Copied down its columns: the stage holds its transpose.
+                attrs.update(tile_dims=dims[::-1], vector_dim=dims[0])
+            elif copied.result.type.rank != 2:
+                # A tile loaded with size-1 dims: the dims of size > 1 are the stage's.
+                attrs["tile_dims"] = dims
+            emitted_copy = new_op("async_copy", operands, None, **attrs)
             emitted_copy.loc = load.loc
             cloned.append(emitted_copy)
         return emitted + cloned + [new_op("async_commit", [], None)]
@@ -326,9 +271,6 @@ def _rewrite(function, parent: list, loop, infos, users, num_warps: int, num_sta
             copy.loc = load.loc
             emitted.append(copy)
         return emitted
-
-    invariants = shape.invariants or []
-    invariant_buffers = [(number, len(loads) + i) for i in range(len(invariants))]
 
     def invariant_copies() -> list:
         """The loop-invariant operands, each copied once into its one slot (in trip 0's
@@ -430,6 +372,14 @@ def _rewrite(function, parent: list, loop, infos, users, num_warps: int, num_sta
             read.result.hint_name = load.result.hint_name
             reads.append(read)
             dots[index].operands[position] = read.result
+    for load, buffer, order in zip(staged, staged_buffers, shape.orders):
+        # Read back where it was loaded, from this trip's stage (zero where masked off).
+        has_mask = load.attrs.get("has_mask", False)
+        load.operands = load.operands[:2 if has_mask else 1] + [stage]
+        load.attrs.pop("has_other", None)
+        load.attrs.update(staged=buffer, stages=stages, order=order)
+        if async_proxy:
+            load.attrs["async_proxy"] = True   # the loop's dots read through it
     next_stage = new_op("add", [stage, wrap[2].result], BlockType(T.int32))
     next_past = new_op("cmp", [next_stage.result, wrap[1].result], BlockType(T.int1),
                        predicate="ge")

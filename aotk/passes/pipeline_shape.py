@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..ir import kir
-from .layouts import memory_vector_width
+from .layouts import memory_vector_dim, memory_vector_width
 from .mma_layout import choose_mma, is_int8
 from .rewrite import body_slice, dot_operand_loads, is_zero, refusal, tile_shape
 from .tensor_maps import tensor_map_recipe
@@ -65,6 +65,12 @@ class LoopShape:
     retiring: kir.Op | None = None
     # Indices of shifted values whose loop results are read after the loop.
     kept: list = None
+    # Other loads of the body copied ahead into plain tiles and read back into registers
+    # where they were, and each tile's dims, fastest first (``plain_order``).
+    staged: list = None
+    orders: list = None
+    # Indices into ``loads`` of the tiles copied down their columns (``_staging``).
+    columns: list = None
 
 
 def analyze_loop(function, loop, infos, users, num_warps: int, num_stages: int,
@@ -78,19 +84,40 @@ def analyze_loop(function, loop, infos, users, num_warps: int, num_stages: int,
     region = loop.regions[0]
     ops = region.body
     terminator = region.terminator
-    shape = dot_operand_loads(loop, mixed=True, why=why)
-    if shape is None:
-        return None
-    dots, loads, load_ops = shape.dots, shape.loads, shape.load_ops
-    # A stage is read as it was loaded or, for B, transposed (a K-major B).
-    if any(operands[0] is not None and operands[0][1] for operands in shape.operands):
-        return refusal(why, "a dot's A is a transposed load")
+    written = _written_roots(function, loop)
+    if written is None:
+        return refusal(why, "it stores or updates memory through an address that is not "
+                       "a kernel argument's")
+    # Operand loads that cannot be staged as the dot reads them are left to the dot (and
+    # copied ahead as plain tiles, below, where they can be).
+    excluded = set()
+    while True:
+        shape = dot_operand_loads(loop, mixed=True, why=why, excluded=frozenset(excluded))
+        if shape is None:
+            return None
+        staging = [_staging(load, index, shape, infos, written, function, loop)
+                   for index, load in enumerate(shape.loads)]
+        left = [load for load, how in zip(shape.loads, staging) if how is None]
+        if not left:
+            break
+        for load in left:
+            if infos is not None and not _plain_copyable(load, infos):
+                return refusal(why, "an operand load the copies to shared memory cannot "
+                               "take (vectors under 4 bytes, or an `other` that is not zero)")
+        excluded |= {id(load) for load in left}
+    dots, loads = shape.dots, shape.loads
+    # Tiles read down their columns are staged as their transpose (copied down them), and
+    # their dots read the stage transposed.
+    columns = [index for index, how in enumerate(staging) if how == "columns"]
+    shape.operands = [[(entry[0], True) if entry is not None and entry[0] in columns
+                       else entry for entry in operands] for operands in shape.operands]
     # Staged, B read through a transpose is K-major, as fp32 (tf32) operands need on wgmma
     # (``mma_layout.k_major_staged``, which asks for a staged A as well); a B the threads
     # store is N-major, except an int8 one (``mma_layout.k_major_b``).
     layouts = [choose_mma(dot, num_warps, wgmma, k_major=(
                    operands[1] is None or operands[1][1]) if is_int8(dot.operands[0].element)
-                   else None not in operands and operands[1][1])
+                   else None not in operands and operands[1][1],
+                   a_stored_m_major=operands[0] is not None and operands[0][1])
                for dot, operands in zip(dots, shape.operands)]
     if None in layouts:
         return refusal(why, "a dot does not run on tensor cores")
@@ -110,14 +137,21 @@ def analyze_loop(function, loop, infos, users, num_warps: int, num_stages: int,
             return refusal(why, "a tensor-descriptor operand that TMA cannot copy")
     elif infos is None:
         return None
-    elif not all(_copyable(load, infos) for load in loads):
-        return refusal(why, "an operand load the copies to shared memory cannot take "
-                       "(vectors under 4 bytes, or an `other` that is not zero)")
+    body_ids = {id(o) for o in ops}
+    carried = region.args[1:]
+    # Other loads of the body, copied ahead the same way into plain tiles and read back
+    # into registers where they were (not with TMA, whose trips wait on mbarriers).
+    staged = [] if recipes is not None else [
+        o for o in ops if o.opcode == "load" and not any(o is load for load in loads) and
+        _plain_copyable(o, infos) and _root(o.operands[0], function, loop) not in
+        written | {None} and all(s.opcode in kir.PURE_OPS or s is o
+                                 for s in body_slice(o.result, body_ids))]
+    staged = _shiftable(staged, loads, region, users, body_ids)
+    if not loads and not staged:
+        return refusal(why, "no operand of a dot is a load of the body")
     # Stages that the async proxy reads (wgmma) or writes (TMA): on 1024-byte swizzle atoms.
     async_proxy = on_wgmma or recipes is not None
-    carried = region.args[1:]
-    body_ids = {id(o) for o in ops}
-    load_slice = {id(o): o for o in load_ops}
+    load_slice = _slices(loads + staged, body_ids)
     # The carried values the addresses read: shifted S-1 trips ahead, so nothing else may
     # read them (in the body or after the loop), and their next values must follow from
     # themselves, the induction variable and values from outside the loop.
@@ -135,13 +169,13 @@ def analyze_loop(function, loop, infos, users, num_warps: int, num_stages: int,
             if value in carried and value not in shifted_args:
                 return refusal(why, "an operand address reads a loop-carried value that "
                                "other ops read too", o)
-    allowed_users = set(load_slice) | set(update_slice) | {id(l) for l in loads}
+    allowed_users = set(load_slice) | set(update_slice) | {id(l) for l in loads + staged}
     for index in shifted:
         if any(id(user) not in allowed_users and user is not terminator
                for user in users.get(carried[index], [])):
             return refusal(why, "a loop-carried operand address is read by other ops")
     # A shifted value read after the loop (a pointer the next loop goes on from) keeps an
-    # unshifted copy, carried beside it (``_keep_unshifted``), when its next value follows
+    # unshifted copy, carried beside it (``pipeline_carried.keep_unshifted``), when its next value follows
     # from itself alone (and the induction variable, and values from outside).
     kept = [index for index in shifted if users.get(loop.results[index])]
     for index in kept:
@@ -154,17 +188,154 @@ def analyze_loop(function, loop, infos, users, num_warps: int, num_stages: int,
         _invariant_operands(dots, shape.operands, body_ids, infos)
     once = sum(staged_tile_bytes(load.result.type.shape, load.result.element, async_proxy)
                for _, _, load in invariants)
-    stages = num_stages
-    per_stage = sum(staged_tile_bytes(tile_shape(l), l.result.element, async_proxy)
-                    for l in loads) + (MBARRIER_BYTES if recipes else 0)
-    while stages > 2 and stages * per_stage + once > budget:
-        stages -= 1
+    tiles = sum(staged_tile_bytes(tile_shape(l), l.result.element, async_proxy)
+                for l in loads) + (MBARRIER_BYTES if recipes else 0)
+    # The plain tiles go first where the stages do not fit: the dots' tiles matter most.
+    staged.sort(key=lambda o: plain_tile_bytes(o.result.type.shape, o.result.element))
+    while True:
+        per_stage = tiles + sum(plain_tile_bytes(o.result.type.shape, o.result.element)
+                                for o in staged)
+        stages = num_stages
+        while stages > 2 and stages * per_stage + once > budget:
+            stages -= 1
+        if stages * per_stage + once <= budget or not staged or \
+                (not loads and len(staged) == 1):
+            break
+        staged.pop()
     if stages * per_stage + once > budget:
         return refusal(why, f"{stages} stages take {stages * per_stage + once} bytes of "
                        f"shared memory, over the {budget} they may use")
+    load_slice = _slices(loads + staged, body_ids)
+    load_ops = [o for o in ops if id(o) in load_slice]
+    orders = [plain_order(o, infos) for o in staged]
     return LoopShape(dots, loads, shape.operands, shape.view_ops, load_ops, async_proxy,
                       in_flight, shifted, update_slice, stages, recipes, invariants,
-                      deferred, retiring, kept)
+                      deferred, retiring, kept, staged, orders, columns)
+
+
+def plain_tile_bytes(shape: tuple, element) -> int:
+    """Bytes of one stage of a plain tile (``LoopShape.staged``), rounded up to 128."""
+    numel = 1
+    for size in shape:
+        numel *= size
+    return (numel * element.itemsize + STAGE_ALIGNMENT - 1) // STAGE_ALIGNMENT * \
+        STAGE_ALIGNMENT
+
+
+def plain_order(load, infos) -> tuple:
+    """The dims of a plain tile, fastest first: the one its load reads memory in vectors
+    along (``layouts.memory_vector_dim``), then the others, last first."""
+    rank = load.result.type.rank
+    if rank == 0:
+        return ()
+    fastest = memory_vector_dim(load, infos)
+    return (fastest,) + tuple(dim for dim in range(rank - 1, -1, -1) if dim != fastest)
+
+
+def _plain_copyable(load, infos) -> bool:
+    """cp.async can copy it into a plain tile: ``_copyable`` along the dimension it reads
+    memory in vectors along; a scalar of at least 4 bytes."""
+    if load.attrs.get("volatile") or load.opcode != "load":
+        return False
+    if load.attrs.get("has_other") and not is_zero(load.operands[-1]):
+        return False
+    width = memory_vector_width(load, infos, memory_vector_dim(load, infos)) \
+        if load.result.type.rank else 1
+    return width * load.result.element.itemsize >= 4
+
+
+def _staging(load, index, shape, infos, written, function, loop) -> str | None:
+    """How a dot operand load is staged for its dots: "rows" (as loaded; a B may be read
+    through a transpose), "columns" (a 16-bit tile read down its columns, copied down
+    them into its transpose: the dots read an A M-major, a B K-major), or None: an A read
+    through a transpose that is not 16-bit (ldmatrix and wgmma transpose only 16-bit
+    tiles), a tile cp.async cannot copy either way, or memory the loop may write."""
+    if written and _root(load.operands[0], function, loop) in written | {None}:
+        return None
+    entries = [entry for operands in shape.operands for entry in operands
+               if entry is not None and entry[0] == index]
+    as_a = [operands[0] for operands in shape.operands]
+    sixteen_bits = load.result.element.itemsize == 2
+    if (index, True) in as_a and not sixteen_bits:
+        return None
+    if load.opcode != "load" or infos is None or _copyable(load, infos):
+        return "rows"
+    dims = [dim for dim, size in enumerate(load.result.type.shape) if size != 1]
+    if sixteen_bits and len(dims) == 2 and all(not transposed for _, transposed in entries) \
+            and _plain_copyable(load, infos) and memory_vector_dim(load, infos) == dims[0]:
+        return "columns"
+    return None
+
+
+def _slices(loads: list, body_ids: set) -> dict:
+    """id -> op: the ops computing ``loads`` (themselves included)."""
+    found = {}
+    for load in loads:
+        for o in body_slice(load.result, body_ids):
+            found[id(o)] = o
+    return found
+
+
+def _shiftable(staged: list, loads: list, region, users, body_ids: set) -> list:
+    """The loads of ``staged`` whose addresses read no carried value that ops other than
+    the addresses (and its own next value) read: those values could not be shifted ahead
+    (``analyze_loop``), and one such load would keep the loop from being pipelined."""
+    carried = region.args[1:]
+    terminator = region.terminator
+    while True:
+        allowed = _slices(loads + staged, body_ids)
+        for index, arg in enumerate(carried):
+            for o in body_slice(terminator.operands[index], body_ids):
+                allowed[id(o)] = o
+        bad = []
+        for load in staged:
+            for o in body_slice(load.result, body_ids):
+                reads = [v for v in o.operands if v in carried]
+                if any(id(user) not in allowed and user is not terminator
+                       for value in reads for user in users.get(value, [])):
+                    bad.append(load)
+                    break
+        if not bad:
+            return staged
+        staged = [load for load in staged if not any(load is b for b in bad)]
+
+
+def _root(pointer, function, loop):
+    """The kernel argument a pointer (block) is computed from, following offsets, views
+    and ``loop``'s carried values to their initial values; None when it is not one."""
+    arguments = {param.value for param in function.params}
+    region = loop.regions[0]
+    seen = set()
+    while pointer not in arguments:
+        if pointer in seen:
+            return None
+        seen.add(pointer)
+        if pointer in region.args[1:]:
+            pointer = loop.operands[3 + region.args.index(pointer) - 1]
+            continue
+        owner = pointer.owner
+        if owner is None or owner.opcode not in ("addptr", "splat", "broadcast",
+                                                 "expand_dims", "reshape", "permute", "hint"):
+            return None
+        pointer = owner.operands[0]
+    return pointer
+
+
+def _written_roots(function, loop) -> set | None:
+    """The kernel arguments the loop's stores and atomics write through (nested ones
+    included); None when one writes through any other address. Loads from other
+    arguments may be copied trips ahead: as in Triton, two pointer arguments are taken not
+    to overlap."""
+    roots = set()
+    for op in kir.walk(loop.regions[0].body):
+        if op.opcode in ("store", "descriptor_store") or op.opcode in kir.ATOMICS:
+            if op.opcode == "descriptor_store":
+                return None
+            root = _root(op.operands[0], function, loop)
+            if root is None:
+                return None
+            roots.add(root)
+    return roots
 
 
 def _invariant_operands(dots, operands, body_ids: set, infos) -> list:

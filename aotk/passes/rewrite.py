@@ -162,7 +162,8 @@ def refusal(why: list | None, reason: str, op=None):
     return None
 
 
-def dot_operand_loads(loop, mixed: bool = False, why: list | None = None) -> DotOperands | None:
+def dot_operand_loads(loop, mixed: bool = False, why: list | None = None,
+                      excluded: frozenset = frozenset()) -> DotOperands | None:
     """The loop's dots and the loads feeding them when ``loop``'s body holds no nested
     regions, stores or side effects, at least one dot, and each dot operand is a load of
     the body (pointer or tensor-descriptor one), possibly seen through views
@@ -171,25 +172,55 @@ def dot_operand_loads(loop, mixed: bool = False, why: list | None = None) -> Dot
     the body's arguments and outside values; else None. The loop shape that moving the
     dots' loads to earlier trips (``prefetch``, ``pipeline``) starts from.
 
-    With ``mixed``, operands that are not such loads stay as they are (at least one
-    operand must be one), and reductions and scans may sit in the body (their combine
-    regions are pure): the shape of flash attention's loop. ``why``: where None is the
-    answer, the reason is appended to it (``refusal``)."""
+    With ``mixed`` (the pipeline's shape), an operand that is not such a load stays as it
+    is: a load that something else reads as well, whose address depends on a load, or
+    that is in ``excluded`` counts as no load (``pipeline_shape`` may still copy it ahead
+    and read it back into registers). Reductions and scans may then sit in the body (their
+    combine regions are pure), and ``if``s holding no loop, stores and atomics (whether
+    they may write what is copied ahead is ``pipeline_shape``'s to check); the operand
+    loads may be none. ``why``: where None is the answer, the reason is appended to it
+    (``refusal``)."""
     ops = loop.regions[0].body
     for o in ops:
-        if o.regions and not (mixed and o.opcode in kir.COMBINING):
+        if o.regions and not (mixed and (o.opcode in kir.COMBINING or o.opcode == "if")):
             return refusal(why, f"its body holds a nested {o.opcode}", o)
-        if o.opcode in ("store", "descriptor_store") or o.opcode in kir.SIDE_EFFECT_OPS:
-            return refusal(why, f"its body has a {o.opcode}", o)
+        if mixed and o.opcode == "if" and any(inner.opcode in ("for", "while")
+                                              for inner in kir.walk(ops_of(o))):
+            return refusal(why, "its body holds a loop inside an if", o)
+        for inner in ([o] if not mixed else kir.walk([o])):
+            writes = inner.opcode in ("store", "descriptor_store") or inner.opcode in kir.ATOMICS
+            if (writes and not mixed) or (inner.opcode in kir.SIDE_EFFECT_OPS and not writes):
+                return refusal(why, f"its body has a {inner.opcode}", inner)
+            if mixed and inner.opcode == "descriptor_store":
+                return refusal(why, f"its body has a {inner.opcode}", inner)
     dots = [o for o in ops if o.opcode == "dot"]
     if not dots:
         return refusal(why, "its body has no dot")
     body_ids = {id(o) for o in ops}
+    users = users_of(ops)
+    excluded = set(excluded)
+    while True:
+        shape = _operand_loads(ops, dots, body_ids, users, mixed, why, excluded)
+        if not isinstance(shape, kir.Op):
+            return shape
+        excluded.add(id(shape))   # mixed: a load that cannot be staged for the dots alone
+
+
+def ops_of(op) -> list:
+    """The ops of every region of ``op``."""
+    return [inner for region in op.regions for inner in region.body]
+
+
+def _operand_loads(ops, dots, body_ids, users, mixed, why, excluded):
+    """``dot_operand_loads`` over the loads not in ``excluded``: the DotOperands, None (a
+    refusal), or, with ``mixed``, a load that fails a condition and must be excluded."""
     loads, operands, view_ops = [], [], {}
     for dot in dots:
         found = []
         for value in dot.operands[:2]:
             seen = _view_of_load(value, body_ids)
+            if seen is not None and id(seen[0]) in excluded:
+                seen = None
             if seen is None and mixed:
                 found.append(None)
                 continue
@@ -203,24 +234,34 @@ def dot_operand_loads(loop, mixed: bool = False, why: list | None = None) -> Dot
             found.append((next(i for i, known in enumerate(loads) if known is load),
                           transposed))
         operands.append(found)
-    if not loads:
+    if not loads and not mixed:
         return refusal(why, "no operand of a dot is a load of the body")
     # Loads and views feed only views and the dots' operands a and b (not an accumulator).
     readers = set(view_ops) | {id(d) for d in dots}
-    users = users_of(ops)
+    view_load = {}
+    for dot, found in zip(dots, operands):
+        for value, entry in zip(dot.operands[:2], found):
+            if entry is not None:
+                view = value
+                while view.owner is not None and id(view.owner) in view_ops:
+                    view_load[id(view.owner)] = loads[entry[0]]
+                    view = view.owner.operands[0]
     for produced in loads + list(view_ops.values()):
         for user in users.get(produced.result, []):
             if id(user) not in readers or \
                     (user.opcode == "dot" and user.operands[2] is produced.result):
+                if mixed:
+                    return view_load.get(id(produced), produced)
                 return refusal(why, f"a dot operand's load is also read by a {user.opcode}",
                                user)
     needed = {}
     for load in loads:
         for o in body_slice(load.result, body_ids):
+            if o.opcode not in kir.PURE_OPS and o is not load:
+                if mixed:
+                    return load
+                return refusal(why, f"a dot operand's address depends on a {o.opcode}", o)
             needed[id(o)] = o
-    for o in needed.values():
-        if o.opcode not in kir.PURE_OPS and not any(o is load for load in loads):
-            return refusal(why, f"a dot operand's address depends on a {o.opcode}", o)
     return DotOperands(dots, loads, operands, [o for o in ops if id(o) in view_ops],
                        [o for o in ops if id(o) in needed])
 
