@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import aotk
-from tests.kernels.decayed_state import accumulate_in_place_kernel, decayed_state_kernel
+from tests.kernels.decayed_state import (accumulate_in_place_kernel, decayed_state_kernel,
+                                         scaled_by_a_wide_gate_kernel)
 
 TARGETS = ("sm_80", "sm_90")
 GATES = [(False, False), (True, False), (False, True), (True, True)]
@@ -168,3 +169,37 @@ def test_a_loop_that_rewrites_its_operand_reads_it_before_the_store():
     torch.cuda.synchronize()
     torch.testing.assert_close(c, expected, rtol=2e-2, atol=5e-2)
     torch.testing.assert_close(a, doubled)
+
+
+def _loop_shape(kernel, signature, constants, num_warps, num_stages, target):
+    """``pipeline_shape.analyze_loop`` on the kernel's one loop, as the compiler runs it."""
+    from aotk.passes import axis_info
+    from aotk.passes.pipeline_shape import analyze_loop
+    from aotk.passes.rewrite import upward_for_loops, users_of
+    from aotk.ir.signature import Signature
+    function = kernel.kir(Signature.parse(signature, kernel.runtime_names, kernel.name),
+                          constants=constants, num_warps=num_warps, target=target)
+    (_, loop), = upward_for_loops(function)
+    why = []
+    shape = analyze_loop(function, loop, axis_info.analyze(function), users_of(function.body),
+                         num_warps, num_stages, target == "sm_90", why=why)
+    return loop, shape, why
+
+
+def test_a_plain_tile_the_stages_cannot_hold_is_loaded_where_it_was():
+    """The [512, 64] fp32 gate (128 KB a stage) does not fit beside the dot's tiles: it is
+    dropped, and so is the shift of the pointer it reads (a load left in the body reading
+    a pointer shifted S-1 trips ahead would read a later trip's gate)."""
+    signature = "*fp16:16, *fp16:16, *fp32:16, *fp32:16, i32:16"
+    constants = dict(BM=64, BN=64, BK=64, GATE_ROWS=512)
+    loop, shape, why = _loop_shape(scaled_by_a_wide_gate_kernel, signature, constants, 4, 3,
+                                   "sm_80")
+    assert shape is not None, why
+    assert shape.staged == [] and len(shape.loads) == 2
+    gates = loop.regions[0].args[1:].index(next(
+        arg for arg in loop.regions[0].args[1:] if arg.type.element.is_ptr()))
+    assert gates not in shape.shifted
+    # With room for it, the gate is a plain tile and its pointer runs S-1 trips ahead.
+    loop, shape, why = _loop_shape(scaled_by_a_wide_gate_kernel, signature,
+                                   dict(constants, GATE_ROWS=16), 4, 3, "sm_80")
+    assert len(shape.staged) == 1 and gates in shape.shifted

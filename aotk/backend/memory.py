@@ -250,7 +250,12 @@ def _read_stage(ctx, op, layout) -> list:
     memory_type = _memory_type(element)
     indices = ctx.threads.logical_indices(op.result, layout)
     out = [None] * len(indices)
-    for group in vector_groups(ctx, op, layout, len(indices)):
+    # A vector runs along the load's vector dim: contiguous in the tile only where that
+    # is the tile's fastest (as its copies wrote it); otherwise element by element.
+    rank = op.result.type.rank
+    along = ctx.plan.vector_dim.get(op, rank - 1)
+    width = None if not rank or along == staged.tile.order[0] else 1
+    for group in vector_groups(ctx, op, layout, len(indices), width):
         offset = b.add(base, staged.tile.element_offset(b, indices[group[0]]))
         address = ctx.shared.stage_pointer(offset, memory_type)
         loaded = load_vector(b, address, memory_type, len(group), memory_type_bits(

@@ -83,7 +83,6 @@ def analyze_loop(function, loop, infos, users, num_warps: int, num_stages: int,
     the reason is appended to it (``rewrite.refusal``)."""
     region = loop.regions[0]
     ops = region.body
-    terminator = region.terminator
     written = _written_roots(function, loop)
     if written is None:
         return refusal(why, "it stores or updates memory through an address that is not "
@@ -146,44 +145,10 @@ def analyze_loop(function, loop, infos, users, num_warps: int, num_stages: int,
         _plain_copyable(o, infos) and _root(o.operands[0], function, loop) not in
         written | {None} and all(s.opcode in kir.PURE_OPS or s is o
                                  for s in body_slice(o.result, body_ids))]
-    staged = _shiftable(staged, loads, region, users, body_ids)
     if not loads and not staged:
         return refusal(why, "no operand of a dot is a load of the body")
     # Stages that the async proxy reads (wgmma) or writes (TMA): on 1024-byte swizzle atoms.
     async_proxy = on_wgmma or recipes is not None
-    load_slice = _slices(loads + staged, body_ids)
-    # The carried values the addresses read: shifted S-1 trips ahead, so nothing else may
-    # read them (in the body or after the loop), and their next values must follow from
-    # themselves, the induction variable and values from outside the loop.
-    shifted = [index for index, arg in enumerate(carried)
-               if any(arg in o.operands for o in load_slice.values())]
-    shifted_args = {carried[i] for i in shifted}
-    update_slice = {}
-    for index in shifted:
-        for o in body_slice(terminator.operands[index], body_ids):
-            update_slice[id(o)] = o
-    if any(o.opcode not in kir.PURE_OPS for o in update_slice.values()):
-        return refusal(why, "an operand address's next value is not a pure function")
-    for o in list(load_slice.values()) + list(update_slice.values()):
-        for value in o.operands:
-            if value in carried and value not in shifted_args:
-                return refusal(why, "an operand address reads a loop-carried value that "
-                               "other ops read too", o)
-    allowed_users = set(load_slice) | set(update_slice) | {id(l) for l in loads + staged}
-    for index in shifted:
-        if any(id(user) not in allowed_users and user is not terminator
-               for user in users.get(carried[index], [])):
-            return refusal(why, "a loop-carried operand address is read by other ops")
-    # A shifted value read after the loop (a pointer the next loop goes on from) keeps an
-    # unshifted copy, carried beside it (``pipeline_carried.keep_unshifted``), when its next value follows
-    # from itself alone (and the induction variable, and values from outside).
-    kept = [index for index in shifted if users.get(loop.results[index])]
-    for index in kept:
-        for o in body_slice(terminator.operands[index], body_ids):
-            if any(value in carried and value is not carried[index] for value in o.operands):
-                return refusal(why, "an operand address read after the loop advances from "
-                               "other carried values", o)
-
     invariants = [] if recipes is not None else \
         _invariant_operands(dots, shape.operands, body_ids, infos)
     once = sum(staged_tile_bytes(load.result.type.shape, load.result.element, async_proxy)
@@ -205,6 +170,25 @@ def analyze_loop(function, loop, infos, users, num_warps: int, num_stages: int,
     if stages * per_stage + once > budget:
         return refusal(why, f"{stages} stages take {stages * per_stage + once} bytes of "
                        f"shared memory, over the {budget} they may use")
+    # The carried values the copies' addresses read are shifted ahead. Where plain tiles'
+    # addresses read carried values that cannot be, the plain tiles whose addresses read no
+    # carried value are staged alone, or none (the loop as its dots' tiles alone make it).
+    fallbacks = [staged, [o for o in staged if not any(
+                     value in carried for s in body_slice(o.result, body_ids)
+                     for value in s.operands)], []]
+    found, reasons = None, []
+    for attempt, candidates in enumerate(fallbacks):
+        if attempt and candidates == fallbacks[attempt - 1]:
+            continue
+        if not loads and not candidates:
+            break
+        found = _shifted_values(loop, loads + candidates, users, body_ids, reasons)
+        if found is not None:
+            staged = candidates
+            break
+    if found is None:
+        return refusal(why, reasons[-1])
+    shifted, update_slice, kept = found
     load_slice = _slices(loads + staged, body_ids)
     load_ops = [o for o in ops if id(o) in load_slice]
     orders = [plain_order(o, infos) for o in staged]
@@ -276,28 +260,44 @@ def _slices(loads: list, body_ids: set) -> dict:
     return found
 
 
-def _shiftable(staged: list, loads: list, region, users, body_ids: set) -> list:
-    """The loads of ``staged`` whose addresses read no carried value that ops other than
-    the addresses (and its own next value) read: those values could not be shifted ahead
-    (``analyze_loop``), and one such load would keep the loop from being pipelined."""
-    carried = region.args[1:]
+def _shifted_values(loop, loads: list, users, body_ids: set, why) -> tuple | None:
+    """(shifted, update_slice, kept) for copies of ``loads`` made S-1 trips ahead: the
+    indices of the carried values their addresses read (nothing else may read them, in the
+    body or after the loop, and their next values must follow from themselves, the
+    induction variable and values from outside), the ops computing those next values, and
+    those of them read after the loop (a pointer the next loop goes on from: it keeps an
+    unshifted copy, ``pipeline_carried.keep_unshifted``, when its next value follows from
+    itself alone). None when there are none such (the reason appended to ``why``)."""
+    region = loop.regions[0]
     terminator = region.terminator
-    while True:
-        allowed = _slices(loads + staged, body_ids)
-        for index, arg in enumerate(carried):
-            for o in body_slice(terminator.operands[index], body_ids):
-                allowed[id(o)] = o
-        bad = []
-        for load in staged:
-            for o in body_slice(load.result, body_ids):
-                reads = [v for v in o.operands if v in carried]
-                if any(id(user) not in allowed and user is not terminator
-                       for value in reads for user in users.get(value, [])):
-                    bad.append(load)
-                    break
-        if not bad:
-            return staged
-        staged = [load for load in staged if not any(load is b for b in bad)]
+    carried = region.args[1:]
+    load_slice = _slices(loads, body_ids)
+    shifted = [index for index, arg in enumerate(carried)
+               if any(arg in o.operands for o in load_slice.values())]
+    shifted_args = {carried[i] for i in shifted}
+    update_slice = {}
+    for index in shifted:
+        for o in body_slice(terminator.operands[index], body_ids):
+            update_slice[id(o)] = o
+    if any(o.opcode not in kir.PURE_OPS for o in update_slice.values()):
+        return refusal(why, "an operand address's next value is not a pure function")
+    for o in list(load_slice.values()) + list(update_slice.values()):
+        for value in o.operands:
+            if value in carried and value not in shifted_args:
+                return refusal(why, "an operand address reads a loop-carried value that "
+                               "other ops read too", o)
+    allowed_users = set(load_slice) | set(update_slice)
+    for index in shifted:
+        if any(id(user) not in allowed_users and user is not terminator
+               for user in users.get(carried[index], [])):
+            return refusal(why, "a loop-carried operand address is read by other ops")
+    kept = [index for index in shifted if users.get(loop.results[index])]
+    for index in kept:
+        for o in body_slice(terminator.operands[index], body_ids):
+            if any(value in carried and value is not carried[index] for value in o.operands):
+                return refusal(why, "an operand address read after the loop advances from "
+                               "other carried values", o)
+    return shifted, update_slice, kept
 
 
 def _root(pointer, function, loop):

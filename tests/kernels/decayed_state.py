@@ -62,3 +62,24 @@ def accumulate_in_place_kernel(a_ptr, b_ptr, c_ptr, K, BLOCK: tl.constexpr):
         acc = tl.dot(a, b, acc)
         tl.store(a_tile, a * 2)
     tl.store(c_ptr + rows[:, None] * BLOCK + rows[None, :], acc)
+
+
+@aotk.jit
+def scaled_by_a_wide_gate_kernel(a_ptr, b_ptr, gate_ptr, c_ptr, K, BM: tl.constexpr,
+                                 BN: tl.constexpr, BK: tl.constexpr, GATE_ROWS: tl.constexpr):
+    """c = sum over K chunks of a @ b, each chunk's product scaled by the sum of a
+    [GATE_ROWS, BN] fp32 gate tile read through a pointer the loop advances
+    (gate += GATE_ROWS * BN a trip): a plain tile too large to stage beside the dot's."""
+    rows = tl.arange(0, BM)
+    cols = tl.arange(0, BN)
+    depth = tl.arange(0, BK)
+    gate_rows = tl.arange(0, GATE_ROWS)
+    gates = gate_ptr + gate_rows[:, None] * BN + cols[None, :]
+    acc = tl.zeros([BM, BN], tl.float32)
+    for k in range(0, K, BK):
+        a = tl.load(a_ptr + rows[:, None] * K + k + depth[None, :])
+        b = tl.load(b_ptr + (k + depth[:, None]) * BN + cols[None, :])
+        scale = tl.sum(tl.load(gates), 0)
+        acc += tl.dot(a, b) * scale[None, :]
+        gates += GATE_ROWS * BN
+    tl.store(c_ptr + rows[:, None] * BN + cols[None, :], acc)
