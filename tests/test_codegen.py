@@ -457,3 +457,19 @@ def test_scans_use_shuffle_up_and_down(target):
         compiled = aotk.compile(scan_1d_kernel, "*i32:16, *i32:16, i32", {"REVERSE": reverse,
                                 "BLOCK": 1024}, target=target)
         assert f"shfl.sync.{mode}.b32" in compiled.ptx
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_a_column_scans_segment_totals_sit_segment_major(reverse):
+    """cumsum down the columns of a [64, 64] tile over 2 warps: each thread holds 4 adjacent
+    columns, and the segments' totals go through shared memory. Stored [segment][column],
+    a thread's 4 totals of one segment are adjacent words (one st.shared.v4) and the lanes
+    of a warp touch consecutive words; stored [column][segment], lanes 16 words apart hit
+    one bank (fla's chunk_local_cumsum_vector ran at half Triton's speed, L1-bound)."""
+    from tests.kernels.scans import scan_2d_kernel
+    compiled = aotk.compile(scan_2d_kernel, "*fp32:16, *fp32:16, i32, i32:16",
+                            {"OP": "cumsum", "AXIS": 0, "REVERSE": reverse, "BLOCK_M": 64,
+                             "BLOCK_N": 64}, num_warps=2, target="sm_90")
+    stores = re.findall(r"st\.shared(?:\.\w+)*", compiled.ptx)
+    assert stores and all(".v4." in store for store in stores), stores
+    assert compiled.metadata["spills"] == 0

@@ -10,7 +10,7 @@ axis, P contiguous elements per thread), so:
 2. chunk totals scan across the L lanes along the axis with ``shfl.sync.up`` (Hillis-Steele;
    ``down`` when reversed), and each lane takes the exclusive prefix from its neighbour;
 3. when the axis spans several segments (repeats x warps), the last lane of each segment
-   writes the segment total to shared memory; after one barrier each thread combines, per
+   writes the segment total to shared memory (segment-major: [segment][row]); after one barrier each thread combines, per
    row, the totals of the repeats before its own (a running carry) and of the warps before
    its own in its repeat;
 4. element = segment prefix (+) lane prefix (+) its in-chunk inclusive value (with one
@@ -179,10 +179,14 @@ def _across_segments(ctx, op, layout, chunks, segment_total, lane, warp, geometr
         return ir.Constant(I32, value)
 
     def pointers(index, segment):
+        # Segment-major: the lanes that write or read one segment at once hold consecutive
+        # rows, so they touch consecutive words (row-major, a row's segments side by side,
+        # put lanes a multiple of 32 words apart when the axis is 0: one bank, 16-way
+        # conflicts on fla's [64, 64] cumsum, L1-bound at twice Triton's time).
         row = c(0)
         for d in other_dims:
             row = b.add(b.mul(row, c(shape[d])), index[d])
-        position = b.add(b.mul(row, c(segments)), segment)
+        position = b.add(b.mul(segment, c(rows)), row)
         return [ctx.shared.pointer(b.add(c(base), b.mul(position, c(scratch_bytes(e)))), t)
                 for base, e, t in zip(bases, elements, types)]
 
@@ -199,29 +203,36 @@ def _across_segments(ctx, op, layout, chunks, segment_total, lane, warp, geometr
                 b.store(value, pointer)
     ctx.shared.barrier()
 
-    rows_of: dict = {}
+    # Repeats in scan order outside, then warps, then rows: the rows a thread holds side by
+    # side are adjacent words of one segment, and LLVM merges their loads; loading them in
+    # the order they are combined keeps those merged loads next to their uses (a row-outer
+    # order kept each merged value live across the other rows' whole chains: spills).
+    by_repeat: dict = {}
     for key in chunks:
-        rows_of.setdefault(key[:axis] + key[axis + 1:], []).append(key)
+        by_repeat.setdefault(repeat_of(key), []).append(key)
     warp_order = list(range(warps))[::-1] if reverse else list(range(warps))
+    carry: dict = {}   # per row: the total of the repeats before, in scan order
     result = {}
-    for row_keys in rows_of.values():
-        carry = None   # the total of the repeats before, in scan order
-        for key in sorted(row_keys, key=repeat_of, reverse=reverse):
-            index = indices[chunks[key][0]]
-
-            def load(w):
-                return tuple(b.load(p, typ=t) for p, t in zip(
-                    pointers(index, c(repeat_of(key) * warps + w)), types))
-            # Prefix of the warps before each position in the order; this warp picks its own.
-            # Each total is loaded just before it is combined, to keep few values live.
-            running, warp_prefix = load(warp_order[0]), None
-            for w in warp_order[1:]:
-                mine = b.icmp_unsigned("==", warp, c(w))
-                warp_prefix = running if warp_prefix is None else \
-                    select_tuple(ctx, mine, running, warp_prefix)
-                running = prefixes.merge(running, load(w))
-            if warp_prefix is not None:
-                warp_prefix = (warp_prefix, b.icmp_unsigned("!=", warp, c(warp_order[0])))
-            result[key] = prefixes.join(carry, warp_prefix)
-            carry = prefixes.join(carry, (running, None))
+    for repeat in sorted(by_repeat, reverse=reverse):
+        keys = by_repeat[repeat]
+        running, warp_prefix = {}, dict.fromkeys(keys)
+        for position, w in enumerate(warp_order):
+            # Prefix of the warps before each position in the order; this warp picks its
+            # own. Each total is loaded just before it is combined, to keep few values live.
+            mine = b.icmp_unsigned("==", warp, c(w)) if position else None
+            for key in keys:
+                loaded = tuple(b.load(p, typ=t) for p, t in zip(
+                    pointers(indices[chunks[key][0]], c(repeat * warps + w)), types))
+                if not position:
+                    running[key] = loaded
+                    continue
+                warp_prefix[key] = running[key] if warp_prefix[key] is None else \
+                    select_tuple(ctx, mine, running[key], warp_prefix[key])
+                running[key] = prefixes.merge(running[key], loaded)
+        for key in keys:
+            row = key[:axis] + key[axis + 1:]
+            prefix = None if warp_prefix[key] is None else \
+                (warp_prefix[key], b.icmp_unsigned("!=", warp, c(warp_order[0])))
+            result[key] = prefixes.join(carry.get(row), prefix)
+            carry[row] = prefixes.join(carry.get(row), (running[key], None))
     return result
