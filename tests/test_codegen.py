@@ -473,3 +473,17 @@ def test_a_column_scans_segment_totals_sit_segment_major(reverse):
     stores = re.findall(r"st\.shared(?:\.\w+)*", compiled.ptx)
     assert stores and all(".v4." in store for store in stores), stores
     assert compiled.metadata["spills"] == 0
+
+
+@pytest.mark.parametrize("op", ["sum", "argmax"])
+def test_a_column_reductions_partials_sit_warp_major(op):
+    """A [64, 64] tile summed down its columns over 4 warps: lanes hold different columns,
+    4 adjacent ones each. Each warp's partials stored in column order put a thread's 4 in
+    one st.shared.v4 and the lanes on consecutive words; column-major (a column's 4
+    partials side by side) put lanes 16 words apart: 8-way bank conflicts on each store."""
+    from tests.kernels.reductions import reduce_2d_kernel
+    compiled = aotk.compile(reduce_2d_kernel, "*fp32:16, *fp32:16, i32, i32:16",
+                            {"OP": op, "AXIS": 0, "BLOCK_M": 64, "BLOCK_N": 64},
+                            num_warps=4, target="sm_90")
+    stores = re.findall(r"st\.shared(?:\.\w+)*", compiled.ptx)
+    assert stores and all(".v4." in store for store in stores), stores

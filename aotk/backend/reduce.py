@@ -13,8 +13,9 @@ broadcasting a row maximum back costs nothing). Steps:
 3. when warps split the axis too, each warp's partials go through shared memory: every
    lane along the axis holds the same value after step 2, so all write it (no predicate),
    one barrier; where all lanes of a warp need the same results, lane l loads warp
-   (l mod W)'s partial and a butterfly of shuffles combines the W of them, else each
-   thread loads the W partials it needs and combines them in that butterfly's order.
+   (l mod W)'s partial (stored entry-major) and a butterfly of shuffles combines the W of
+   them, else each thread loads the W partials it needs (stored warp-major, so lanes
+   touch consecutive words) and combines them in that butterfly's order.
 Triton 3.8 combines in these orders too (its PTX for the same reductions), so float sums
 round as Triton's do.
 A combine is a named one (add max min xor or), argreduce's (value, index) rule, or a combine
@@ -218,17 +219,29 @@ def _across_warps(ctx, op, ordered, target, result_layout, warps, merge) -> list
     shape = op.results[0].type.shape
     slot_axes = [target.axis_indices(a) for a in range(len(target.embedded))]
     elements = _component_elements(op)
-    # Component c of entry e, warp w lives at bases[c] + (e * warps + w) * bytes of c.
+    numel = op.results[0].type.numel
+    # Where every lane of a warp needs the same entries, lane l reads warp (l mod W)'s
+    # partial of one entry: entry-major (an entry's W partials side by side) keeps those
+    # reads on W banks. Otherwise the lanes hold different entries: warp-major (a warp's
+    # partials in entry order) keeps both the writes and the reads of a warp on
+    # consecutive words, and a thread's adjacent entries in one vector; entry-major put
+    # those lanes W words apart (W-way bank conflicts on every write).
+    lanes_share = _lanes_share_entries(blocked, axis, shape, result_layout) and warps <= 32
     bases, offset = [], 0
     for element in elements:
         bases.append(offset)
-        offset += op.results[0].type.numel * warps * scratch_bytes(element)
+        offset += numel * warps * scratch_bytes(element)
     types = [llvm_type(e) for e in elements]
 
     def pointer(position, component):
         byte = bld.add(ir.Constant(I32, bases[component]),
                        bld.mul(position, ir.Constant(I32, scratch_bytes(elements[component]))))
         return ctx.shared.pointer(byte, types[component])
+
+    def position(entry, warp):
+        if lanes_share:
+            return bld.add(bld.mul(entry, ir.Constant(I32, warps)), warp)
+        return bld.add(bld.mul(warp, ir.Constant(I32, numel)), entry)
 
     entries = []
     for slot in target.slots():
@@ -237,30 +250,28 @@ def _across_warps(ctx, op, ordered, target, result_layout, warps, merge) -> list
             parent = result_layout.parent_axis(dim)
             stride = math.prod(shape[dim + 1:])
             linear = bld.add(linear, bld.mul(slot_axes[parent][slot[parent]], ir.Constant(I32, stride)))
-        entries.append(bld.mul(linear, ir.Constant(I32, warps)))
+        entries.append(linear)
     ctx.shared.begin_use()
     for entry, item in zip(entries, ordered):
-        position = bld.add(entry, warp_coord)
         for component, value in enumerate(item):
-            bld.store(value, pointer(position, component))
+            bld.store(value, pointer(position(entry, warp_coord), component))
     ctx.shared.barrier()
     combined = []
-    if _lanes_share_entries(blocked, axis, shape, result_layout) and warps <= 32:
+    if lanes_share:
         # Every lane needs the same entries: lane l reads warp (l mod W)'s partial and a
         # butterfly over W lanes combines them (one load and log2(W) shuffles, not W loads
         # and W - 1 combines per thread).
         lane_warp = bld.urem(ctx.threads.lane, ir.Constant(I32, warps))
         for entry in entries:
-            position = bld.add(entry, lane_warp)
-            item = tuple(bld.load(pointer(position, c), typ=types[c]) for c in range(len(types)))
+            item = tuple(bld.load(pointer(position(entry, lane_warp), c), typ=types[c])
+                         for c in range(len(types)))
             combined += shuffle_butterfly(ctx, [item], warps, 1, merge)
         return combined
     for entry in entries:
         partials = []
         for w in range(warps):
-            position = bld.add(entry, ir.Constant(I32, w))
-            partials.append(tuple(bld.load(pointer(position, c), typ=types[c])
-                                  for c in range(len(types))))
+            partials.append(tuple(bld.load(pointer(position(entry, ir.Constant(I32, w)), c),
+                                           typ=types[c]) for c in range(len(types))))
         combined.append(butterfly_order(partials, merge))
     return combined
 
