@@ -57,10 +57,11 @@ class LoweringContext:
         it is demanded in."""
         home = self.plan.homes[value]
         self._registers[(value, home)] = registers
-        for other in self.plan.demands.get(value, [home]):
-            if other != home:
-                self._registers[(value, other)] = self.shared.convert(value, registers, home,
-                                                                      other)
+        others = [other for other in self.plan.demands.get(value, [home]) if other != home]
+        if others:
+            for other, converted in self.shared.convert_to(value, registers, home,
+                                                           others).items():
+                self._registers[(value, other)] = converted
 
     def natural_registers(self, value) -> list:
         """Registers of ``value`` in its rank's natural layout: the one values crossing a

@@ -253,37 +253,59 @@ class SharedMemory:
         return self.pointer(byte, memory_type), memory_type
 
     def convert(self, value, registers, source, target) -> list:
-        """``value``'s ``registers`` in layout ``source`` -> its registers in ``target``,
+        """``value``'s ``registers`` in layout ``source`` -> its registers in ``target``."""
+        return self.convert_to(value, registers, source, [target])[target]
+
+    def convert_to(self, value, registers, source, targets) -> dict:
+        """``value``'s ``registers`` in layout ``source`` -> {target: its registers there},
         through a row-major buffer (its rows padded: ``_conversion_padding``), in vectors
-        where each side's rows start aligned for them."""
+        where each side's rows start aligned for them. Targets whose buffers are padded
+        alike read one store of the value, after one barrier (a vector summed down its
+        columns and wanted both as a row and as a column, in a loop, is stored once per
+        trip, not twice with two barriers each)."""
         b = self.builder
         src_dist = self.threads.distribution(source, value.type.shape)
-        dst_dist = self.threads.distribution(target, value.type.shape)
         src_axes = [src_dist.axis_indices(a) for a in range(len(src_dist.embedded))]
-        dst_axes = [dst_dist.axis_indices(a) for a in range(len(dst_dist.embedded))]
-        padding = self._conversion_padding(value, source, target)
-        widths = self._conversion_vectors(value, source, target)
-        # Vectors need rows that start aligned for them (padded for vectors, or not at
-        # all) and an aligned buffer: above a pipelined loop's stages, whose mbarriers may
-        # end on 8 bytes, it may not be.
-        if (padding and min(widths) == 1) or self.floor % 16:
-            widths = (1, 1)
+        by_padding: dict = {}
+        for target in targets:
+            padding = self._conversion_padding(value, source, target)
+            widths = self._conversion_vectors(value, source, target)
+            # Vectors need rows that start aligned for them (padded for vectors, or not at
+            # all) and an aligned buffer: above a pipelined loop's stages, whose mbarriers
+            # may end on 8 bytes, it may not be.
+            if (padding and min(widths) == 1) or self.floor % 16:
+                widths = (1, 1)
+            by_padding.setdefault(padding, []).append((target, widths))
         element_bytes = max(1, value.element.itemsize)
-        self.begin_use()
-        slots = src_dist.slots()
-        for first in range(0, len(registers), widths[0]):
-            indices = [src_axes[a][k] for a, k in enumerate(slots[first])]
-            address, memory_type = self._address(value, source, indices, padding)
-            _store_vector(b, [b.zext(reg, I8) if value.element.is_bool() else reg
-                              for reg in registers[first:first + widths[0]]],
-                          address, memory_type, element_bytes)
-        self.barrier()
+        out = {}
+        for padding, group in by_padding.items():
+            # One store, in the widest vectors every target's alignment allows.
+            store_width = min(widths[0] for _, widths in group)
+            self.begin_use()
+            slots = src_dist.slots()
+            for first in range(0, len(registers), store_width):
+                indices = [src_axes[a][k] for a, k in enumerate(slots[first])]
+                address, memory_type = self._address(value, source, indices, padding)
+                _store_vector(b, [b.zext(reg, I8) if value.element.is_bool() else reg
+                                  for reg in registers[first:first + store_width]],
+                              address, memory_type, element_bytes)
+            self.barrier()
+            for target, widths in group:
+                out[target] = self._read_back(value, target, padding, widths[1])
+        return out
+
+    def _read_back(self, value, target, padding, width) -> list:
+        """The registers of ``value`` in ``target``, loaded from a conversion's buffer."""
+        b = self.builder
+        dst_dist = self.threads.distribution(target, value.type.shape)
+        dst_axes = [dst_dist.axis_indices(a) for a in range(len(dst_dist.embedded))]
+        element_bytes = max(1, value.element.itemsize)
         out = []
         slots = dst_dist.slots()
-        for first in range(0, len(slots), widths[1]):
+        for first in range(0, len(slots), width):
             indices = [dst_axes[a][k] for a, k in enumerate(slots[first])]
             address, memory_type = self._address(value, target, indices, padding)
-            for loaded in load_vector(b, address, memory_type, widths[1], element_bytes):
+            for loaded in load_vector(b, address, memory_type, width, element_bytes):
                 out.append(b.icmp_unsigned("!=", loaded, ir.Constant(I8, 0))
                            if value.element.is_bool() else loaded)
         return out
