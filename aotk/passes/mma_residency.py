@@ -70,8 +70,9 @@ def mma_residency(plan: LayoutPlan, function: Function) -> tuple:
     Carried (for op -> [Layout] per carried value; if op -> [Layout] per result): a dot's
     accumulator in its mma layout (``carried_layout``); a value the body computes
     resident, such as attention's running maximum and sum, in that layout, guessed by
-    treating the block arguments as fitting any layout and then checked without the guess;
-    anything else its natural layout."""
+    treating the block arguments as fitting any layout and then checked without the guess
+    (where that guess leaves the next value fitting any layout, the layout its initial
+    value is resident in); anything else its natural layout."""
     resident: dict = {}
     carried: dict = {}
 
@@ -176,6 +177,13 @@ def mma_residency(plan: LayoutPlan, function: Function) -> tuple:
         guesses = [lay if acc else WILD for lay, acc in zip(layouts, accumulators)]
         guessed = body_yields(body, guesses)
         for index, found in enumerate(guessed):
+            if found is WILD:
+                # The body fits any layout (it only blends the value with broadcast rows
+                # and masks): the layout its initial value is resident in. fla's
+                # triangular solves update a block of dot results row by row in a loop;
+                # carried in their natural layout, they were converted on entry and every
+                # trip's reductions of them ran across 16 lanes instead of 8.
+                found = resident.get(op.operands[3 + index])
             if not accumulators[index] and isinstance(found, Layout) and \
                     isinstance(found.blocked, Mma) and \
                     op.results[index].type.shape == body.terminator.operands[index].type.shape:
