@@ -56,7 +56,8 @@ import llvmlite.ir as ir
 from ..passes.layouts import Layout
 from ..passes.mma_layout import WGMMA_ROWS, is_int8
 from .llvm_types import I32, I64, inline_asm, llvm_type, register_struct
-from .mma import OperandTiles, staged
+from .mma import OperandTiles, a_register_fragments, staged
+from .mma import a_in_registers as mma_a_in_registers   # wgmma's own: fp16 / bf16 only
 from .swizzle import PHASE_ROWS, SWIZZLE_ATOM_BYTES
 
 F32 = ir.FloatType()
@@ -76,12 +77,9 @@ def a_in_registers(plan, op) -> bool:
     """Whether A stays in the registers it was computed in: a 16-bit block resident in
     the accumulator fragments of a dot whose warps tile M as this one's do (flash
     attention's p), which are A's register fragments of wgmma as they are (one 16x8 tile
-    pair per k16 slice), so no shared memory is needed for it."""
-    a = op.operands[0]
-    layout = Layout(plan.mma[op])
-    # With N split over warpgroups, each holds only some of A's columns (the K of this dot).
-    return not staged(a) and a.element.itemsize == 2 and plan.homes.get(a) == layout and \
-        layout in plan.demands.get(a, []) and layout.blocked.warps_per_cta[1] == 1
+    pair per k16 slice), so no shared memory is needed for it (``mma.a_in_registers``
+    without tf32: wgmma's tf32 A from registers is not used)."""
+    return mma_a_in_registers(plan, op, tf32=False)
 
 
 def shared_bytes_needed(plan, op) -> int:
@@ -136,27 +134,6 @@ def _n_chunk(n: int) -> int:
     if n <= MAX_N:
         return n
     return next(w for w in range(MAX_N, 0, -64) if n % w == 0)
-
-
-def _a_fragments(ctx, a, layout, row_tiles: int, k_steps: int) -> list:
-    """A's register fragments per (row tile, k16 slice), from A's accumulator-layout
-    registers: the instruction wants (row r, columns 2t, 2t+1), (r + 8, same), (r, 2t + 8,
-    2t + 9), (r + 8, same) of the slice in four registers, which are the pairs the Mma
-    layout holds in the slice's two 8-column tiles (``a_in_registers``)."""
-    b = ctx.builder
-    registers = ctx.regs(a, Layout(layout))
-    per_row = 2 * (a.type.shape[1] // 8)      # registers per slot row of A's Mma layout
-    pair_type = ir.VectorType(llvm_type(a.element), 2)
-
-    def packed(slot):
-        pair = ir.Constant(pair_type, None)
-        for lane in (0, 1):
-            pair = b.insert_element(pair, registers[slot + lane], ir.Constant(I32, lane))
-        return b.bitcast(pair, I32)
-
-    return [[[packed((2 * tm + half) * per_row + 2 * (2 * ks + tile))
-              for tile in (0, 1) for half in (0, 1)]
-             for ks in range(k_steps)] for tm in range(row_tiles)]
 
 
 def lower_wgmma(ctx, op) -> list:
@@ -216,7 +193,7 @@ def lower_wgmma(ctx, op) -> list:
     k_step = K_STEP_BYTES // size
     count = chunk // 2                   # accumulator registers of one instruction
     outputs = ", ".join(f"${i}" for i in range(count))
-    # A: a descriptor, or its four registers of two f16 / bf16 each (``_a_fragments``).
+    # A: a descriptor, or its four registers of two f16 / bf16 each (``mma.a_register_fragments``).
     a_text, a_constraints = (f"{{${count}, ${count + 1}, ${count + 2}, ${count + 3}}}",
                              ["r"] * 4) if registers_a else (f"${count}", ["l"])
     after_a = count + len(a_constraints)
@@ -250,7 +227,7 @@ def lower_wgmma(ctx, op) -> list:
         return b.add(descriptor, ir.Constant(I64, byte_offset >> 4)) if byte_offset else descriptor
 
     if registers_a:
-        a_fragments = _a_fragments(ctx, a, layout, m // block_rows, k // k_step)
+        a_fragments = a_register_fragments(ctx, a, layout, m // block_rows, k // k_step)
     inline_asm(b, "wgmma.fence.sync.aligned;", "", [])
     # One accumulator's whole chain over K, then the next (the order Triton issues them in).
     for tm in range(m // block_rows):
