@@ -56,8 +56,9 @@ import llvmlite.ir as ir
 from ..passes.layouts import Layout
 from ..passes.mma_layout import WGMMA_ROWS, is_int8
 from .llvm_types import I32, I64, inline_asm, llvm_type, register_struct
-from .mma import OperandTiles, a_register_fragments, staged
-from .mma import a_in_registers as mma_a_in_registers   # wgmma's own: fp16 / bf16 only
+from .mma import OperandTiles
+from . import register_operands
+from .register_operands import a_register_fragments, staged
 from .swizzle import PHASE_ROWS, SWIZZLE_ATOM_BYTES
 
 F32 = ir.FloatType()
@@ -77,9 +78,9 @@ def a_in_registers(plan, op) -> bool:
     """Whether A stays in the registers it was computed in: a 16-bit block resident in
     the accumulator fragments of a dot whose warps tile M as this one's do (flash
     attention's p), which are A's register fragments of wgmma as they are (one 16x8 tile
-    pair per k16 slice), so no shared memory is needed for it (``mma.a_in_registers``
+    pair per k16 slice), so no shared memory is needed for it (``register_operands``'s test
     without tf32: wgmma's tf32 A from registers is not used)."""
-    return mma_a_in_registers(plan, op, tf32=False)
+    return register_operands.a_in_registers(plan, op, tf32=False)
 
 
 def shared_bytes_needed(plan, op) -> int:
@@ -193,7 +194,7 @@ def lower_wgmma(ctx, op) -> list:
     k_step = K_STEP_BYTES // size
     count = chunk // 2                   # accumulator registers of one instruction
     outputs = ", ".join(f"${i}" for i in range(count))
-    # A: a descriptor, or its four registers of two f16 / bf16 each (``mma.a_register_fragments``).
+    # A: a descriptor, or its four registers of two f16 / bf16 each (``register_operands.a_register_fragments``).
     a_text, a_constraints = (f"{{${count}, ${count + 1}, ${count + 2}, ${count + 3}}}",
                              ["r"] * 4) if registers_a else (f"${count}", ["l"])
     after_a = count + len(a_constraints)
