@@ -10,9 +10,9 @@ axis, P contiguous elements per thread), so:
 2. chunk totals scan across the L lanes along the axis with ``shfl.sync.up`` (Hillis-Steele;
    ``down`` when reversed), and each lane takes the exclusive prefix from its neighbour;
 3. when the axis spans several segments (repeats x warps), the last lane of each segment
-   writes the segment total to shared memory (segment-major: [segment][row]); after one barrier each thread combines, per
-   row, the totals of the repeats before its own (a running carry) and of the warps before
-   its own in its repeat;
+   writes the segment total to shared memory (segment-major: [segment][row]); after one
+   barrier each thread combines, per row, the totals of the repeats before its own (a
+   running carry) and of the warps before its own in its repeat;
 4. element = segment prefix (+) lane prefix (+) its in-chunk inclusive value (with one
    element per chunk, step 2's lane-inclusive value already is lane prefix (+) element).
 A reverse scan is the scan of the reversed axis: chunk, lane, warp and repeat orders flip.

@@ -194,7 +194,8 @@ def lower_wgmma(ctx, op) -> list:
     k_step = K_STEP_BYTES // size
     count = chunk // 2                   # accumulator registers of one instruction
     outputs = ", ".join(f"${i}" for i in range(count))
-    # A: a descriptor, or its four registers of two f16 / bf16 each (``register_operands.a_register_fragments``).
+    # A: a descriptor, or its four registers of two f16 / bf16 each
+    # (``register_operands.a_register_fragments``).
     a_text, a_constraints = (f"{{${count}, ${count + 1}, ${count + 2}, ${count + 3}}}",
                              ["r"] * 4) if registers_a else (f"${count}", ["l"])
     after_a = count + len(a_constraints)
