@@ -152,3 +152,65 @@ def test_a_value_wanted_in_two_more_layouts_is_stored_once(target):
         assert compiled.gir.count("#mma0.slice[0] (home), ") == 1
         barriers.append(compiled.ptx.count("bar.sync"))
     assert barriers[1] == barriers[0], barriers
+
+
+@aotk.jit
+def sums_across(a_ptr, b_ptr, out_ptr, N: tl.constexpr, MODE: tl.constexpr):
+    """c scaled by its column sums (MODE 0: by column, where the sum left them; 1: by row,
+    a conversion) or by its row sums (2: by column, the other conversion)."""
+    n = tl.arange(0, N)
+    tile = n[:, None] * N + n[None, :]
+    c = tl.dot(tl.load(a_ptr + tile), tl.load(b_ptr + tile))
+    if MODE == 0:
+        c = c * tl.sum(c, 0)[None, :]
+    elif MODE == 1:
+        c = c * tl.sum(c, 0)[:, None]
+    else:
+        c = c * tl.sum(c, 1)[None, :]
+    tl.store(out_ptr + tile, c)
+
+
+def _sums_across_reference(c, mode):
+    return c * (c.sum(0)[None, :] if mode == 0 else c.sum(0)[:, None] if mode == 1
+                else c.sum(1)[None, :])
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("n", [16, 32])
+def test_one_warp_turns_sums_between_rows_and_columns_by_shuffles(target, n):
+    """At one warp every lane's rows and columns are in its own warp: column sums go to
+    the row slice, and row sums to the column slice, with one shfl.idx per register and
+    no barrier (through shared memory: a store, a load and two barriers)."""
+    found = {}
+    for mode in (0, 1, 2):
+        compiled = aotk.compile(sums_across, "*fp16:16, *fp16:16, *fp32:16",
+                                dict(N=n, MODE=mode), num_warps=1, target=target)
+        found[mode] = (compiled.ptx.count("bar.sync"), compiled.ptx.count("shfl.sync.idx"))
+    assert found[1][0] == found[2][0] == found[0][0], found
+    # registers of the target slice: n / 8 rows or n / 4 columns per lane
+    assert (found[0][1], found[1][1], found[2][1]) == (0, n // 8, n // 4), found
+
+
+def test_sums_across_on_the_interpreter(monkeypatch):
+    monkeypatch.setenv("AOTK_INTERPRET", "1")
+    rng = np.random.default_rng(2)
+    a, b = (rng.standard_normal((16, 16)).astype(np.float16) for _ in range(2))
+    c = a.astype(np.float32) @ b.astype(np.float32)
+    for mode in (0, 1, 2):
+        out = np.zeros((16, 16), np.float32)
+        sums_across[(1,)](a, b, out, N=16, MODE=mode)
+        np.testing.assert_allclose(out, _sums_across_reference(c, mode), rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n, warps", [(16, 1), (32, 1), (32, 4)])
+@pytest.mark.parametrize("mode", [0, 1, 2])
+def test_sums_across_on_the_gpu(n, warps, mode):
+    torch = pytest.importorskip("torch")
+    generator = torch.Generator(device="cuda").manual_seed(2)
+    a, b = (torch.randn((n, n), generator=generator, device="cuda", dtype=torch.float16)
+            for _ in range(2))
+    out = torch.full((n, n), float("nan"), device="cuda")
+    sums_across[(1,)](a, b, out, N=n, MODE=mode, num_warps=warps)
+    want = _sums_across_reference(a.float() @ b.float(), mode)
+    torch.testing.assert_close(out, want, rtol=1e-2, atol=1e-2 * float(want.abs().max()))

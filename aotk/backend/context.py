@@ -15,6 +15,7 @@ In: built by ``backend.lower`` for one kernel. Out, to each rule (``backend.regi
 from __future__ import annotations
 
 from ..ir.kir import TERMINATORS
+from . import warp_conversions
 
 
 class LoweringContext:
@@ -57,7 +58,15 @@ class LoweringContext:
         it is demanded in."""
         home = self.plan.homes[value]
         self._registers[(value, home)] = registers
-        others = [other for other in self.plan.demands.get(value, [home]) if other != home]
+        others = []
+        for other in self.plan.demands.get(value, [home]):
+            if other == home:
+                continue
+            if warp_conversions.convertible(value, home, other):
+                self._registers[(value, other)] = warp_conversions.convert(
+                    self, value, registers, home, other)
+            else:
+                others.append(other)
         if others:
             for other, converted in self.shared.convert_to(value, registers, home,
                                                            others).items():

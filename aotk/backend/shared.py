@@ -22,6 +22,7 @@ import llvmlite.ir as ir
 
 from ..ir.kir import walk
 from ..passes.layouts import SCALAR
+from . import warp_conversions
 from .llvm_types import I8, I32, call_asm, llvm_type
 from .registry import scratch_bytes_of
 from .swizzle import SWIZZLE_ATOM_BYTES
@@ -147,7 +148,7 @@ class SharedMemory:
         for value in values:
             home = plan.homes.get(value)
             for other in plan.demands.get(value, ()) if home is not None else ():
-                if other != home:
+                if other != home and not warp_conversions.convertible(value, home, other):
                     needed = max(needed, self._conversion_bytes(value, home, other))
         return needed
 
