@@ -62,6 +62,7 @@ def test_result_file_name_carries_date_gpu_driver_versions():
     assert harness.result_stem(SAMPLE) == "2026-11-22_nvidia-h200_drv580.159.04_aotk0.1.0_triton3.6.0"
 
 
+@pytest.mark.slow
 def test_build_time_part_runs_without_a_gpu(tmp_path):
     result = subprocess.run([sys.executable, str(ROOT / "bench" / "run.py"), "--build-only",
                              "--out", str(tmp_path)], capture_output=True, text=True,

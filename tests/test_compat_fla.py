@@ -82,6 +82,7 @@ def test_each_recurrences_gradients_match_flas_reference_on_the_interpreter(case
         assert error <= (1e-2 if case.chunked else 1e-4), (name, error)
 
 
+@pytest.mark.slow
 def test_every_launched_specialization_compiles_for_sm_80_and_sm_90(results):
     import aotk
     specializations = {}

@@ -100,6 +100,7 @@ def _compile_all(runs, ops):
     return found, failures, compiled
 
 
+@pytest.mark.slow
 def test_liger_kernels_compile_for_sm80_and_sm90_with_liger_launch_configs(runs, ops):
     found, failures, compiled = _compile_all(runs, ops)
     report = [f"liger-kernel: {len(found) - len(failures)} of {len(found)} kernels compile "
