@@ -22,30 +22,51 @@ def staged(value) -> bool:
     return value.owner is not None and value.owner.opcode == "shared_read"
 
 
-def a_in_registers(plan, op, tf32: bool = True) -> bool:
-    """Whether A stays in the registers it was computed in: a 16-bit (or, ``tf32``, fp32)
-    block resident in the accumulator fragments of a dot laid out as this one, whose warps
-    tile only M (each warp then holds whole rows of A, all of this dot's K), and not stored
-    transposed for this dot."""
-    a = op.operands[0]
+def _in_registers(plan, op, position: int, tf32: bool) -> bool:
+    """Operand ``position`` (0: A, 1: B) stays in the registers it was computed in: 16-bit
+    (or, ``tf32``, fp32) and resident in the accumulator fragments of a dot laid out as this
+    one, whose warps do not split the operand's K (A: warps tile only M; B: only N), and
+    not stored transposed for this dot."""
+    value = op.operands[position]
     layout = Layout(plan.mma[op])
-    element_fits = a.element.itemsize == 2 and not a.element.is_int() or \
-        tf32 and a.element.itemsize == 4 and a.element.is_floating()
-    return not staged(a) and element_fits and plan.homes.get(a) == layout and \
-        layout in plan.demands.get(a, []) and layout.blocked.warps_per_cta[1] == 1 and \
-        not layout.blocked.warp_columns and plan.m_major_a(op) is None
+    element_fits = value.element.itemsize == 2 and not value.element.is_int() or \
+        tf32 and value.element.itemsize == 4 and value.element.is_floating()
+    transposed = plan.m_major_a(op) if position == 0 else plan.k_major_b(op)
+    return not staged(value) and element_fits and plan.homes.get(value) == layout and \
+        layout in plan.demands.get(value, []) and \
+        layout.blocked.warps_per_cta[1 - position] == 1 and \
+        not layout.blocked.warp_columns and transposed is None
+
+
+def a_in_registers(plan, op, tf32: bool = True) -> bool:
+    """Whether A stays in the registers it was computed in (``_in_registers``): each warp
+    then holds whole rows of A, all of this dot's K."""
+    return _in_registers(plan, op, 0, tf32)
 
 
 def b_in_registers(plan, op) -> bool:
-    """Whether B stays in the registers it was computed in: as ``a_in_registers``, with
-    warps tiling only N (each warp holds all of K for its columns), for mma.sync only."""
-    b = op.operands[1]
-    layout = Layout(plan.mma[op])
-    element_fits = b.element.itemsize == 2 and not b.element.is_int() or \
-        b.element.itemsize == 4 and b.element.is_floating()
-    return not staged(b) and element_fits and plan.homes.get(b) == layout and \
-        layout in plan.demands.get(b, []) and layout.blocked.warps_per_cta[0] == 1 and \
-        not layout.blocked.warp_columns and plan.k_major_b(op) is None
+    """Whether B stays in the registers it was computed in: each warp holds all of K for
+    its columns (mma.sync only)."""
+    return _in_registers(plan, op, 1, True)
+
+
+def _packed(ctx, registers, index: int, element_type):
+    """Registers ``index`` and ``index + 1`` (two 16-bit elements) as one 32-bit word, the
+    first in the low half."""
+    b = ctx.builder
+    pair = ir.Constant(ir.VectorType(element_type, 2), None)
+    for position in (0, 1):
+        pair = b.insert_element(pair, registers[index + position], ir.Constant(I32, position))
+    return b.bitcast(pair, I32)
+
+
+def _column_of_parity(ctx, registers, index: int, source, odd):
+    """From lane ``source``, the column of a 32-bit column pair (registers ``index`` and
+    ``index + 1``) that this lane wants: the second where ``odd``."""
+    b = ctx.builder
+    even_column = shuffle(ctx, registers[index], source, "idx")
+    odd_column = shuffle(ctx, registers[index + 1], source, "idx")
+    return b.bitcast(b.select(odd, odd_column, even_column), I32)
 
 
 def b_register_fragments(ctx, b_value, layout, column_tiles: int, k_steps: int) -> list:
@@ -73,30 +94,20 @@ def b_register_fragments(ctx, b_value, layout, column_tiles: int, k_steps: int) 
         return (2 * row_tile + half) * per_row + 2 * column_tile
 
     if b_value.element.itemsize == 4:
-        def gathered(index, row):
-            even_column = shuffle(ctx, registers[index], source(row), "idx")
-            odd_column = shuffle(ctx, registers[index + 1], source(row), "idx")
-            return b.bitcast(b.select(odd, odd_column, even_column), I32)
         # k8 slice ks: rows 8 ks .. 8 ks + 7 are half ks % 2 of row tile ks // 2.
-        return [[[gathered(slot(ks // 2, ks % 2, tn), b.add(quad_lane, c(4 * extra)))
+        return [[[_column_of_parity(ctx, registers, slot(ks // 2, ks % 2, tn),
+                                    source(b.add(quad_lane, c(4 * extra))), odd)
                   for extra in (0, 1)]
                  for ks in range(k_steps)] for tn in range(column_tiles)]
     element_type = llvm_type(b_value.element)
-    pair_type = ir.VectorType(element_type, 2)
     half_bits = ir.IntType(16)
-
-    def packed(index):
-        pair = ir.Constant(pair_type, None)
-        for position in (0, 1):
-            pair = b.insert_element(pair, registers[index + position], c(position))
-        return b.bitcast(pair, I32)
 
     def column_of(word):   # the receiver's column of a shuffled pair: high half when odd
         shifted = b.select(odd, b.lshr(word, c(16)), word)
         return b.trunc(shifted, half_bits)
 
     def fragment(index):
-        word = packed(index)
+        word = _packed(ctx, registers, index, element_type)
         rows = [column_of(shuffle(ctx, word, source(b.add(b.mul(quad_lane, c(2)), c(r))),
                                   "idx")) for r in (0, 1)]
         pair = ir.Constant(ir.VectorType(half_bits, 2), None)
@@ -128,23 +139,12 @@ def a_register_fragments(ctx, a, layout, row_tiles: int, k_steps: int) -> list:
         low = b.add(b.sub(lane, quad_lane), b.lshr(quad_lane, c(1)))
         sources = (low, b.add(low, c(2)))
         odd = b.icmp_unsigned("!=", b.and_(quad_lane, c(1)), c(0))
-
-        def gathered(slot, source):
-            even_column = shuffle(ctx, registers[slot], source, "idx")
-            odd_column = shuffle(ctx, registers[slot + 1], source, "idx")
-            return b.bitcast(b.select(odd, odd_column, even_column), I32)
-
-        return [[[gathered((2 * tm + half) * per_row + 2 * ks, source)
+        return [[[_column_of_parity(ctx, registers, (2 * tm + half) * per_row + 2 * ks,
+                                    source, odd)
                   for source in sources for half in (0, 1)]
                  for ks in range(k_steps)] for tm in range(row_tiles)]
-    pair_type = ir.VectorType(llvm_type(a.element), 2)
-
-    def packed(slot):
-        pair = ir.Constant(pair_type, None)
-        for lane in (0, 1):
-            pair = b.insert_element(pair, registers[slot + lane], ir.Constant(I32, lane))
-        return b.bitcast(pair, I32)
-
-    return [[[packed((2 * tm + half) * per_row + 2 * (2 * ks + tile))
+    element_type = llvm_type(a.element)
+    return [[[_packed(ctx, registers, (2 * tm + half) * per_row + 2 * (2 * ks + tile),
+                      element_type)
               for tile in (0, 1) for half in (0, 1)]
              for ks in range(k_steps)] for tm in range(row_tiles)]
