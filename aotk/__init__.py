@@ -8,6 +8,9 @@ import types
 # is loaded. `import aotk.language as tl` and `from aotk import jit` work as ever.
 _PUBLIC = {
     "language": (".language", None), "testing": (".testing", None), "torch": (".torch", None),
+    # Triton's package imports its runtime: libraries probe `triton.runtime.driver.active`
+    # after a plain `import triton` (fla decides its platform, tf32 and tile sizes by it).
+    "runtime": (".runtime", None),
     "Config": (".autotune", "Config"), "autotune": (".autotune", "autotune"),
     "heuristics": (".autotune", "heuristics"),
     "AotkError": (".errors", "AotkError"), "CompilationError": (".errors", "CompilationError"),

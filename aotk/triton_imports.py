@@ -5,7 +5,7 @@ In: a ``with redirect_triton():`` block (``aotk.buildsys.sources`` runs each man
 kernel file's import in one). Out: inside it, an ``import triton`` / ``import triton.X.Y`` /
 ``from triton.X import Y`` statement gives ``aotk`` / ``aotk.X.Y`` (``triton.language.extra.
 libdevice`` -> ``aotk.language.extra.libdevice``); a Triton module aotk has no counterpart
-for is an ImportError naming it.
+for is a ModuleNotFoundError naming it (what Python raises for any missing module).
 
 The redirection is of import statements, not of ``sys.modules``: nothing named ``triton``
 is registered, so a real triton package stays importable elsewhere in the process. PyTorch
@@ -50,8 +50,11 @@ def _counterpart(name: str):
     """``aotk[.X]`` for ``triton[.X]``, imported."""
     aotk_name = "aotk" + name[len(_PREFIX):]
     if not _exists(aotk_name):
-        raise ImportError(f"{name} is not provided by aotk (kernel files that import "
-                          f"triton load it as aotk, which has no {aotk_name})", name=name)
+        # ModuleNotFoundError, as for any missing module: libraries probing for an optional
+        # part of Triton (fla: ``find_spec("triton.experimental.gluon")``) catch that one.
+        raise ModuleNotFoundError(f"{name} is not provided by aotk (kernel files that import "
+                                  f"triton load it as aotk, which has no {aotk_name})",
+                                  name=name)
     return importlib.import_module(aotk_name)
 
 

@@ -84,6 +84,24 @@ def test_triton_module_without_counterpart_is_an_error_naming_it(tmp_path):
     assert "aotk, which has no aotk.experimental.gluon" in str(info.value)
 
 
+def test_probing_for_an_optional_triton_module_finds_none(tmp_path):
+    # fla asks `find_spec("triton.experimental.gluon")` and takes ModuleNotFoundError naming
+    # the missing package as "not installed"; a plain ImportError would stop its import.
+    path = _write(tmp_path, textwrap.dedent("""
+        from importlib.util import find_spec
+        import triton
+
+        def gluon_spec():
+            try:
+                return find_spec("triton.experimental.gluon")
+            except ModuleNotFoundError as error:
+                return error.name
+
+        GLUON = gluon_spec()   # at import, as fla's backend registry asks
+    """))
+    assert load_module(path)[0].GLUON == "triton.experimental"
+
+
 def test_redirect_is_a_context_and_maps_submodules():
     with redirect_triton():
         import triton

@@ -2,6 +2,8 @@
 their own Autotuner subclass (Triton's constructor, a ``run`` override that finds saved
 configurations first), ``kernel.run(..., grid=..., warmup=...)``, ``kernel.warmup``,
 ``triton.runtime.driver.active`` and ``tl.core.CONSTEXPR_0``."""
+import subprocess
+import sys
 import textwrap
 
 import numpy as np
@@ -120,6 +122,46 @@ def test_the_driver_without_a_gpu_is_a_runtime_error(library):
         assert library.driver is driver   # `from triton.runtime import driver`
         return
     pytest.skip(f"a GPU is present ({active.get_current_target()}): test_gpu covers it")
+
+
+# A file that only says `import triton`, then asks for the platform as fla does: nothing
+# before it has imported triton.runtime (a fresh interpreter), so `triton.runtime` must be
+# an attribute of the package itself, as it is of Triton's.
+PLATFORM_PROBE = textwrap.dedent('''
+    import sys
+    from aotk.buildsys.sources import load_module
+    module = load_module(sys.argv[1])[0]
+    print(module.platform())
+''')
+
+PLATFORM_FILE = textwrap.dedent('''
+    import triton
+
+    def platform():
+        try:
+            return triton.runtime.driver.active.get_current_target().backend
+        except RuntimeError as error:
+            return "no gpu: " + str(error)
+''')
+
+
+def _platform_seen_by_a_fresh_library(tmp_path):
+    path = tmp_path / "probe_platform.py"
+    path.write_text(PLATFORM_FILE)
+    done = subprocess.run([sys.executable, "-c", PLATFORM_PROBE, str(path)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_plain_import_triton_reaches_the_runtime_driver(tmp_path):
+    seen = _platform_seen_by_a_fresh_library(tmp_path)
+    assert seen == "cuda" or seen.startswith("no gpu: aotk.runtime.driver.active"), seen
+
+
+@pytest.mark.gpu
+def test_a_library_probing_the_platform_sees_cuda_on_the_gpu(tmp_path):
+    assert _platform_seen_by_a_fresh_library(tmp_path) == "cuda"
 
 
 @pytest.mark.gpu
