@@ -13,7 +13,8 @@ is left out of it: a kernel library's ``import torch`` can run torch's compiler 
 which import the real triton's internals (``triton.backends``, ``triton.runtime``) and
 test for it by import; they get the real package, or the ImportError that tells them
 there is none. ``importlib.import_module("triton")`` is not an import statement and is not
-redirected.
+redirected; ``importlib.util.find_spec("triton...")``, a library's probe for an optional
+part of Triton, is answered for aotk's counterpart (``_redirected_find_spec``).
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import builtins
 import contextlib
 import importlib
 import importlib.util
+import sys
 import threading
 
 _PREFIX = "triton"
@@ -76,15 +78,42 @@ def _redirected_import(name, globals=None, locals=None, fromlist=(), level=0):
     return module
 
 
+_original_find_spec = importlib.util.find_spec
+
+
+def _redirected_find_spec(name, package=None):
+    """``importlib.util.find_spec`` while a redirection is open: a ``triton`` name asked by
+    a redirected importer is answered for its aotk counterpart (None, or
+    ModuleNotFoundError naming the first missing package above it, as for any missing
+    module). Python's own answer would come from ``sys.modules`` first, where the real
+    triton may have put the name (fla probes ``triton.experimental.gluon``, then imports
+    it). Bound by a library at import, it stays Python's own once no redirection is open."""
+    importer = (sys._getframe(1).f_globals.get("__name__") or "").split(".")[0]
+    if _depth == 0 or name.startswith(".") or not _is_triton(name) or \
+            importer in _KEEPS_REAL_TRITON:
+        return _original_find_spec(name, package)
+    parts = name.split(".")
+    for depth in range(1, len(parts) + 1):
+        prefix = ".".join(parts[:depth])
+        if not _exists("aotk" + prefix[len(_PREFIX):]):
+            if depth == len(parts):
+                return None
+            raise ModuleNotFoundError(f"No module named {prefix!r} (aotk has no "
+                                      f"aotk{prefix[len(_PREFIX):]})", name=prefix)
+    return _original_find_spec("aotk" + name[len(_PREFIX):])
+
+
 @contextlib.contextmanager
 def redirect_triton():
-    """Nested and concurrent uses share one hook, installed while any is open."""
+    """Nested and concurrent uses share one hook (of ``import`` and of
+    ``importlib.util.find_spec``), installed while any is open."""
     global _depth
     with _lock:
         if _depth == 0:
             global _original_import
             _original_import = builtins.__import__
             builtins.__import__ = _redirected_import
+            importlib.util.find_spec = _redirected_find_spec
         _depth += 1
     try:
         yield
@@ -93,3 +122,4 @@ def redirect_triton():
             _depth -= 1
             if _depth == 0:
                 builtins.__import__ = _original_import
+                importlib.util.find_spec = _original_find_spec

@@ -100,6 +100,12 @@ def test_probing_for_an_optional_triton_module_finds_none(tmp_path):
         GLUON = gluon_spec()   # at import, as fla's backend registry asks
     """))
     assert load_module(path)[0].GLUON == "triton.experimental"
+    # The same where the real triton's gluon is loaded in this process (find_spec answers
+    # from sys.modules first): a library must not see it and then fail to import it.
+    real = pytest.importorskip("triton.experimental.gluon")
+    assert real is not None and load_module(path)[0].GLUON == "triton.experimental"
+    import importlib.util
+    assert importlib.util.find_spec("triton.experimental.gluon") is not None   # unredirected
 
 
 def test_redirect_is_a_context_and_maps_submodules():
