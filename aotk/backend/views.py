@@ -1,6 +1,7 @@
 """Shape ops -> LLVM IR: ``splat``, ``broadcast`` and ``expand_dims`` only re-index
 registers; ``permute``, ``reshape``, ``join`` and ``split`` move elements through the shared
-scratch buffer.
+scratch buffer, except a transpose that a dot stores K-major and a reshape of size-1
+dimensions, which the layout pass keeps in registers (re-indexed).
 
 In: the op and the layout its result is wanted in. Out: the result's registers there.
 ``splat`` repeats its scalar register; ``broadcast`` gives each register of the result the
@@ -84,16 +85,40 @@ def shuffle_scratch_bytes(plan, op) -> int:
 
 
 def _relabels(plan, op) -> bool:
-    """Whether ``op`` is a reshape the layout pass keeps in registers (it adds or drops
-    size-1 dimensions only; ``assign_layouts._reshape``): it then has no home."""
-    return op.opcode == "reshape" and op.result in plan.demands and op.result not in plan.homes
+    """Whether ``op`` is a reshape or permute the layout pass keeps in registers (a reshape
+    that adds or drops size-1 dimensions only, a transpose a dot stores K-major:
+    ``assign_layouts._reshape`` and ``_permute``): it then has no home."""
+    return op.opcode in ("reshape", "permute") and op.result in plan.demands and \
+        op.result not in plan.homes
+
+
+def _permuted_registers(ctx, op, layout) -> list:
+    """The result of a permute kept in registers, in ``layout`` (the transposed view of its
+    operand's natural layout): the operand's registers, each placed at the slot its element
+    moves to (result slot ``s`` is operand slot ``t`` with ``t[order[i]] = s[i]``)."""
+    operand = op.operands[0]
+    natural = ctx.plan.natural(operand)
+    registers = ctx.regs(operand, natural)
+    source = ctx.threads.distribution(natural, operand.type.shape)
+    register_of = {slot: register for slot, register in zip(source.slots(), registers)}
+    order = op.attrs["order"]
+    out = []
+    for slot in ctx.threads.distribution(layout, op.result.type.shape).slots():
+        moved = [None] * len(slot)
+        for position, axis in enumerate(order):
+            moved[axis] = slot[position]
+        out.append(register_of[tuple(moved)])
+    return out
 
 
 @value_lowering(*SHUFFLES)
 def lower_shuffle(ctx, op, layout) -> list:
-    """``layout`` is the result's home, its rank's layout; or, for a reshape that adds or
+    """``layout`` is the result's home, its rank's layout; or, for a permute kept in
+    registers, the transposed view of its operand's layout; or, for a reshape that adds or
     drops size-1 dimensions, any layout it is wanted in: its operand's registers there
     (less or plus those dimensions) are the result's, in the same order."""
+    if _relabels(ctx.plan, op) and op.opcode == "permute":
+        return _permuted_registers(ctx, op, layout)
     if _relabels(ctx.plan, op):
         return ctx.regs(op.operands[0], unit_reshape_layout(
             layout, op.result.type.shape, op.operands[0].type.shape))

@@ -31,9 +31,9 @@ from __future__ import annotations
 from ..ir.kir import (ATOMICS, COMBINING, ELEMENTWISE_OPS, SHUFFLES, SIDE_EFFECT_OPS,
                       TERMINATORS, Function, walk)
 from .layout_facts import (access_layouts, blocked_layouts, column_read_operands,
-                           copy_layouts)
+                           copy_layouts, transposed_operand_views)
 from .layouts import (SCALAR, THREADS_PER_WARP, Layout, LayoutPlan, memory_vector_dim,
-                      memory_vector_width, unit_reshape_layout)
+                      memory_vector_width, permuted_layout, unit_reshape_layout)
 from .mma_layout import Mma, choose_mma
 from .mma_residency import carried_layout, mma_residency
 
@@ -257,6 +257,20 @@ def _reshape(demands, op, wanted):
 
 
 @_value_op
+def _permute(demands, op, wanted):
+    """A transpose wanted only in the transposed view of its operand's natural layout (a
+    dot storing it K-major: ``layout_facts.transposed_operand_views``) moves no element:
+    its operand's registers there are its own, relabeled. Any other permute is a shuffle."""
+    operand = op.operands[0]
+    natural = demands.plan.natural(operand)
+    view = permuted_layout(natural, op.attrs["order"])
+    if view is None or any(layout != view for layout in wanted):
+        _shuffle(demands, op, wanted)
+        return
+    demands.want(operand, natural)
+
+
+@_value_op
 def _gather(demands, op, wanted):
     """The source goes through shared memory from its natural layout; each thread reads
     the elements its own index registers name, so the index is wanted where the result
@@ -402,6 +416,7 @@ DEMANDS = {
     "dot": _dot,
     **dict.fromkeys(SHUFFLES, _value_op(_shuffle)),
     "reshape": _reshape,
+    "permute": _permute,
     "sort": _value_op(_shuffle),   # through shared memory like a shuffle
     "gather": _gather,
     "inline_asm": _inline_asm,
@@ -423,9 +438,12 @@ def assign_layouts(function: Function, infos: dict, num_warps: int,
     # Tensor-core dots store an operand read down its columns transposed (its loads then
     # keep their own layout); which instruction computes a dot may depend on that.
     column_read = column_read_operands(function, vector_dim, widths_along_dim)
+    # The transposes of tiles read along their rows are stored the same way, from the
+    # transposed view of the tile's own layout (``transposed_operand_views``).
+    views = transposed_operand_views(function, vector_dim, widths_along_dim)
     mma = {op: choose_mma(op, num_warps, wgmma, ampere_mma,
-                          b_stored_k_major=(op, 1) in column_read,
-                          a_stored_m_major=(op, 0) in column_read)
+                          b_stored_k_major=(op, 1) in column_read or (op, 1) in views,
+                          a_stored_m_major=(op, 0) in column_read or (op, 0) in views)
            for op in walk(function.body) if op.opcode == "dot"}
     column_read = {key: loads for key, loads in column_read.items() if mma[key[0]] is not None}
     access = access_layouts(function, vector_dim, widths_along_dim, num_warps,
@@ -443,6 +461,10 @@ def assign_layouts(function: Function, infos: dict, num_warps: int,
                       preferred=copy_layouts(function, vector_width, num_warps),
                       vector_dim={op: vector_dim[op] for op in access}, access=access,
                       mma=mma, stored_transposed=stored_transposed)
+    for (dot, index), view in views.items():
+        if mma[dot] is not None and (dot, index) not in stored_transposed:
+            stored_transposed[dot, index] = permuted_layout(plan.natural(view.operands[0]),
+                                                            view.attrs["order"])
     demands = Demands(plan, *mma_residency(plan, function))
     demands.solve(function.body)
     for value in list(demands.wanted):

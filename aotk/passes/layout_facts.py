@@ -6,7 +6,8 @@ one blocked layout per block rank, one of its own for each block shape the rank'
 would replicate (``blocked_layouts``), the layouts of the tiles ``async_copy`` moves and of
 what computes their addresses (``copy_layouts``), and those of the loads and stores whose
 memory is contiguous along another dimension than the last (``access_layouts``), among
-them the dot operands stored transposed (``column_read_operands``). Step 1
+them the dot operands stored transposed (``column_read_operands``; and the transposes of
+tiles read along their rows, ``transposed_operand_views``). Step 1
 of ``passes.assign_layouts``; dumped with the rest of the plan by ``LayoutPlan.listing``.
 """
 from __future__ import annotations
@@ -150,6 +151,38 @@ def access_layouts(function: Function, vector_dim: dict, vector_width: dict,
     return access
 
 
+def transposed_operand_views(function: Function, vector_dim: dict, vector_width: dict) -> dict:
+    """(dot, operand index) -> the ``permute`` op of the dot operands that are the transpose
+    of a 2-d value read from memory in vectors along its rows (``tl.dot(a, tl.trans(k))``:
+    fla's k @ k^T, attention's q @ k^T; for A, 16-bit elements only, as for
+    ``column_read_operands``). Such a B is, in the transposed view of its value's layout,
+    read down its columns: the dot stores it K-major from there (the value's rows as they
+    are), and the permute moves no element (``assign_layouts._permute``), where it went
+    through shared memory once to transpose and once more to be stored."""
+    found = {}
+    for op in walk(function.body):
+        if op.opcode != "dot" or len(op.result.type.shape) != 2:
+            continue
+        for index, operand in enumerate(op.operands[:2]):
+            view = operand.owner
+            if view is None or view.opcode != "permute" or tuple(view.attrs["order"]) != (1, 0):
+                continue
+            if index == 0 and operand.element.itemsize != 2:
+                continue
+            loads = _loads_of(view.operands[0])
+            if loads and all(vector_dim.get(load) == 1 and vector_width.get(load, 1) > 1
+                             for load in loads):
+                found[op, index] = view
+    # Only transposes that nothing else takes: another user would want the transpose in its
+    # own layout, through shared memory, and the dot would convert from there again.
+    uses: dict = {}
+    for op in walk(function.body):
+        for index, value in enumerate(op.operands):
+            uses.setdefault(value, []).append((op, index))
+    return {key: view for key, view in found.items()
+            if all(use in found for use in uses[view.result])}
+
+
 def _dot_operand_loads(function: Function) -> set:
     """The loads whose values reach a dot's a or b through elementwise ops and transposes."""
     loads = set()
@@ -165,6 +198,23 @@ def _dot_operand_loads(function: Function) -> set:
                 loads.add(owner)
             elif owner.opcode in ELEMENTWISE_OPS or owner.opcode == "permute":
                 pending.extend(owner.operands)
+    return loads
+
+
+def _loads_of(value) -> list:
+    """The loads among what ``value`` is computed from through elementwise ops of its shape
+    (values of another shape, and any other op, end the walk there)."""
+    loads, pending, seen = [], [value], set()
+    while pending:
+        current = pending.pop()
+        owner = current.owner
+        if owner is None or current in seen or current.type.shape != value.type.shape:
+            continue
+        seen.add(current)
+        if owner.opcode == "load":
+            loads.append(owner)
+        elif owner.opcode in ELEMENTWISE_OPS:
+            pending.extend(owner.operands)
     return loads
 
 
@@ -186,17 +236,7 @@ def column_read_operands(function: Function, vector_dim: dict, vector_width: dic
         for index, operand in enumerate(op.operands[:2]):
             if index == 0 and operand.element.itemsize != 2:
                 continue
-            loads, pending, seen = [], [operand], set()
-            while pending:
-                value = pending.pop()
-                owner = value.owner
-                if owner is None or value in seen or value.type.shape != operand.type.shape:
-                    continue
-                seen.add(value)
-                if owner.opcode == "load":
-                    loads.append(owner)
-                elif owner.opcode in ELEMENTWISE_OPS:
-                    pending.extend(owner.operands)
+            loads = _loads_of(operand)
             if loads and all(vector_dim.get(load) == 0 and vector_width.get(load, 1) > 1
                              for load in loads):
                 found[op, index] = loads

@@ -221,6 +221,22 @@ def unit_reshape_layout(layout, shape: tuple, other_shape: tuple):
                           spread(blocked.warps_per_cta), order))
 
 
+def permuted_layout(layout, order: tuple):
+    """The layout in which every thread holds, in the same registers, the elements of
+    ``permute(value, order)`` that ``layout`` gives it of ``value``: result dimension ``i``
+    is value dimension ``order[i]``, so each per-dimension count moves with it and the
+    fastest-first order names the result's dimensions. None where ``layout`` is not a whole
+    blocked layout (a slice, an accumulator's fragments, a scalar)."""
+    if layout is SCALAR or layout.sliced or not isinstance(layout.blocked, Blocked):
+        return None
+    blocked = layout.blocked
+    position = {axis: i for i, axis in enumerate(order)}
+    return Layout(Blocked(tuple(blocked.size_per_thread[a] for a in order),
+                          tuple(blocked.threads_per_warp[a] for a in order),
+                          tuple(blocked.warps_per_cta[a] for a in order),
+                          tuple(position[a] for a in blocked.order)))
+
+
 def memory_vector_width(op, infos, dim: int | None = None) -> int:
     """Elements per access along ``dim`` (default: the last) that axis info proves legal."""
     pointer = op.operands[0]

@@ -152,6 +152,49 @@ def _dot_case(name, dtype, m, n, k, trans_b=False, precision="ieee", out16=False
                 num_warps=warps)
 
 
+@aotk.jit
+def gram_blocks_kernel(k_ptr, out_ptr, BC: tl.constexpr, BK: tl.constexpr,
+                       PRECISION: tl.constexpr, BF16: tl.constexpr = False):
+    """k @ k^T by [BC, BC] blocks of two row tiles, as fla's kkt solve computes it: each
+    tile is the A of one dot and, transposed, the B of others (stored K-major from its
+    rows: the transpose moves no element)."""
+    o_i = tl.arange(0, BC)
+    o_k = tl.arange(0, BK)
+    k0 = tl.load(k_ptr + o_i[:, None] * BK + o_k[None, :])
+    k1 = tl.load(k_ptr + (BC + o_i)[:, None] * BK + o_k[None, :])
+    if BF16:
+        k0 = k0.to(tl.bfloat16)
+        k1 = k1.to(tl.bfloat16)
+    a00 = tl.dot(k0, tl.trans(k0), input_precision=PRECISION)
+    a10 = tl.dot(k1, tl.trans(k0), input_precision=PRECISION)
+    a11 = tl.dot(k1, tl.trans(k1), input_precision=PRECISION)
+    rows = o_i[:, None] * (2 * BC)
+    tl.store(out_ptr + rows + o_i[None, :], a00)
+    tl.store(out_ptr + BC * 2 * BC + rows + o_i[None, :], a10)
+    tl.store(out_ptr + BC * 2 * BC + rows + (BC + o_i)[None, :], a11)
+
+
+def _gram_blocks_case(dtype, bc, bk, warps, precision="ieee", bf16=False):
+    def make(rng):
+        return {"k_ptr": (rng.standard_normal((2 * bc, bk)) * 0.5).astype(dtype),
+                "out_ptr": np.zeros((2 * bc, 2 * bc), np.float32)}
+
+    def reference(args):
+        k = args["k_ptr"].astype(np.float32)
+        if bf16:
+            k = round_bf16(k)
+        elif precision == "tf32":
+            k = _tf32(k)
+        gram = k.astype(np.float64) @ k.astype(np.float64).T
+        gram[:bc, bc:] = 0   # the upper block is not computed
+        return {"out_ptr": gram.astype(np.float32)}
+    kind = "bfloat16" if bf16 else np.dtype(dtype).name + ("-tf32" if precision == "tf32" else "")
+    return Case(f"gram-blocks-{kind}-{bc}x{bk}-{warps}-warps", gram_blocks_kernel, make, (1,),
+                {"BC": bc, "BK": bk, "PRECISION": precision, "BF16": bf16}, ("out_ptr",),
+                reference, False, 1e-2 if dtype == np.float16 or bf16 or precision == "tf32"
+                else 1e-4, num_warps=warps)
+
+
 def _matmul_loop_reference(args):
     M, N, K = args["M"], args["N"], args["K"]
     a = args["a_ptr"].reshape(M, K).astype(np.float64)
@@ -340,6 +383,15 @@ CASES = [
     # Epilogues where the accumulators live: gates read as rows and columns, a causal mask,
     # a second dot taking the first one's fragments as A (2 warps: mma.sync; 4 and 8 on
     # sm_90: wgmma, 8 splitting N); and an accumulator updated under an if in a loop.
+    # Tiles that are the A of one dot and the transposed B of others (fla's kkt): 16x64
+    # tiles on one warp, 32- and 64-row tiles on 2 and 4; fp16, bf16, tf32.
+    _gram_blocks_case(np.float16, 16, 64, 1),
+    _gram_blocks_case(np.float32, 16, 64, 1, bf16=True),
+    _gram_blocks_case(np.float32, 16, 32, 1, precision="tf32"),
+    _gram_blocks_case(np.float16, 32, 64, 2),
+    _gram_blocks_case(np.float32, 32, 32, 2, precision="tf32"),
+    _gram_blocks_case(np.float16, 64, 64, 4),
+    _gram_blocks_case(np.float32, 64, 32, 4, precision="tf32"),
     _gated_two_dots_case(64, 2),
     _gated_two_dots_case(64, 4),
     _gated_two_dots_case(64, 8),
