@@ -172,14 +172,14 @@ def forget_machine_code() -> None:
 def _machine_code(llvm_text: str, arch: str, name: str, num_warps: int, maxnreg,
                   fp_fusion: bool) -> tuple:
     from .backend.ptx import emit_ptx
-    from .toolchain.ptxas import assemble
+    from .toolchain.ptxas import assemble_with_register_room
     # fp_fusion: a module without float arithmetic of its own reads the same either way,
     # but the libdevice functions it calls contract only with it.
     key = (llvm_text, arch, name, num_warps, maxnreg, fp_fusion)
     found = _MACHINE_CODE.get(key)
     if found is None:
         llir, ptx = emit_ptx(llvm_text, arch, name, num_warps, maxnreg, fp_fusion)
-        cubin, info = assemble(ptx, arch)
+        ptx, cubin, info = assemble_with_register_room(ptx, arch)
         if len(_MACHINE_CODE) >= MACHINE_CODE_ENTRIES:
             _MACHINE_CODE.pop(next(iter(_MACHINE_CODE)))   # the oldest
         found = _MACHINE_CODE[key] = (llir, ptx, cubin, info)
@@ -226,7 +226,7 @@ def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target
     for this target and LLVM does not run again (``shares_ptx``); ``metadata["ptx_arch"]``
     says whose PTX a cubin came from."""
     from .backend.tma import grid_constant_params
-    from .toolchain.ptxas import assemble
+    from .toolchain.ptxas import assemble_with_register_room
 
     keywords = dict(num_warps=num_warps, num_stages=num_stages, target=target, debug=debug,
                     tma=tma, maxnreg=maxnreg, num_ctas=num_ctas,
@@ -267,8 +267,8 @@ def compile(kernel, signature, constants=None, num_warps=4, num_stages=3, target
             "num_warps, or leave this target out", source.filename, source.first_line)
     llvm_text = grid_constant_params(str(lowered.module), len(function.tensor_maps))
     if older is not None and shares_ptx(older, llvm_text, options):
-        llir, ptx, ptx_arch = older.llir, older.ptx, older.metadata["ptx_arch"]
-        cubin, ptxas_info = assemble(ptx, arch)
+        llir, ptx_arch = older.llir, older.metadata["ptx_arch"]
+        ptx, cubin, ptxas_info = assemble_with_register_room(older.ptx, arch)
     else:
         ptx_arch = arch
         llir, ptx, cubin, ptxas_info = _machine_code(llvm_text, arch, function.name,

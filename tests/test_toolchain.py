@@ -101,6 +101,46 @@ def test_parse_verbose_notices_serialized_wgmma():
     assert ptxas.parse_verbose(text)["wgmma_serialized"] is True
 
 
+PTX_64_THREADS = ".version 8.0\n.target sm_80\n.visible .entry k()\n.reqntid 64\n{\n\tret;\n}\n"
+
+
+@pytest.mark.parametrize("first, second, retried, kept", [
+    # 32 registers with spills, of 255 a thread of 64 may have: once more, capped; kept
+    # when it spills less.
+    ({"registers": 32, "spills": 48780}, {"registers": 255, "spills": 3264}, True, "stated"),
+    ({"registers": 32, "spills": 4096}, {"registers": 255, "spills": 8192}, True, "first"),
+    # Spills under a kilobyte (ptxas may trade them for occupancy), none, or more than half
+    # the registers used: ptxas's choice stands.
+    ({"registers": 32, "spills": 500}, None, False, "first"),
+    ({"registers": 32, "spills": 0}, None, False, "first"),
+    ({"registers": 200, "spills": 4096}, None, False, "first"),
+])
+def test_spills_with_registers_to_spare_are_assembled_again_with_maxnreg(
+        monkeypatch, first, second, retried, kept):
+    seen = []
+
+    def assemble(ptx, arch):
+        seen.append(ptx)
+        return b"cubin%d" % len(seen), dict(first if len(seen) == 1 else second)
+    monkeypatch.setattr(ptxas, "assemble", assemble)
+    ptx, cubin, info = ptxas.assemble_with_register_room(PTX_64_THREADS, "sm_80")
+    assert len(seen) == (2 if retried else 1)
+    if retried:
+        assert ".reqntid 64\n.maxnreg 255\n{" in seen[1]
+    assert (ptx, info) == ((seen[1], second) if kept == "stated" else (seen[0], first))
+    assert cubin == (b"cubin2" if kept == "stated" else b"cubin1")
+
+
+def test_a_stated_maxnreg_is_not_second_guessed(monkeypatch):
+    calls = []
+    monkeypatch.setattr(ptxas, "assemble",
+                        lambda ptx, arch: calls.append(ptx) or (b"", {"registers": 32,
+                                                                     "spills": 5000}))
+    ptxas.assemble_with_register_room(PTX_64_THREADS.replace(".reqntid 64",
+                                                             ".reqntid 64\n.maxnreg 32"), "sm_80")
+    assert len(calls) == 1
+
+
 def test_find_libdevice(fresh_tools):
     path = find_libdevice()
     assert path.endswith("libdevice.10.bc") and os.path.isfile(path)

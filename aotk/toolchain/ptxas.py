@@ -123,3 +123,35 @@ def assemble(ptx: str, arch: str = "sm_90", opt_level: int = 3) -> tuple[bytes, 
         with open(output, "rb") as f:
             cubin = f.read()
     return cubin, parse_verbose(result.stdout + result.stderr)
+
+
+REGISTER_FILE = 65536            # 32-bit registers of an SM, what one CTA may use at most
+MAX_REGISTERS_PER_THREAD = 255
+ROOMY_SPILL_BYTES = 1024         # spills from which a build with registers to spare is redone
+_REQNTID = re.compile(r"^\.reqntid (\d+)", re.MULTILINE)
+_MAXNREG = re.compile(r"^\.maxnreg ", re.MULTILINE)
+
+
+def assemble_with_register_room(ptx: str, arch: str) -> tuple[str, bytes, dict]:
+    """(ptx, cubin, info) of ``assemble``; where ptxas spilled a kilobyte or more while
+    using at most half the registers a thread of this CTA (its ``.reqntid``) may have,
+    assembled once more with that many stated (``.maxnreg``), and the build that spills
+    less kept, with its PTX. Smaller spills stay: ptxas may trade them for occupancy.
+
+    ptxas at -O2 and above sometimes settles on 32 registers and spills kilobytes: fla's
+    prepare_wy_repr_bwd (2 warps, sm_80) took 32 registers and 48 KB of spill traffic, and
+    255 registers and 3 KB with ``.maxnreg 255`` stated (Triton's own builds of fla's
+    recompute_w_u kernels hit the same choice). Not where the PTX states its own
+    ``.maxnreg`` (the kernel's ``maxnreg``)."""
+    cubin, info = assemble(ptx, arch)
+    threads = _REQNTID.search(ptx)
+    if info["spills"] < ROOMY_SPILL_BYTES or threads is None or _MAXNREG.search(ptx):
+        return ptx, cubin, info
+    room = min(MAX_REGISTERS_PER_THREAD, REGISTER_FILE // int(threads.group(1)))
+    if info["registers"] * 2 > room:
+        return ptx, cubin, info
+    stated = ptx[:threads.end()] + f"\n.maxnreg {room}" + ptx[threads.end():]
+    stated_cubin, stated_info = assemble(stated, arch)
+    if stated_info["spills"] < info["spills"]:
+        return stated, stated_cubin, stated_info
+    return ptx, cubin, info
