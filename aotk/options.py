@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from .errors import suggestion
+from .targets import MAX_REGISTERS_PER_THREAD
 
 # Turing, Ampere, Ada, Hopper, and Blackwell (sm_100 data center, sm_120 consumer): what
 # the bundled ptxas 13 assembles and the code generator handles (wgmma on sm_90 only;
@@ -40,9 +41,10 @@ class CompileOptions:
         if not _is_int(self.num_stages) or self.num_stages < 1:
             raise ValueError(f"num_stages must be an integer >= 1, got {self.num_stages}")
         if self.maxnreg is not None and (not _is_int(self.maxnreg) or
-                                         not 16 <= self.maxnreg <= 255):
-            raise ValueError(f"maxnreg must be an integer from 16 to 255 (registers per "
-                             f"thread), got {self.maxnreg}")
+                                         not 16 <= self.maxnreg <= MAX_REGISTERS_PER_THREAD):
+            raise ValueError(f"maxnreg must be an integer from 16 to "
+                             f"{MAX_REGISTERS_PER_THREAD} (registers per thread), got "
+                             f"{self.maxnreg}")
         if not isinstance(self.enable_fp_fusion, bool):
             raise ValueError(f"enable_fp_fusion must be True or False, got "
                              f"{self.enable_fp_fusion!r}")

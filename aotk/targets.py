@@ -22,6 +22,12 @@ SHARED_BYTES_PER_BLOCK = {"sm_75": 65536, "sm_80": 166912, "sm_86": 101376, "sm_
                           "sm_90": 232448, "sm_100": 232448, "sm_120": 101376}
 
 
+# Registers, the same on every target from sm_75 on: 64K 32-bit registers an SM (the most
+# one block may use) and at most 255 a thread (``.maxnreg``, ``maxnreg``).
+REGISTERS_PER_BLOCK = 65536
+MAX_REGISTERS_PER_THREAD = 255
+
+
 def capability(target: str) -> int:
     """The compute capability as an int: 75 for sm_75, 90 for sm_90a."""
     return int(target[3:].rstrip("a"))

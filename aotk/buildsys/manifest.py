@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..ir.pointer_layouts import LAYOUT_KEYS, LayoutError, check_declaration
 from ..options import SUPPORTED_TARGETS
+from ..targets import MAX_REGISTERS_PER_THREAD
 from .expressions import DEVICE_NAMES, FUNCTIONS
 
 if sys.version_info >= (3, 11):
@@ -178,8 +179,9 @@ def _maxnreg(path, key, value):
     if value is None:
         return None
     _typed(path, key, value, int, "an integer")
-    if not 16 <= value <= 255:
-        _fail(path, key, f"must be from 16 to 255 registers per thread, got {value}")
+    if not 16 <= value <= MAX_REGISTERS_PER_THREAD:
+        _fail(path, key, f"must be from 16 to {MAX_REGISTERS_PER_THREAD} registers per thread, "
+                         f"got {value}")
     return value
 
 

@@ -463,8 +463,8 @@ def assign_layouts(function: Function, infos: dict, num_warps: int,
                       mma=mma, stored_transposed=stored_transposed)
     for (dot, index), view in views.items():
         if mma[dot] is not None and (dot, index) not in stored_transposed:
-            stored_transposed[dot, index] = permuted_layout(plan.natural(view.operands[0]),
-                                                            view.attrs["order"])
+            plan.stored_transposed[dot, index] = permuted_layout(
+                plan.natural(view.operands[0]), view.attrs["order"])
     demands = Demands(plan, *mma_residency(plan, function))
     demands.solve(function.body)
     for value in list(demands.wanted):

@@ -12,6 +12,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 
+from ..targets import MAX_REGISTERS_PER_THREAD, REGISTERS_PER_BLOCK
 from .errors import ToolchainError
 from .locate import announce, find_tool
 
@@ -125,8 +126,6 @@ def assemble(ptx: str, arch: str = "sm_90", opt_level: int = 3) -> tuple[bytes, 
     return cubin, parse_verbose(result.stdout + result.stderr)
 
 
-REGISTER_FILE = 65536            # 32-bit registers of an SM, what one CTA may use at most
-MAX_REGISTERS_PER_THREAD = 255
 ROOMY_SPILL_BYTES = 1024         # spills from which a build with registers to spare is redone
 _REQNTID = re.compile(r"^\.reqntid (\d+)", re.MULTILINE)
 _MAXNREG = re.compile(r"^\.maxnreg ", re.MULTILINE)
@@ -147,7 +146,7 @@ def assemble_with_register_room(ptx: str, arch: str) -> tuple[str, bytes, dict]:
     threads = _REQNTID.search(ptx)
     if info["spills"] < ROOMY_SPILL_BYTES or threads is None or _MAXNREG.search(ptx):
         return ptx, cubin, info
-    room = min(MAX_REGISTERS_PER_THREAD, REGISTER_FILE // int(threads.group(1)))
+    room = min(MAX_REGISTERS_PER_THREAD, REGISTERS_PER_BLOCK // int(threads.group(1)))
     if info["registers"] * 2 > room:
         return ptx, cubin, info
     stated = ptx[:threads.end()] + f"\n.maxnreg {room}" + ptx[threads.end():]
