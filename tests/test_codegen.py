@@ -10,10 +10,11 @@ import aotk.language as tl
 from aotk.launch.arguments import NUMPY_DTYPES, scalar_type_of
 from tests.kernels import atomics as atomic_kernels
 from tests.kernels import batched_matmul
-from tests.kernels import combine, control_flow, dot, libdevice, reductions, scans, views
+from tests.kernels import (combine, control_flow, dot, libdevice, operand_tiles, reductions,
+                           scans, views)
 from tests.kernels.elementwise import CASES as ELEMENTWISE_CASES, add_kernel, copy2d_kernel
 
-CASES = (ELEMENTWISE_CASES + reductions.CASES + control_flow.CASES + views.CASES + dot.CASES
+CASES = (ELEMENTWISE_CASES + reductions.CASES + control_flow.CASES + views.CASES + dot.CASES + operand_tiles.CASES
          + atomic_kernels.CASES + scans.CASES + combine.CASES + batched_matmul.CASES
          + libdevice.CASES)
 import numpy as np

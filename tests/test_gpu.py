@@ -5,11 +5,11 @@ import pytest
 from tests.examples import example_module
 from tests.kernels import atomics as atomic_kernels
 from tests.kernels import batched_matmul
-from tests.kernels import (combine, control_flow, descriptors, dot, libdevice, reductions,
-                           scans, views)
+from tests.kernels import (combine, control_flow, descriptors, dot, libdevice, operand_tiles,
+                           reductions, scans, views)
 from tests.kernels.elementwise import CASES as ELEMENTWISE_CASES, run_interpreter
 
-CASES = (ELEMENTWISE_CASES + reductions.CASES + control_flow.CASES + views.CASES + dot.CASES
+CASES = (ELEMENTWISE_CASES + reductions.CASES + control_flow.CASES + views.CASES + dot.CASES + operand_tiles.CASES
          + atomic_kernels.CASES + scans.CASES + combine.CASES + batched_matmul.CASES
          + descriptors.CASES + libdevice.CASES)
 

@@ -15,7 +15,7 @@ In: built by ``backend.lower`` for one kernel. Out, to each rule (``backend.regi
 from __future__ import annotations
 
 from ..ir.kir import TERMINATORS
-from . import warp_conversions
+from . import operand_tiles, warp_conversions
 
 
 class LoweringContext:
@@ -71,6 +71,14 @@ class LoweringContext:
             for other, converted in self.shared.convert_to(value, registers, home,
                                                            others).items():
                 self._registers[(value, other)] = converted
+        self.store_resident(value)
+
+    def store_resident(self, value):
+        """Once ``value``'s registers are bound in every layout it is wanted in: its tile
+        if dots read it from one of its own (``backend.operand_tiles``)."""
+        tile = self.shared.tiles.of_value.get(value)
+        if tile is not None:
+            operand_tiles.store(self, tile)
 
     def natural_registers(self, value) -> list:
         """Registers of ``value`` in its rank's natural layout: the one values crossing a
@@ -87,14 +95,15 @@ class LoweringContext:
     def lower_region(self, region, arg_registers, layouts=None) -> list:
         """Lowers a region at the current block; returns its terminator's operands, in
         ``layouts`` (default: their natural layouts)."""
-        for value, registers in zip(region.args, arg_registers):
-            self.define(value, registers)
-        self.lower_ops(region.body[:-1])
-        assert region.terminator.opcode in TERMINATORS
-        operands = region.terminator.operands
-        if layouts is None:
-            return [self.natural_registers(v) for v in operands]
-        return [self.regs(v, layout) for v, layout in zip(operands, layouts)]
+        with self.shared.region(region.body):
+            for value, registers in zip(region.args, arg_registers):
+                self.define(value, registers)
+            self.lower_ops(region.body[:-1])
+            assert region.terminator.opcode in TERMINATORS
+            operands = region.terminator.operands
+            if layouts is None:
+                return [self.natural_registers(v) for v in operands]
+            return [self.regs(v, layout) for v, layout in zip(operands, layouts)]
 
     # -- helpers several families share -----------------------------------------------
     def entry_alloca(self, llvm_type, name: str):

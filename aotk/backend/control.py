@@ -41,7 +41,7 @@ def _enter_loop(ctx, kind: str, incoming):
     phis = _phis(ctx, incoming, preheader)
     # The body's first shared-memory use may follow the previous trip's last one: it
     # needs a barrier (a body without shared memory pays nothing for this).
-    ctx.shared.in_use = ctx.shared.in_use or ctx.shared.buffer is not None
+    ctx.shared.enter_loop()
     return phis, body, exit_block
 
 
@@ -80,12 +80,15 @@ def lower_for(ctx, op) -> list:
     else:
         b.cbranch(keep_going(induction), body, exit_block)
     b.position_at_end(body)
+    entered = ctx.shared.control_state()
     floor = ctx.shared.floor
     if op.attrs.get("pipeline") is not None:
         # The operand stages stay live for the whole loop: other users go above them.
         ctx.shared.floor = ctx.pipeline.loop_bytes[op.attrs["pipeline"]]
     yielded = ctx.lower_region(op.regions[0], [[induction]] + carried, layouts)
     ctx.shared.floor = floor
+    # After the loop: after no trip, or after the last one.
+    ctx.shared.join([entered, ctx.shared.control_state()])
     latch = b.block
     next_induction = b.add(induction, step)
     _add_incoming([[induction]] + carried, [[next_induction]] + yielded, latch)
@@ -117,15 +120,15 @@ def lower_if(ctx, op) -> list:
     blocks = [ctx.kernel.append_basic_block(name) for name in ("if.then", "if.else")]
     merge = ctx.kernel.append_basic_block("if.end")
     b.cbranch(condition, *blocks)
-    shared_before, shared_after, incoming = ctx.shared.in_use, False, []
+    before, after, incoming = ctx.shared.control_state(), [], []
     for region, block in zip(op.regions, blocks):
         b.position_at_end(block)
-        ctx.shared.in_use = shared_before
+        ctx.shared.restore(before)
         yielded = ctx.lower_region(region, [], [ctx.plan.homes[v] for v in op.results])
-        shared_after = shared_after or ctx.shared.in_use
+        after.append(ctx.shared.control_state())
         incoming.append((yielded, b.block))
         b.branch(merge)
-    ctx.shared.in_use = shared_after
+    ctx.shared.join(after)
     b.position_at_end(merge)
     (then_values, then_block), (else_values, else_block) = incoming
     phis = _phis(ctx, then_values, then_block)
@@ -141,6 +144,7 @@ def lower_while(ctx, op) -> list:
     # Each value in the layout of the block argument receiving it (assign_layouts._branches).
     inits = [ctx.regs(v, natural(arg)) for v, arg in zip(op.operands, before_region.args)]
     carried, body, exit_block = _enter_loop(ctx, "while", inits)
+    entered = ctx.shared.control_state()
     before = b.block
     (condition,), *forwarded = ctx.lower_region(
         before_region, carried, [SCALAR] + [natural(arg) for arg in after_region.args])
@@ -151,4 +155,6 @@ def lower_while(ctx, op) -> list:
     _add_incoming(carried, yielded, b.block)
     b.branch(before)
     b.position_at_end(exit_block)
+    # The exit follows the condition: after the first test, or after a later trip's.
+    ctx.shared.join([entered, ctx.shared.control_state()])
     return forwarded

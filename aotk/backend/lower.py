@@ -48,29 +48,38 @@ def _lower_ops(ctx: LoweringContext, ops):
         ctx.builder.comment = None
         if id(op) in drained or not plan.is_live(op):
             continue
-        value_rule = VALUE_LOWERINGS.get(op.opcode)
-        if value_rule is not None:
-            home = plan.homes.get(op.result)
-            if home is not None:
-                ctx.define(op.result, value_rule(ctx, op, home))
-            else:
-                for layout in plan.demands[op.result]:
-                    ctx.bind(op.result, layout, value_rule(ctx, op, layout))
-            continue
-        op_rule = OP_LOWERINGS.get(op.opcode)
-        if op_rule is None:
-            raise missing_lowering(op.opcode)
-        lowered = op_rule(ctx, op)
-        drain = _drain_after(ops, index)
-        if drain is not None:
-            # Before the loop's results are defined: defining one converts it to its other
-            # layouts through shared memory, which the loop's last copies (zero-filled
-            # past the end) may still be writing.
-            OP_LOWERINGS[drain.opcode](ctx, drain)
-            drained.add(id(drain))
-        for value, registers in zip(op.results, lowered or ()):
-            if value in plan.demands:
-                ctx.define(value, registers)
+        _lower_op(ctx, ops, index, drained)
+        # The last dot reading a region's resident tiles: the space is free again.
+        ctx.shared.after_op(op)
+
+
+def _lower_op(ctx: LoweringContext, ops, index: int, drained: set):
+    plan = ctx.plan
+    op = ops[index]
+    value_rule = VALUE_LOWERINGS.get(op.opcode)
+    if value_rule is not None:
+        home = plan.homes.get(op.result)
+        if home is not None:
+            ctx.define(op.result, value_rule(ctx, op, home))
+        else:
+            for layout in plan.demands[op.result]:
+                ctx.bind(op.result, layout, value_rule(ctx, op, layout))
+            ctx.store_resident(op.result)
+        return
+    op_rule = OP_LOWERINGS.get(op.opcode)
+    if op_rule is None:
+        raise missing_lowering(op.opcode)
+    lowered = op_rule(ctx, op)
+    drain = _drain_after(ops, index)
+    if drain is not None:
+        # Before the loop's results are defined: defining one converts it to its other
+        # layouts through shared memory, which the loop's last copies (zero-filled
+        # past the end) may still be writing.
+        OP_LOWERINGS[drain.opcode](ctx, drain)
+        drained.add(id(drain))
+    for value, registers in zip(op.results, lowered or ()):
+        if value in plan.demands:
+            ctx.define(value, registers)
 
 
 def lower_to_llvm(function, plan: LayoutPlan, infos: dict, target: str = "sm_90",
@@ -116,6 +125,7 @@ def lower_to_llvm(function, plan: LayoutPlan, infos: dict, target: str = "sm_90"
     builder.position_at_end(body)
 
     shared.allocate(function)
-    _lower_ops(ctx, function.body)
+    with shared.region(function.body):
+        _lower_ops(ctx, function.body)
     builder.ret_void()
     return module, shared.bytes, shared.pad_conversions

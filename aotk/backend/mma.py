@@ -148,13 +148,13 @@ class OperandTiles:
     layout its loads read; ``int8_b_k_major``: wgmma's int8 B, which has no transpose, is
     stored K-major as well."""
 
-    def __init__(self, ctx, op, int8_b_k_major: bool = False):
+    def __init__(self, plan, op, int8_b_k_major: bool = False):
         a, b = op.operands[:2]
         (m, k), (_, n) = a.type.shape, b.type.shape
         self.op = op
-        self.b_stored_k_major = ctx.plan.k_major_b(op) is not None or \
+        self.b_stored_k_major = plan.k_major_b(op) is not None or \
             int8_b_k_major and not staged(b)
-        self.m_major_a = ctx.plan.m_major_a(op) is not None or \
+        self.m_major_a = plan.m_major_a(op) is not None or \
             staged(a) and a.owner.attrs.get("transposed", False)
         self.k_major_b = self.b_stored_k_major or \
             staged(b) and b.owner.attrs.get("transposed", False)
@@ -164,13 +164,15 @@ class OperandTiles:
     def place(self, ctx, a, b_base: int, before_barrier=None, b_in_registers=False):
         """``place_operands`` for these tiles (``a`` None: A stays in registers; so does B
         with ``b_in_registers``)."""
+        resident = ctx.shared.resident_slots
         return place_operands(ctx, a, None if b_in_registers else self.op.operands[1], b_base,
                               transposed_offsets(self.a, self.m_major_a),
                               transposed_offsets(self.b, self.b_stored_k_major),
                               before_barrier, b_by_columns=self.b_stored_k_major,
                               b_layout=ctx.plan.k_major_b(self.op),
                               a_by_columns=ctx.plan.m_major_a(self.op) is not None,
-                              a_layout=ctx.plan.m_major_a(self.op))
+                              a_layout=ctx.plan.m_major_a(self.op),
+                              resident=(resident.get((self.op, 0)), resident.get((self.op, 1))))
 
 
 def transposed_offsets(tile: SwizzledTile, transposed: bool):
@@ -184,12 +186,14 @@ def transposed_offsets(tile: SwizzledTile, transposed: bool):
 
 def place_operands(ctx, a, b, b_base: int, a_offset_of, b_offset_of, before_barrier=None,
                    b_by_columns: bool = False, b_layout=None, a_by_columns: bool = False,
-                   a_layout=None):
+                   a_layout=None, resident=(None, None)):
     """Where a tensor-core dot's operands sit in shared memory: (root, a base, b base), the
     scratch buffer's 32-bit shared-window address and i32 byte offsets from it. Operands
     that a pipelined loop staged (``shared_read``) are in its stage, made visible by its
-    ``async_wait``; others the threads store (``store_tile`` with each offset function):
-    both at 0 and ``b_base`` of the scratch space, or, beside a staged one, alone at the
+    ``async_wait``; operands with a tile of their own (``resident``: ``operand_tiles``, one
+    per operand or None) are there, published by a barrier if they were just written;
+    others the threads store (``store_tile`` with each offset function): both at 0 and
+    ``b_base`` of the scratch space, or, beside a staged or resident one, alone at the
     first tile boundary above the loop's stages. Then ``before_barrier`` (if any) and a
     barrier. ``a`` None: A stays in registers (``a_in_registers``), b is placed as
     beside a staged A, and A's base is None; ``b`` None the same for B (both None: no
@@ -199,27 +203,32 @@ def place_operands(ctx, a, b, b_base: int, a_offset_of, b_offset_of, before_barr
     c = lambda v: ir.Constant(I32, v)   # noqa: E731
     if a is None and b is None:
         return None, None, None
-    if a is None or b is None or staged(a) or staged(b):
+    if a is None or b is None or staged(a) or staged(b) or any(resident):
         root = builder.ptrtoint(ctx.shared.stage_pointer(c(0)), I32)
-        bases = []
-        for value, offset_of, by_columns, layout in ((a, a_offset_of, a_by_columns, a_layout),
-                                                     (b, b_offset_of, b_by_columns, b_layout)):
-            if value is None:
-                bases.append(None)
+        bases = [None, None]
+        operands = ((a, a_offset_of, a_by_columns, a_layout), (b, b_offset_of, b_by_columns,
+                                                               b_layout))
+        for index, (value, offset_of, by_columns, layout) in enumerate(operands):
+            if value is None or resident[index] is not None:
                 continue
             if staged(value):
-                bases.append(ctx.pipeline.staged[value.owner.attrs["buffer"]].stage_base(
-                    builder, ctx.regs(value.owner.operands[0], SCALAR)[0]))
+                bases[index] = ctx.pipeline.staged[value.owner.attrs["buffer"]].stage_base(
+                    builder, ctx.regs(value.owner.operands[0], SCALAR)[0])
                 continue
-            # ``pointer`` offsets count from the floor (the stages' end); tiles start on
-            # SCRATCH_TILE_ALIGNMENT boundaries of the buffer (wgmma's swizzle atoms).
+            # ``pointer`` offsets count from the floor (the stages' and the resident tiles'
+            # end); tiles start on SCRATCH_TILE_ALIGNMENT boundaries of the buffer
+            # (wgmma's swizzle atoms).
             above_floor = -ctx.shared.floor % SCRATCH_TILE_ALIGNMENT
             ctx.shared.begin_use()
             store_tile(ctx, value, above_floor, offset_of, by_columns, layout)
             if before_barrier is not None:
                 before_barrier(builder)
             ctx.shared.barrier()
-            bases.append(c(ctx.shared.floor + above_floor))
+            bases[index] = c(ctx.shared.floor + above_floor)
+        # After any store's barrier, which publishes a resident tile written before it.
+        for index, tile in enumerate(resident):
+            if tile is not None and operands[index][0] is not None:
+                bases[index] = c(ctx.shared.read_resident(tile.value))
         return (root,) + tuple(bases)
     ctx.shared.begin_use()
     store_tile(ctx, a, 0, a_offset_of, a_by_columns, a_layout)
@@ -305,7 +314,7 @@ def lower_mma(ctx, op) -> list:
     (m, k), (_, n) = a.type.shape, b_operand.type.shape
     element = a.element
     size = element.itemsize
-    tiles = OperandTiles(ctx, op)
+    tiles = OperandTiles(ctx.plan, op)
     tile_a, tile_b, m_major_a, k_major_b = tiles.a, tiles.b, tiles.m_major_a, tiles.k_major_b
     registers_a, registers_b = a_in_registers(ctx.plan, op), b_in_registers(ctx.plan, op)
     root, a_base, b_base = tiles.place(ctx, None if registers_a else a,

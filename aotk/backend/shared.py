@@ -13,16 +13,21 @@ free of bank conflicts; unpadded where only that fits the block's shared memory,
 Each use (a layout conversion, a reduction's cross-warp step, a scan's, a shuffle, a dot's
 operands, an atomic's result broadcast) is live only from its first store to its last load,
 and no two uses overlap in time; so one buffer of the largest use's size is exactly what
-allocating by liveness gives. A pipelined loop's stages are the exception: live for the
-whole loop, they sit below every other use inside it.
+allocating by liveness gives. Two kinds of tiles are the exception, and sit below every
+other use while they live: a pipelined loop's stages, for the whole loop, and the operand
+tiles that several dots read (``backend.operand_tiles``), for the region that computes
+their value; the barriers those tiles need are tracked per tile (``write_resident``,
+``read_resident``), and control flow joins that state as it does ``in_use``.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import llvmlite.ir as ir
 
-from ..ir.kir import walk
 from ..passes.layouts import SCALAR
 from . import warp_conversions
+from .operand_tiles import ResidentTiles, plan_resident_tiles
 from .llvm_types import I8, I32, call_asm, llvm_type
 from .registry import scratch_bytes_of
 from .swizzle import SWIZZLE_ATOM_BYTES
@@ -106,6 +111,10 @@ class RowMajorBuffer:
             else loaded
 
 
+# In ``read_tiles`` when any resident tile may have been read since the last barrier.
+EVERY_TILE = "every resident tile"
+
+
 class SharedMemory:
     """The scratch buffer of one kernel being lowered (see the module text)."""
 
@@ -126,18 +135,42 @@ class SharedMemory:
         # padding (and its freedom from bank conflicts) only where that alone fits it.
         self.limit = limit
         self.pad_conversions = True
+        # Operand tiles stored once (``backend.operand_tiles``): the plan, the absolute
+        # offsets of those reserved now, the tiles a dot may have read since the last
+        # barrier (EVERY_TILE: any of them) and those written since it.
+        self.tiles = ResidentTiles([], {}, {})
+        self.resident: dict = {}
+        self._reservations: dict = {}   # id() of a region's op list -> (floor, its tiles)
+        self.read_tiles = frozenset()
+        self.unpublished = frozenset()
 
-    def _bytes_of(self, ops) -> int:
-        """The largest scratch use among ``ops`` (nested ones included)."""
+    def _bytes_of(self, ops, floor: int, args=()) -> int:
+        """The top of the largest scratch use among ``ops`` (nested ones included) and the
+        conversions of ``args`` (a region's block arguments: a carried value needed outside
+        its layout), when they start at ``floor``, with the resident tiles they reserve
+        (below every use up to the op holding the last dot that reads them)."""
+        _, top = self.tiles.reserve(ops, floor)
+        needed = top + self._conversions_bytes(args)
+        for op in ops:
+            needed = max(needed, self._op_bytes(op, top))
+            if op in self.tiles.release_after:
+                top = floor
+        return needed
+
+    def _op_bytes(self, op, floor: int) -> int:
+        """The top of ``op``'s largest scratch use (its regions' included) above ``floor``."""
         plan = self.plan
-        needed = 0
-        for op in walk(ops):
-            if plan.is_live(op):
-                needed = max(needed, scratch_bytes_of(plan, op))
-            # Values computed in one layout (their home) and wanted in others: results,
-            # and block arguments (a carried value needed outside its layout).
-            values = list(op.results) + [a for region in op.regions for a in region.args]
-            needed = max(needed, self._conversions_bytes(values))
+        needed = floor + self._conversions_bytes(op.results)
+        if plan.is_live(op):
+            scratch = scratch_bytes_of(plan, op)
+            if op.opcode == "dot":
+                scratch = self.tiles.dot_scratch_bytes(plan, op, scratch)
+            needed = max(needed, floor + scratch)
+        for region in op.regions:
+            inner = floor
+            if op.opcode == "for" and op.attrs.get("pipeline") is not None:
+                inner = self.pipeline_bytes[op.attrs["pipeline"]]
+            needed = max(needed, self._bytes_of(region.body, inner, region.args))
         return needed
 
     def _conversions_bytes(self, values) -> int:
@@ -158,19 +191,16 @@ class SharedMemory:
         return _rows(shape) * pitch * max(1, value.element.itemsize)
 
     def _needed(self, function) -> int:
-        needed = self._bytes_of(function.body)
-        for op in walk(function.body):
-            if op.opcode == "for" and op.attrs.get("pipeline") is not None:
-                # Above the stages: the body's users, and conversions of what the loop
-                # carries (a state stored each trip in another layout than its own).
-                body = op.regions[0]
-                needed = max(needed, self.pipeline_bytes[op.attrs["pipeline"]] + max(
-                    self._bytes_of(body.body), self._conversions_bytes(body.args)))
-        return needed
+        return self._bytes_of(function.body, 0)
 
     def allocate(self, function):
         """Declares the scratch buffer, sized for the largest user (see the module's text)."""
+        self.tiles = plan_resident_tiles(function, self.plan)
         needed = self._needed(function)
+        if needed > self.limit and self.tiles.tiles:
+            # The tiles stored once stay below every other use: without them it may fit.
+            self.tiles = ResidentTiles([], {}, {})
+            needed = self._needed(function)
         if needed > self.limit:
             self.pad_conversions = False
             unpadded = self._needed(function)
@@ -191,6 +221,94 @@ class SharedMemory:
     def barrier(self):
         asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), []), "bar.sync 0;", "", side_effect=True)
         call_asm(self.builder, asm, [])
+        self.read_tiles = self.unpublished = frozenset()
+
+    # -- resident operand tiles (``backend.operand_tiles``) -------------------------------
+    @property
+    def resident_slots(self) -> dict:
+        """(dot, operand index) -> the resident tile that slot reads."""
+        return self.tiles.slots
+
+    @contextmanager
+    def region(self, ops):
+        """Lowering the region of ``ops``: the resident tiles it reserves are placed at its
+        floor and its other users go above them until ``after_op`` frees the space (at the
+        latest when the region ends); then the next user of that space waits for the dots
+        that read them."""
+        placed, top = self.tiles.reserve(ops, self.floor)
+        if not placed:
+            yield
+            return
+        self._reservations[id(ops)] = (self.floor, placed)
+        self.floor = top
+        self.resident.update(placed)
+        if self.in_use:   # an earlier use of that space may still be read
+            self.read_tiles = self.read_tiles | set(placed)
+        try:
+            yield
+        finally:
+            self._release(id(ops))
+
+    def after_op(self, op):
+        """After lowering ``op``: where no later dot of its region reads the region's
+        resident tiles, their space is free for the ops that follow."""
+        key = self.tiles.release_after.get(op)
+        if key is not None:
+            self._release(key)
+
+    def _release(self, key):
+        if key not in self._reservations:
+            return
+        self.floor, placed = self._reservations.pop(key)
+        for value in placed:
+            del self.resident[value]
+        self.in_use = self.in_use or bool(self.read_tiles)
+
+    @contextmanager
+    def floor_at(self, floor: int):
+        """``pointer`` offsets count from ``floor`` meanwhile."""
+        saved, self.floor = self.floor, floor
+        try:
+            yield
+        finally:
+            self.floor = saved
+
+    def write_resident(self, value) -> int:
+        """The byte offset ``value``'s tile is about to be written at, after a barrier if a
+        dot may have read it since the last one."""
+        if EVERY_TILE in self.read_tiles or value in self.read_tiles:
+            self.barrier()
+        self.unpublished = self.unpublished | {value}
+        return self.resident[value]
+
+    def read_resident(self, value) -> int:
+        """The byte offset of ``value``'s tile, for a dot about to read it: after a barrier
+        if it was written since the last one."""
+        if value in self.unpublished:
+            self.barrier()
+        self.read_tiles = self.read_tiles | {value}
+        return self.resident[value]
+
+    def control_state(self) -> tuple:
+        """What the barriers ahead depend on, for control flow to save and join."""
+        return self.in_use, self.read_tiles, self.unpublished
+
+    def restore(self, state: tuple):
+        self.in_use, self.read_tiles, self.unpublished = state
+
+    def join(self, states) -> None:
+        """The state after control flow whose paths end in ``states``."""
+        states = list(states)
+        self.in_use = any(state[0] for state in states)
+        self.read_tiles = frozenset().union(*(state[1] for state in states))
+        self.unpublished = frozenset().union(*(state[2] for state in states))
+
+    def enter_loop(self):
+        """At a loop's header: the body's first scratch use, and the first write of a
+        resident tile, may follow the previous trip's last reads."""
+        self.in_use = self.in_use or self.buffer is not None
+        if self.tiles.tiles:
+            self.read_tiles = self.read_tiles | {EVERY_TILE}
 
     def begin_use(self):
         """Every user of the scratch buffer starts here: a barrier so that readers of the

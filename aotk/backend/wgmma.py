@@ -150,7 +150,7 @@ def lower_wgmma(ctx, op) -> list:
     # Operand tiles (``mma.OperandTiles``); an int8 B that the threads store goes K-major
     # (8-bit operands have no transpose). Staged operands were fenced for the async proxy
     # by their loop's async_wait.
-    tiles = OperandTiles(ctx, op, int8_b_k_major=integer)
+    tiles = OperandTiles(ctx.plan, op, int8_b_k_major=integer)
     tile_a, tile_b, m_major_a, k_major_b = tiles.a, tiles.b, tiles.m_major_a, tiles.k_major_b
     registers_a = a_in_registers(ctx.plan, op)
     root, a_base, b_base = tiles.place(ctx, None if registers_a else a, tile_bytes(a),
