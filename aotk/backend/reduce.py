@@ -35,9 +35,7 @@ from ..passes.mma_layout import Mma
 from .combine import axis_coordinates, axis_geometry, combiner, scratch_bytes
 from .llvm_types import I32, llvm_type
 from .registry import lowering, scratch
-
-FULL_MASK = 0xFFFFFFFF
-
+from .warp_shuffle import shuffle
 
 def _identity(element, combine):
     ty = llvm_type(element)
@@ -69,33 +67,6 @@ def _arg_combine(ctx, element, combine, first, second):
         equal = bld.icmp_unsigned("==", v2, v1)
     take = bld.or_(better, bld.and_(equal, bld.icmp_signed("<", i2, i1)))
     return bld.select(take, v2, v1), bld.select(take, i2, i1)
-
-
-def shuffle(ctx, value, lane_argument, mode: str):
-    """``shfl.sync.<mode>`` (bfly, up, down) of any scalar type, in 32-bit pieces."""
-    bld = ctx.builder
-    fn_name = f"llvm.nvvm.shfl.sync.{mode}.i32"
-    clamp = 0 if mode == "up" else 0x1F
-    fn = ctx.module.globals.get(fn_name) or ir.Function(
-        ctx.module, ir.FunctionType(I32, [I32, I32, I32, I32]), name=fn_name)
-    width = value.type.width if isinstance(value.type, ir.IntType) else \
-        {"half": 16, "bfloat": 16, "float": 32, "double": 64}[str(value.type)]
-    as_int = value if isinstance(value.type, ir.IntType) else bld.bitcast(value, ir.IntType(width))
-    pieces = []
-    for start in range(0, max(width, 32), 32):
-        piece = bld.lshr(as_int, ir.Constant(as_int.type, start)) if start else as_int
-        piece = bld.trunc(piece, I32) if width > 32 else (bld.zext(piece, I32) if width < 32 else piece)
-        pieces.append(bld.call(fn, [ir.Constant(I32, FULL_MASK), piece, lane_argument,
-                                    ir.Constant(I32, clamp)]))
-    if width < 32:
-        result = bld.trunc(pieces[0], ir.IntType(width))
-    elif width == 32:
-        result = pieces[0]
-    else:
-        wide = ir.IntType(width)
-        result = bld.or_(bld.zext(pieces[0], wide),
-                         bld.shl(bld.zext(pieces[1], wide), ir.Constant(wide, 32)))
-    return result if isinstance(value.type, ir.IntType) else bld.bitcast(result, value.type)
 
 
 def pairwise(items: list, merge):

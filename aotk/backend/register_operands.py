@@ -14,7 +14,7 @@ import llvmlite.ir as ir
 
 from ..passes.layouts import Layout
 from .llvm_types import I32, llvm_type
-from .reduce import shuffle
+from .warp_shuffle import shuffle
 
 
 def staged(value) -> bool:

@@ -28,7 +28,7 @@ import llvmlite.ir as ir
 
 from .combine import axis_coordinates, axis_geometry, combiner, scratch_bytes, select_tuple
 from .llvm_types import I32, llvm_type
-from .reduce import shuffle
+from .warp_shuffle import shuffle
 from .registry import lowering, scratch
 
 

@@ -25,7 +25,7 @@ import llvmlite.ir as ir
 from ..passes.layouts import Layout
 from ..passes.mma_layout import Mma
 from .llvm_types import I32
-from .reduce import shuffle
+from .warp_shuffle import shuffle
 
 
 def convertible(value, source, target) -> bool:

@@ -57,7 +57,7 @@ from ..passes.layouts import Layout
 from ..passes.mma_layout import WGMMA_ROWS, is_int8
 from .llvm_types import I32, I64, inline_asm, llvm_type, register_struct
 from .mma import OperandTiles
-from . import register_operands
+from .register_operands import a_in_registers as _in_registers_or_tf32
 from .register_operands import a_register_fragments, staged
 from .swizzle import PHASE_ROWS, SWIZZLE_ATOM_BYTES
 
@@ -80,7 +80,7 @@ def a_in_registers(plan, op) -> bool:
     attention's p), which are A's register fragments of wgmma as they are (one 16x8 tile
     pair per k16 slice), so no shared memory is needed for it (``register_operands``'s test
     without tf32: wgmma's tf32 A from registers is not used)."""
-    return register_operands.a_in_registers(plan, op, tf32=False)
+    return _in_registers_or_tf32(plan, op, tf32=False)
 
 
 def shared_bytes_needed(plan, op) -> int:
