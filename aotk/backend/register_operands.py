@@ -60,13 +60,20 @@ def _packed(ctx, registers, index: int, element_type):
     return b.bitcast(pair, I32)
 
 
-def _column_of_parity(ctx, registers, index: int, source, odd):
-    """From lane ``source``, the column of a 32-bit column pair (registers ``index`` and
-    ``index + 1``) that this lane wants: the second where ``odd``."""
+def _quad_exchange(ctx, even, odd, sender_sends_odd, sources, receiver_swaps):
+    """Two 32-bit shuffles that deliver a lane the two values it wants, each held by
+    another lane as the even or the odd register of a column pair (``even``, ``odd``): in
+    round i the lane reads lane ``sources[i]``, a permutation of the lanes, so each sender
+    is read by one lane and sends the register that lane wants (the odd one where
+    ``sender_sends_odd[i]``); the receiver gets its two values in one order or, where
+    ``receiver_swaps``, the other. Half the shuffles of sending both registers to every
+    reader and keeping one."""
     b = ctx.builder
-    even_column = shuffle(ctx, registers[index], source, "idx")
-    odd_column = shuffle(ctx, registers[index + 1], source, "idx")
-    return b.bitcast(b.select(odd, odd_column, even_column), I32)
+    received = [shuffle(ctx, b.select(sends_odd, odd, even), source, "idx")
+                for sends_odd, source in zip(sender_sends_odd, sources)]
+    first = b.select(receiver_swaps, received[1], received[0])
+    second = b.select(receiver_swaps, received[0], received[1])
+    return b.bitcast(first, I32), b.bitcast(second, I32)
 
 
 def b_register_fragments(ctx, b_value, layout, column_tiles: int, k_steps: int) -> list:
@@ -76,7 +83,7 @@ def b_register_fragments(ctx, b_value, layout, column_tiles: int, k_steps: int) 
     or at rows t (and t + 4) of a k8 slice, tf32; the Mma layout has row r at quad r % 8,
     columns 2t', 2t' + 1 at quad lane t'. Each source lane's column pair is shuffled as one
     32-bit word where the elements are 16-bit, and the receiver keeps the column of its
-    parity."""
+    parity; tf32 rows t and t + 4 take two shuffles (``_quad_exchange``)."""
     b = ctx.builder
     c = lambda v: ir.Constant(I32, v)   # noqa: E731
     registers = ctx.regs(b_value, Layout(layout))
@@ -94,11 +101,24 @@ def b_register_fragments(ctx, b_value, layout, column_tiles: int, k_steps: int) 
         return (2 * row_tile + half) * per_row + 2 * column_tile
 
     if b_value.element.itemsize == 4:
-        # k8 slice ks: rows 8 ks .. 8 ks + 7 are half ks % 2 of row tile ks // 2.
-        return [[[_column_of_parity(ctx, registers, slot(ks // 2, ks % 2, tn),
-                                    source(b.add(quad_lane, c(4 * extra))), odd)
-                  for extra in (0, 1)]
-                 for ks in range(k_steps)] for tn in range(column_tiles)]
+        # k8 slice ks: rows 8 ks .. 8 ks + 7 are half ks % 2 of row tile ks // 2; lane
+        # (g, t) wants rows t and t + 4 of column g. Round one: an even g reads row t, an
+        # odd g row t + 4 (so rows 0-3 send their even column, rows 4-7 their odd one);
+        # round two the other rows.
+        lower_row = b.icmp_unsigned("<", group, c(4))
+        upper_row = b.icmp_unsigned(">=", group, c(4))
+        sources = [source(b.add(quad_lane, b.select(flag, c(4), c(0)))) for flag in
+                   (odd, b.icmp_unsigned("==", b.and_(group, c(1)), c(0)))]
+        fragments = []
+        for tn in range(column_tiles):
+            per_slice = []
+            for ks in range(k_steps):
+                index = slot(ks // 2, ks % 2, tn)
+                per_slice.append(list(_quad_exchange(
+                    ctx, registers[index], registers[index + 1], (upper_row, lower_row),
+                    sources, odd)))
+            fragments.append(per_slice)
+        return fragments
     element_type = llvm_type(b_value.element)
     half_bits = ir.IntType(16)
 
@@ -127,22 +147,40 @@ def a_register_fragments(ctx, a, layout, row_tiles: int, k_steps: int) -> list:
     (r + 8, same), which are the pairs the Mma layout holds in the slice's two 8-column
     tiles. fp32 as tf32, k8 slices: it wants (r, t), (r + 8, t), (r, t + 4), (r + 8, t + 4);
     lane t of a quad holds columns 2t and 2t + 1, so column t comes from quad lane t / 2
-    and column t + 4 from quad lane 2 + t / 2, both registers shuffled and the one of t's
-    parity kept."""
+    and column t + 4 from quad lane 2 + t / 2, two shuffles for the two (``_quad_exchange``)."""
     b = ctx.builder
     registers = ctx.regs(a, Layout(layout))
     per_row = 2 * (a.type.shape[1] // 8)      # registers per slot row of A's Mma layout
     if a.element.itemsize == 4:
+        # Lane t of a quad wants columns t and t + 4, held by quad lanes t / 2 and
+        # 2 + t / 2 as the register of t's parity. Round one: lane t reads quad lane
+        # 2 (t % 2) + t / 2 (a permutation: 0, 2, 1, 3), which sends its odd register if
+        # it is lane 2 or 3; round two: quad lane 2 (1 - t % 2) + t / 2, which sends its
+        # odd register if it is lane 0 or 1. An even t gets column t first, an odd t
+        # column t + 4.
         c = lambda v: ir.Constant(I32, v)   # noqa: E731
         lane = ctx.threads.lane
         quad_lane = b.urem(lane, c(4))
-        low = b.add(b.sub(lane, quad_lane), b.lshr(quad_lane, c(1)))
-        sources = (low, b.add(low, c(2)))
-        odd = b.icmp_unsigned("!=", b.and_(quad_lane, c(1)), c(0))
-        return [[[_column_of_parity(ctx, registers, (2 * tm + half) * per_row + 2 * ks,
-                                    source, odd)
-                  for source in sources for half in (0, 1)]
-                 for ks in range(k_steps)] for tm in range(row_tiles)]
+        quad = b.sub(lane, quad_lane)
+        half_lane = b.lshr(quad_lane, c(1))
+        odd_t = b.and_(quad_lane, c(1))
+        upper = b.icmp_unsigned("!=", half_lane, c(0))
+        lower = b.icmp_unsigned("==", half_lane, c(0))
+        sources = (b.add(quad, b.add(b.mul(odd_t, c(2)), half_lane)),
+                   b.add(quad, b.add(b.mul(b.sub(c(1), odd_t), c(2)), half_lane)))
+        swaps = b.icmp_unsigned("!=", odd_t, c(0))
+        fragments = []
+        for tm in range(row_tiles):
+            per_slice = []
+            for ks in range(k_steps):
+                columns = []   # (column t, column t + 4) for rows g and g + 8
+                for half in (0, 1):
+                    index = (2 * tm + half) * per_row + 2 * ks
+                    columns.append(_quad_exchange(ctx, registers[index], registers[index + 1],
+                                                  (upper, lower), sources, swaps))
+                per_slice.append([columns[0][0], columns[1][0], columns[0][1], columns[1][1]])
+            fragments.append(per_slice)
+        return fragments
     element_type = llvm_type(a.element)
     return [[[_packed(ctx, registers, (2 * tm + half) * per_row + 2 * (2 * ks + tile),
                       element_type)
