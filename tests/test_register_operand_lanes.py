@@ -87,7 +87,8 @@ def _accumulator_registers(rows, columns):
                 for j in (0, 1):
                     labels = [(16 * tm + 8 * h + g, 8 * tn + 2 * t + j)
                               for g, t in zip(GROUP, THREAD)]
-                    registers[(2 * tm + h) * 2 * tiles_n + 2 * tn + j] = Lanes(labels, ir.FloatType())
+                    index = (2 * tm + h) * 2 * tiles_n + 2 * tn + j
+                    registers[index] = Lanes(labels, ir.FloatType())
     return registers
 
 

@@ -61,8 +61,9 @@ class ResidentTiles:
     where the tiles go. A tile is reserved by the innermost loop body (or the kernel's
     body) around the region computing its value, from that body's start to its last dot
     reading one of its tiles: a trip's tiles are then clear of the other scratch users of
-    the regions in between, which start at the same floor. Where a pipelined loop is nested in that body (its stages sit at the bottom
-    of the buffer for the loop's run), the value's own region reserves it instead."""
+    the regions in between, which start at the same floor. Where a pipelined loop is
+    nested in that body (its stages sit at the bottom of the buffer for the loop's run),
+    the value's own region reserves it instead."""
 
     def __init__(self, tiles: list, slots: dict, release_after: dict):
         self.tiles = tiles           # ResidentTile, in program order
@@ -110,6 +111,8 @@ def _slot_image(plan, op, index: int, any_tile: bool = False):
         return None
     operand = op.operands[index]
     wgmma = mma.instruction == "wgmma"
+    # mma.sync's rule for A on both: wgmma keeps no fp32 A in registers, so the tf32 As
+    # this excludes there stay stored by their dot (fewer tiles, never a wrong one).
     in_registers = a_in_registers(plan, op) if index == 0 else \
         not wgmma and b_in_registers(plan, op)
     if staged(operand) or in_registers:

@@ -15,9 +15,10 @@ operands, an atomic's result broadcast) is live only from its first store to its
 and no two uses overlap in time; so one buffer of the largest use's size is exactly what
 allocating by liveness gives. Two kinds of tiles are the exception, and sit below every
 other use while they live: a pipelined loop's stages, for the whole loop, and the operand
-tiles that several dots read (``backend.operand_tiles``), for the region that computes
-their value; the barriers those tiles need are tracked per tile (``write_resident``,
-``read_resident``), and control flow joins that state as it does ``in_use``.
+tiles that several dots read (``backend.operand_tiles``), from the start of the loop body
+(or kernel body) around their value to its last dot reading them; the barriers those tiles
+need are tracked per tile (``write_resident``, ``read_resident``), and control flow joins
+that state as it does ``in_use``.
 """
 from __future__ import annotations
 
@@ -27,8 +28,8 @@ import llvmlite.ir as ir
 
 from ..passes.layouts import SCALAR
 from . import warp_conversions
-from .operand_tiles import ResidentTiles, plan_resident_tiles
 from .llvm_types import I8, I32, call_asm, llvm_type
+from .operand_tiles import ResidentTiles, plan_resident_tiles
 from .registry import scratch_bytes_of
 from .swizzle import SWIZZLE_ATOM_BYTES
 
@@ -135,9 +136,8 @@ class SharedMemory:
         # padding (and its freedom from bank conflicts) only where that alone fits it.
         self.limit = limit
         self.pad_conversions = True
-        # Operand tiles stored once (``backend.operand_tiles``): the plan, the absolute
-        # offsets of those reserved now, the tiles a dot may have read since the last
-        # barrier (EVERY_TILE: any of them) and those written since it.
+        # Operand tiles stored once (``backend.operand_tiles``): the plan, the offsets of those
+        # reserved now, those a dot may have read since the last barrier, those written since.
         self.tiles = ResidentTiles([], {}, {})
         self.resident: dict = {}
         self._reservations: dict = {}   # id() of a region's op list -> (floor, its tiles)
@@ -225,8 +225,7 @@ class SharedMemory:
 
     # -- resident operand tiles (``backend.operand_tiles``) -------------------------------
     @property
-    def resident_slots(self) -> dict:
-        """(dot, operand index) -> the resident tile that slot reads."""
+    def resident_slots(self) -> dict:   # (dot, operand index) -> the tile that slot reads
         return self.tiles.slots
 
     @contextmanager
@@ -262,7 +261,9 @@ class SharedMemory:
         self.floor, placed = self._reservations.pop(key)
         for value in placed:
             del self.resident[value]
-        self.in_use = self.in_use or bool(self.read_tiles)
+        # Tiles read, or written, since the last barrier: the next user of their space
+        # waits for those accesses to finish.
+        self.in_use = self.in_use or bool(self.read_tiles) or bool(self.unpublished)
 
     @contextmanager
     def floor_at(self, floor: int):
@@ -290,7 +291,7 @@ class SharedMemory:
         return self.resident[value]
 
     def control_state(self) -> tuple:
-        """What the barriers ahead depend on, for control flow to save and join."""
+        """What the barriers ahead depend on, for control flow to save, ``restore``, ``join``."""
         return self.in_use, self.read_tiles, self.unpublished
 
     def restore(self, state: tuple):
@@ -298,7 +299,6 @@ class SharedMemory:
 
     def join(self, states) -> None:
         """The state after control flow whose paths end in ``states``."""
-        states = list(states)
         self.in_use = any(state[0] for state in states)
         self.read_tiles = frozenset().union(*(state[1] for state in states))
         self.unpublished = frozenset().union(*(state[2] for state in states))
