@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import aotk
+import aotk.language as tl
 from tests.kernels.chained_dots import chained_dots_kernel
 
 DTYPES = {"fp16": np.float16, "bf16": None, "fp32": np.float32}
@@ -40,6 +41,30 @@ def test_warps_along_both_axes_still_stage_the_operand(dtype):
                             target="sm_80")
     assert "shfl.sync.idx" not in compiled.ptx
     assert len(re.findall(r"mma\.sync", compiled.ptx)) > 0
+
+
+@aotk.jit
+def _one_operand_two_dots_kernel(a_ptr, b_ptr, v_ptr, w_ptr, out_ptr, N: tl.constexpr,
+                                 TWICE: tl.constexpr):
+    offs = tl.arange(0, N)
+    tile = offs[:, None] * N + offs[None, :]
+    c = tl.dot(tl.load(a_ptr + tile), tl.load(b_ptr + tile))
+    out = tl.dot(c, tl.load(v_ptr + tile))
+    if TWICE:
+        out += tl.dot(c, tl.load(w_ptr + tile))
+    tl.store(out_ptr + tile, out)
+
+
+def test_two_dots_reading_one_register_operand_gather_it_once():
+    """fla's block merges read one inverse block as the A of two dots: its tf32 fragments
+    are gathered by shuffles once, for both (Triton does the same); they were gathered
+    again for each dot."""
+    def shuffles(twice):
+        return aotk.compile(_one_operand_two_dots_kernel, ", ".join(["*fp32:16"] * 5),
+                            {"N": 16, "TWICE": twice}, num_warps=1,
+                            target="sm_80").ptx.count("shfl.sync.idx")
+    assert shuffles(False) > 0
+    assert shuffles(True) == shuffles(False)
 
 
 def _reference(a, b, v, w, dtype):

@@ -32,6 +32,8 @@ def _lanes(x):
 class WarpBuilder:
     """The IRBuilder calls the fragment builders make, evaluated lane by lane."""
 
+    block = "the one basic block"
+
     def _map(self, function, *operands):
         columns = [_lanes(x) for x in operands]
         return Lanes([function(*values) for values in zip(*columns)], ir.IntType(32))
@@ -93,14 +95,28 @@ def _accumulator_registers(rows, columns):
 
 
 def _context(registers):
-    return SimpleNamespace(builder=WarpBuilder(), module=ir.Module(),
+    return SimpleNamespace(builder=WarpBuilder(), module=ir.Module(), derived={},
                            threads=SimpleNamespace(lane=Lanes(LANES, ir.IntType(32))),
                            regs=lambda value, layout: registers)
 
 
+class _Value:
+    """A [rows, columns] fp32 value (hashable, as kir values are)."""
+
+    def __init__(self, rows, columns):
+        self.type = SimpleNamespace(shape=(rows, columns))
+        self.element = SimpleNamespace(itemsize=4)
+
+
+class _Layout:
+    """A one-warp m16n8 accumulator layout's tile (hashable, as layouts are)."""
+
+    def tile(self, dim):
+        return (16, 8)[dim]
+
+
 def _value(rows, columns):
-    return SimpleNamespace(type=SimpleNamespace(shape=(rows, columns)),
-                           element=SimpleNamespace(itemsize=4))
+    return _Value(rows, columns)
 
 
 @pytest.mark.parametrize("rows, columns", [(16, 16), (32, 16), (16, 32)])
@@ -108,7 +124,7 @@ def test_tf32_a_fragments_hold_what_each_lane_multiplies(rows, columns):
     """m16n8k8 tf32 A: lane (g, t) holds a0 (g, t), a1 (g + 8, t), a2 (g, t + 4),
     a3 (g + 8, t + 4) of its 16-row tile and 8-column k slice."""
     ctx = _context(_accumulator_registers(rows, columns))
-    layout = SimpleNamespace(tile=lambda dim: (16, 8)[dim])
+    layout = _Layout()
     fragments = a_register_fragments(ctx, _value(rows, columns), layout, rows // 16,
                                      columns // 8)
     for tm in range(rows // 16):
@@ -124,7 +140,7 @@ def test_tf32_b_fragments_hold_what_each_lane_multiplies(rows, columns):
     """m16n8k8 tf32 B ([K, N], K = rows): lane (g, t) holds b0 (k t, n g) and
     b1 (k t + 4, n g) of its 8-row k slice and 8-column tile."""
     ctx = _context(_accumulator_registers(rows, columns))
-    layout = SimpleNamespace(tile=lambda dim: (16, 8)[dim])
+    layout = _Layout()
     fragments = b_register_fragments(ctx, _value(rows, columns), layout, columns // 8,
                                      rows // 8)
     for tn in range(columns // 8):

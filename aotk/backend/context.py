@@ -39,6 +39,10 @@ class LoweringContext:
         self.float_flags = ("contract",)
         self._registers: dict = {}
         self._entry_allocas: dict = {}
+        # Values a helper derives from registers, keyed by what they are derived from and
+        # the basic block they were built in, where a later use in that block reuses them
+        # (an operand's register fragments, built once for the dots that share it).
+        self.derived: dict = {}
 
     @property
     def prologue(self):

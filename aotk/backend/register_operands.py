@@ -76,6 +76,20 @@ def _quad_exchange(ctx, even, odd, sender_sends_odd, sources, receiver_swaps):
     return b.bitcast(first, I32), b.bitcast(second, I32)
 
 
+def _once_per_block(build):
+    """``build``'s fragments of a value, built once per basic block: another dot of the
+    block that reads the same value in the same layout reuses them (they dominate it), as
+    fla's block merges read one inverse block in two dots (Triton shuffles it once too)."""
+    def fragments(ctx, value, layout, tiles: int, k_steps: int) -> list:
+        key = (build.__name__, value, layout, tiles, k_steps, ctx.builder.block)
+        if key not in ctx.derived:
+            ctx.derived[key] = build(ctx, value, layout, tiles, k_steps)
+        return ctx.derived[key]
+    fragments.__doc__ = build.__doc__
+    return fragments
+
+
+@_once_per_block
 def b_register_fragments(ctx, b_value, layout, column_tiles: int, k_steps: int) -> list:
     """B's register fragments per (column tile, k slice), two registers each, from B's
     accumulator-layout registers (``b_in_registers``): lane (g, t) of the instruction
@@ -140,6 +154,7 @@ def b_register_fragments(ctx, b_value, layout, column_tiles: int, k_steps: int) 
              for ks in range(k_steps)] for tn in range(column_tiles)]
 
 
+@_once_per_block
 def a_register_fragments(ctx, a, layout, row_tiles: int, k_steps: int) -> list:
     """A's register fragments per (row tile, k slice), from A's accumulator-layout
     registers (``a_in_registers``), four registers each. 16-bit elements, k16 slices: the
