@@ -10,6 +10,8 @@ whether a pipelined loop already put an operand in shared memory.
 """
 from __future__ import annotations
 
+import functools
+
 import llvmlite.ir as ir
 
 from ..passes.layouts import Layout
@@ -80,12 +82,12 @@ def _once_per_block(build):
     """``build``'s fragments of a value, built once per basic block: another dot of the
     block that reads the same value in the same layout reuses them (they dominate it), as
     fla's block merges read one inverse block in two dots (Triton shuffles it once too)."""
+    @functools.wraps(build)
     def fragments(ctx, value, layout, tiles: int, k_steps: int) -> list:
         key = (build.__name__, value, layout, tiles, k_steps, ctx.builder.block)
         if key not in ctx.derived:
             ctx.derived[key] = build(ctx, value, layout, tiles, k_steps)
         return ctx.derived[key]
-    fragments.__doc__ = build.__doc__
     return fragments
 
 
