@@ -115,18 +115,17 @@ class _Layout:
         return (16, 8)[dim]
 
 
-def _value(rows, columns):
-    return _Value(rows, columns)
+def _fragments(build, rows, columns, tiles, k_steps):
+    """``build`` (a fragment builder) run on a [rows, columns] value's registers."""
+    ctx = _context(_accumulator_registers(rows, columns))
+    return build(ctx, _Value(rows, columns), _Layout(), tiles, k_steps)
 
 
 @pytest.mark.parametrize("rows, columns", [(16, 16), (32, 16), (16, 32)])
 def test_tf32_a_fragments_hold_what_each_lane_multiplies(rows, columns):
     """m16n8k8 tf32 A: lane (g, t) holds a0 (g, t), a1 (g + 8, t), a2 (g, t + 4),
     a3 (g + 8, t + 4) of its 16-row tile and 8-column k slice."""
-    ctx = _context(_accumulator_registers(rows, columns))
-    layout = _Layout()
-    fragments = a_register_fragments(ctx, _value(rows, columns), layout, rows // 16,
-                                     columns // 8)
+    fragments = _fragments(a_register_fragments, rows, columns, rows // 16, columns // 8)
     for tm in range(rows // 16):
         for ks in range(columns // 8):
             wanted = [(0, 0), (8, 0), (0, 4), (8, 4)]
@@ -139,10 +138,7 @@ def test_tf32_a_fragments_hold_what_each_lane_multiplies(rows, columns):
 def test_tf32_b_fragments_hold_what_each_lane_multiplies(rows, columns):
     """m16n8k8 tf32 B ([K, N], K = rows): lane (g, t) holds b0 (k t, n g) and
     b1 (k t + 4, n g) of its 8-row k slice and 8-column tile."""
-    ctx = _context(_accumulator_registers(rows, columns))
-    layout = _Layout()
-    fragments = b_register_fragments(ctx, _value(rows, columns), layout, columns // 8,
-                                     rows // 8)
+    fragments = _fragments(b_register_fragments, rows, columns, columns // 8, rows // 8)
     for tn in range(columns // 8):
         for ks in range(rows // 8):
             for register, extra in zip(fragments[tn][ks], (0, 4)):

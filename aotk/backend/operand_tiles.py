@@ -68,6 +68,11 @@ class ResidentTiles:
     def __init__(self, tiles: list, slots: dict, release_after: dict):
         self.tiles = tiles           # ResidentTile, in program order
         self.slots = slots           # (dot, operand index) -> ResidentTile
+        # id() of a reserving region's op list -> its tiles: looked up for every region
+        # lowered, combine regions included.
+        self.by_region: dict = {}
+        for tile in tiles:
+            self.by_region.setdefault(tile.reserved_at, []).append(tile)
         # The op of a reserving region after which no dot reads its tiles (the one holding
         # the last such dot) -> id() of that region's op list: the space is free from there.
         self.release_after = release_after
@@ -76,8 +81,7 @@ class ResidentTiles:
     def reserve(self, region_ops, floor: int) -> tuple:
         """({value: absolute byte offset}, the floor above them) of the tiles the region
         of ``region_ops`` reserves when it starts at ``floor``."""
-        key = id(region_ops)
-        tiles = [tile for tile in self.tiles if tile.reserved_at == key]
+        tiles = self.by_region.get(id(region_ops))
         if not tiles:
             return {}, floor
         placed, top = {}, _aligned(floor)
