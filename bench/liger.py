@@ -35,6 +35,19 @@ def _close(got, want, atol, rtol) -> str:
     return ""
 
 
+def autotuned_choices(ops, modules) -> dict:
+    """The configuration each autotuned kernel of the case's modules last launched
+    (``best_config`` of Triton's Autotuner and of aotk's), so a row whose two sides tuned
+    to different configurations says so."""
+    choices = {}
+    for module_name in modules:
+        module = ops[module_name]
+        for name, value in vars(module).items():
+            if getattr(value, "best_config", None) is not None:
+                choices[name] = str(value.best_config)
+    return choices
+
+
 def run_case(case, ops_aotk, ops_triton) -> dict:
     import aotk
     import torch
@@ -54,6 +67,10 @@ def run_case(case, ops_aotk, ops_triton) -> dict:
         return row
     row.update(time_sides(lambda: case.run(ops_aotk, inputs),
                           lambda: case.run(ops_triton, inputs), set(row["kernels"])))
+    for side, ops in (("aotk", ops_aotk), ("triton", ops_triton)):
+        choices = autotuned_choices(ops, case.modules)
+        if choices:
+            row[f"{side}_configs"] = choices
     return row
 
 
