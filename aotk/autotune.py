@@ -51,6 +51,12 @@ class Config:
         """The constexprs and the launch options this configuration passes to a launch."""
         return {**self.kwargs, **self.launch_options()}
 
+    def __str__(self) -> str:
+        """Triton's text for a configuration (what a user logs of ``best_config``)."""
+        return ", ".join([f"{k}: {v}" for k, v in self.kwargs.items()]
+                         + [f"num_warps: {self.num_warps}", f"num_ctas: {self.num_ctas}",
+                            f"num_stages: {self.num_stages}", f"maxnreg: {self.maxnreg}"])
+
     def __repr__(self) -> str:
         values = ", ".join(f"{k}: {v}" for k, v in self.kwargs.items())
         return (f"Config({values}, num_warps: {self.num_warps}, "

@@ -22,7 +22,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench.sides import run_all, summary_lines, time_sides  # noqa: E402
+from bench.sides import autotuned_choices, run_all, summary_lines, time_sides  # noqa: E402
 
 
 def _close(got, want, atol, rtol) -> str:
@@ -33,19 +33,6 @@ def _close(got, want, atol, rtol) -> str:
         except AssertionError as exc:
             return f"output {index}: {str(exc).splitlines()[1:3]}"
     return ""
-
-
-def autotuned_choices(ops, modules) -> dict:
-    """The configuration each autotuned kernel of the case's modules last launched
-    (``best_config`` of Triton's Autotuner and of aotk's), so a row whose two sides tuned
-    to different configurations says so."""
-    choices = {}
-    for module_name in modules:
-        module = ops[module_name]
-        for name, value in vars(module).items():
-            if getattr(value, "best_config", None) is not None:
-                choices[name] = str(value.best_config)
-    return choices
 
 
 def run_case(case, ops_aotk, ops_triton) -> dict:
@@ -68,7 +55,7 @@ def run_case(case, ops_aotk, ops_triton) -> dict:
     row.update(time_sides(lambda: case.run(ops_aotk, inputs),
                           lambda: case.run(ops_triton, inputs), set(row["kernels"])))
     for side, ops in (("aotk", ops_aotk), ("triton", ops_triton)):
-        choices = autotuned_choices(ops, case.modules)
+        choices = autotuned_choices(ops[name] for name in case.modules)
         if choices:
             row[f"{side}_configs"] = choices
     return row

@@ -23,7 +23,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench.sides import run_all, summary_lines, time_sides  # noqa: E402
+from bench.sides import autotuned_choices, run_all, summary_lines, time_sides  # noqa: E402
 
 # Between the two sides, of the output's largest magnitude: both multiply bf16 (or tf32)
 # on tensor cores, in orders that differ.
@@ -53,6 +53,10 @@ def run_case(case, ops_aotk, ops_triton, dtype) -> dict:
         return row
     row.update(time_sides(lambda: case.run(ops_aotk, inputs),
                           lambda: case.run(ops_triton, inputs), set(row["kernels"])))
+    for side, ops in (("aotk", ops_aotk), ("triton", ops_triton)):
+        choices = autotuned_choices(list(ops["modules"].values()), set(row["kernels"]))
+        if choices:
+            row[f"{side}_configs"] = choices
     return row
 
 

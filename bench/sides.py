@@ -30,6 +30,24 @@ def kernel_gpu_us(fn, kernel_names: set, reps: int = 10) -> dict:
             if event.key in kernel_names}
 
 
+def autotuned_choices(modules, kernel_names: set | None = None) -> dict:
+    """{kernel: the configuration its autotuner last launched} over the functions of
+    ``modules`` (those named in ``kernel_names``, if given): ``best_config`` of Triton's
+    Autotuner and of aotk's, found through ``heuristics`` wrappers. A row whose two sides
+    tuned to different configurations then says so."""
+    choices = {}
+    for module in modules:
+        for name, value in vars(module).items():
+            if kernel_names is not None and name not in kernel_names:
+                continue
+            for _ in range(4):   # heuristics(autotune(jit)): follow .fn to the tuner
+                if getattr(value, "best_config", None) is not None:
+                    choices[name] = str(value.best_config)
+                    break
+                value = getattr(value, "fn", None)
+    return choices
+
+
 def time_sides(run_aotk, run_triton, kernel_names: set) -> dict:
     """aotk_ms / triton_ms (whole op), aotk_kernel_us / triton_kernel_us (the kernels
     together) and, per kernel, aotk_per_kernel_us / triton_per_kernel_us."""

@@ -79,6 +79,9 @@ def test_each_config_is_measured_once_per_key_and_the_fastest_launched(as_on_a_g
     x = torch.zeros(100)
     tuner[_grid](x, 100)
     assert timer.measured == [16, 32, 64] and tuner.best_config.kwargs == {"BLOCK": 32}
+    # What users log of the winner reads as Triton's str(best_config).
+    assert str(tuner.best_config) == ("BLOCK: 32, num_warps: 2, num_ctas: 1, num_stages: 3, "
+                                      "maxnreg: None")
     assert torch.equal(x, torch.ones(100))     # measured launches were undone: one increment
     tuner[_grid](x, 100)                       # the same key: nothing measured again
     assert timer.measured == [16, 32, 64] and torch.equal(x, torch.full((100,), 2.0))

@@ -214,7 +214,7 @@ def _autotuned_variants(manifest, kernel, function, tuner, scalars: set) -> tupl
                    if c not in given and c not in function.defaults]
         if missing:
             _fail(manifest, f"{where}.function", f"config {i} of {kernel.function}'s "
-                  f"@autotune ({config}) gives no value for constexpr parameter(s) "
+                  f"@autotune ({config!r}) gives no value for constexpr parameter(s) "
                   f"{', '.join(sorted(missing))} (nor does the manifest's constants)")
     for name in tuner.keys:
         if name not in scalars:
