@@ -88,6 +88,27 @@ def test_reductions_combine_as_trees_like_triton():
 
 
 @aotk.jit
+def _row_dot_kernel(x_ptr, y_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr, tl.sum(tl.load(x_ptr + offs) * tl.load(y_ptr + offs)))
+
+
+@pytest.mark.parametrize("fp_fusion", [True, False])
+def test_a_reductions_adds_contract_with_its_products_as_tritons_do(fp_fusion):
+    """A reduction's float adds carry the kernel's contract flag, as Triton's plain
+    ``add.f32`` do: the thread's sum of products starts with FMAs, and ptxas may fuse
+    further (fla's kkt solve: the FFMA / FADD / FMUL counts of Triton's SASS, where each
+    step was an ``add.rn`` of its own before). ``enable_fp_fusion=False`` keeps every step
+    rounded on its own, as in Triton."""
+    ptx = aotk.compile(_row_dot_kernel, "*fp32:16, *fp32:16, *fp32:16", {"BLOCK": 1024},
+                       num_warps=4, enable_fp_fusion=fp_fusion).ptx
+    if fp_fusion:
+        assert "add.rn.f32" not in ptx and "fma.rn.f32" in ptx
+    else:
+        assert "fma.rn.f32" not in ptx and "add.rn.f32" in ptx and "add.f32" not in ptx
+
+
+@aotk.jit
 def _exp_row_kernel(x_ptr, exp_ptr, sum_ptr, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
     e = tl.exp(tl.load(x_ptr + offs))

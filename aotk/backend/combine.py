@@ -16,11 +16,15 @@ from ..passes.layouts import SCALAR
 
 
 def combine_named(ctx, element, combine: str, a, b):
-    """a (+) b for the named combines; max/min on floats ignore NaN (maxnum/minnum)."""
+    """a (+) b for the named combines; max/min on floats ignore NaN (maxnum/minnum). Float
+    adds and products carry the kernel's contract flag, as its elementwise ones do (Triton's
+    reductions are plain ``add.f32``): a product summed in a reduction may become one FMA,
+    and NVPTX does not pin each step with ``add.rn``."""
     bld = ctx.builder
     if combine in ("add", "mul"):
         if element.is_floating():
-            return bld.fadd(a, b) if combine == "add" else bld.fmul(a, b)
+            operation = bld.fadd if combine == "add" else bld.fmul
+            return operation(a, b, flags=ctx.float_flags)
         return bld.add(a, b) if combine == "add" else bld.mul(a, b)
     if combine == "xor":
         return bld.xor(a, b)
