@@ -154,7 +154,10 @@ class OperandTiles:
         self.op = op
         self.b_stored_k_major = plan.k_major_b(op) is not None or \
             int8_b_k_major and not staged(b)
-        self.m_major_a = plan.m_major_a(op) is not None or \
+        # A transposed view of a value in accumulator fragments (``plan.a_view_source``)
+        # reads that value's own row-major tile: A's [K, M].
+        self.a_view_source = plan.a_view_source(op)
+        self.m_major_a = plan.m_major_a(op) is not None or self.a_view_source is not None or \
             staged(a) and a.owner.attrs.get("transposed", False)
         self.k_major_b = self.b_stored_k_major or \
             staged(b) and b.owner.attrs.get("transposed", False)
@@ -165,8 +168,12 @@ class OperandTiles:
         """``place_operands`` for these tiles (``a`` None: A stays in registers; so does B
         with ``b_in_registers``)."""
         resident = ctx.shared.resident_slots
+        a_offset_of = transposed_offsets(self.a, self.m_major_a)
+        if a is not None and self.a_view_source is not None:
+            # The view's source stored as it is, from its fragments: A's [K, M] tile.
+            a, a_offset_of = self.a_view_source, self.a.element_offset
         return place_operands(ctx, a, None if b_in_registers else self.op.operands[1], b_base,
-                              transposed_offsets(self.a, self.m_major_a),
+                              a_offset_of,
                               transposed_offsets(self.b, self.b_stored_k_major),
                               before_barrier, b_by_columns=self.b_stored_k_major,
                               b_layout=ctx.plan.k_major_b(self.op),
@@ -367,6 +374,20 @@ def lower_mma(ctx, op) -> list:
             registers.append(b.bitcast(vector, I32))
         return registers
 
+    def m_major_tf32_a(kk, tm):
+        """The four registers of A's row tile tm at depth kk from an [K, M] tile, element
+        by element (ldmatrix.trans gathers 16-bit elements only): register r holds row
+        group + 8 (r % 2) of the tile, k thread_in_group + 4 (r / 2) (the PTX ISA's
+        m16n8k8 tf32 A fragment)."""
+        registers = []
+        for r in range(4):
+            row = b.add(warp_row, b.add(c(tm * layout.tile(0) + 8 * (r % 2)), group))
+            depth_index = b.add(c(kk + depth // 2 * (r // 2)), thread_in_group)
+            address = b.add(a_root, tile_a.element_offset(b, depth_index, row))
+            pointer = b.inttoptr(address, llvm_type(element).as_pointer(3))
+            registers.append(b.bitcast(b.load(pointer), I32))
+        return registers
+
     accumulator_regs = ctx.regs(acc, Layout(layout))
     widen = acc.element.bits == 16
     accumulators = [b.fpext(r, F32) if widen else r for r in accumulator_regs]
@@ -382,6 +403,9 @@ def lower_mma(ctx, op) -> list:
         for tm in range(tiles_m):
             if registers_a:
                 a_fragments.append(fragments_of_a[tm][kk // depth])
+                continue
+            if m_major_a and size == 4:
+                a_fragments.append(m_major_tf32_a(kk, tm))
                 continue
             if m_major_a:
                 # [K, M]: matrix j of ldmatrix.x4.trans is rows m 8 (j % 2) + 0..7 at k

@@ -35,7 +35,7 @@ from .layout_facts import (access_layouts, blocked_layouts, column_read_operands
 from .layouts import (SCALAR, THREADS_PER_WARP, Layout, LayoutPlan, memory_vector_dim,
                       memory_vector_width, permuted_layout, unit_reshape_layout)
 from .mma_layout import Mma, choose_mma
-from .mma_residency import carried_layout, mma_residency
+from .mma_residency import carried_layout, fragment_views, mma_residency
 
 
 # -- 3. the solver's bookkeeping ----------------------------------------------------------
@@ -219,7 +219,12 @@ def _dot(demands, op, wanted):
     # the mma fragments.
     for position, operand in enumerate(op.operands[:2]):
         resident = demands.resident.get(operand)
-        if (op, position) in demands.plan.stored_transposed:
+        view_source = demands.plan.a_view_source(op) if position == 0 else None
+        if view_source is not None:
+            # Stored as it is from its fragments and read M-major (``fragment_views``);
+            # the transpose itself is not wanted anywhere.
+            demands.want(view_source, demands.resident[view_source])
+        elif (op, position) in demands.plan.stored_transposed:
             # Stored transposed from the layout its loads read it in (``column_read_operands``).
             demands.want(operand, demands.plan.stored_transposed[op, position])
         elif operand.owner is not None and operand.owner.opcode == "shared_read":
@@ -465,7 +470,9 @@ def assign_layouts(function: Function, infos: dict, num_warps: int,
         if mma[dot] is not None and (dot, index) not in stored_transposed:
             plan.stored_transposed[dot, index] = permuted_layout(
                 plan.natural(view.operands[0]), view.attrs["order"])
-    demands = Demands(plan, *mma_residency(plan, function))
+    resident, carried = mma_residency(plan, function)
+    plan.fragment_views = fragment_views(plan, function, resident)
+    demands = Demands(plan, resident, carried)
     demands.solve(function.body)
     for value in list(demands.wanted):
         if value.type.shape == ():

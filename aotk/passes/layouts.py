@@ -99,6 +99,10 @@ class LayoutPlan:
     # the layout their loads read them in down their columns
     # (``layout_facts.column_read_operands``): (dot, operand index) -> that layout.
     stored_transposed: dict = field(default_factory=dict)
+    # mma.sync dots whose A is the transpose of a value left in accumulator fragments
+    # (``mma_residency.fragment_views``): {(dot, 0)}. The dot reads that value's own
+    # row-major tile M-major, stored from the fragments; the transpose is never computed.
+    fragment_views: set = field(default_factory=set)
 
     def k_major_b(self, op):
         """The layout the dot ``op`` stores its B K-major from, or None."""
@@ -107,6 +111,13 @@ class LayoutPlan:
     def m_major_a(self, op):
         """The layout the dot ``op`` stores its A M-major from, or None."""
         return self.stored_transposed.get((op, 0))
+
+    def a_view_source(self, op):
+        """The value whose row-major tile dot ``op`` reads M-major as its A (``A =
+        tl.trans(value)`` with the value in accumulator fragments), or None."""
+        if (op, 0) not in self.fragment_views:
+            return None
+        return op.operands[0].owner.operands[0]
     # Values whose natural layout is not their shape's: the addresses and masks of an
     # async_copy, laid out for the copied tile itself (see ``layout_facts.copy_layouts``).
     preferred: dict = field(default_factory=dict)

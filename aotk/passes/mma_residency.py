@@ -7,7 +7,8 @@ not) and, for each ``for`` op, the layout each loop-carried value keeps
 (``carried_layout``), for each ``if`` op, the layout of each result.
 ``passes.assign_layouts`` takes both as facts: epilogues, reductions of dot results and
 what a loop carries are then computed in the fragments, with no conversion through shared
-memory (flash attention's softmax).
+memory (flash attention's softmax). ``fragment_views`` then names the mma.sync dots whose A
+is the transpose of such a value, read from that value's own tile.
 """
 from __future__ import annotations
 
@@ -208,3 +209,35 @@ def mma_residency(plan: LayoutPlan, function: Function) -> tuple:
     visit(function.body)
     resident = {v: lay for v, lay in resident.items() if lay is not WILD}
     return resident, carried
+
+
+def fragment_views(plan: LayoutPlan, function: Function, resident: dict) -> set:
+    """{(dot, 0)}: mma.sync dots whose A is ``tl.trans(x)`` (``permute`` of order (1, 0))
+    of a 2-d fp16 / bf16 / fp32 (tf32) value x resident in unsliced accumulator fragments.
+    Such a dot stores x as it is, row-major, straight from its fragments, and reads that
+    [K, M] tile M-major (``ldmatrix.trans`` for 16-bit elements, element loads for tf32):
+    x^T is never computed, where it went through shared memory to be transposed into a
+    blocked layout and was then stored again. A dot reading x as it is shares that tile
+    (``backend.operand_tiles``). fla's chunk_bwd_kernel_dqkwg: ``dq += ds @ k`` and
+    ``dk += tl.trans(ds) @ q`` over one stored ds, as Triton does. Only transposes that
+    nothing else takes (another user computes it anyway)."""
+    found = set()
+    for op in walk(function.body):
+        mma = plan.mma.get(op) if op.opcode == "dot" else None
+        if mma is None or mma.instruction != "mma.sync" or (op, 0) in plan.stored_transposed:
+            continue
+        view = op.operands[0].owner
+        if view is None or view.opcode != "permute" or tuple(view.attrs["order"]) != (1, 0):
+            continue
+        source = view.operands[0]
+        layout = resident.get(source)
+        if layout is None or layout.sliced or len(source.type.shape) != 2 or \
+                source.element.itemsize not in (2, 4) or not source.element.is_floating():
+            continue
+        found.add((op, 0))
+    uses: dict = {}
+    for op in walk(function.body):
+        for index, value in enumerate(op.operands):
+            uses.setdefault(value, []).append((op, index))
+    return {(dot, index) for dot, index in found
+            if all(use in found for use in uses[dot.operands[0]])}

@@ -1,8 +1,10 @@
 """Kernels whose dots read one tile several times (``backend.operand_tiles``): fla's kkt
 loop, where each row tile is the A of some dots and, transposed, the B of others, and the
 later tiles are loaded only where rows remain; with a reduction of the first tile (another
-user of shared memory) between the dots. Run by the interpreter, compiled for sm_80 and
-sm_90 (tests/test_codegen.py) and on the GPU (tests/test_gpu.py)."""
+user of shared memory) between the dots. And fla's dqkwg epilogue, a dot's result read as
+the A of one dot and, transposed, of another (``mma_residency.fragment_views``). Run by
+the interpreter, compiled for sm_80 and sm_90 (tests/test_codegen.py) and on the GPU
+(tests/test_gpu.py)."""
 from __future__ import annotations
 
 import numpy as np
@@ -77,7 +79,67 @@ def _gram_loop_case(dtype, bc, k, bk, warps, rows, precision="ieee"):
                 1e-2 if dtype == np.float16 or precision == "tf32" else 1e-4, num_warps=warps)
 
 
-CASES = [
+@aotk.jit
+def score_gradients_kernel(q_ptr, k_ptr, do_ptr, v_ptr, dq_ptr, dk_ptr, BT: tl.constexpr,
+                           BK: tl.constexpr, BV: tl.constexpr, PRECISION: tl.constexpr,
+                           BOTH: tl.constexpr):
+    """fla's chunk_bwd_kernel_dqkwg epilogue: ds = causal(do @ v^T) / 2 in the dot's
+    fragments, then dq = ds @ k (with ``BOTH``) and dk = ds^T @ q."""
+    o_t = tl.arange(0, BT)
+    o_k = tl.arange(0, BK)
+    o_v = tl.arange(0, BV)
+    q = tl.load(q_ptr + o_t[:, None] * BK + o_k[None, :])
+    k = tl.load(k_ptr + o_t[:, None] * BK + o_k[None, :])
+    do = tl.load(do_ptr + o_t[:, None] * BV + o_v[None, :])
+    v = tl.load(v_ptr + o_t[:, None] * BV + o_v[None, :])
+    ds = tl.dot(do, tl.trans(v), input_precision=PRECISION)
+    ds = (tl.where(o_t[:, None] >= o_t[None, :], ds, 0.0) * 0.5).to(q.dtype)
+    if BOTH:
+        dq = tl.dot(ds, k, input_precision=PRECISION)
+        tl.store(dq_ptr + o_t[:, None] * BK + o_k[None, :], dq)
+    dk = tl.dot(tl.trans(ds), q, input_precision=PRECISION)
+    tl.store(dk_ptr + o_t[:, None] * BK + o_k[None, :], dk)
+
+
+def _score_gradients_case(dtype, bt, bk, bv, warps, precision="ieee", both=True):
+    def make(rng):
+        # Sums of 32-64 products each way: inputs of a quarter keep them near one.
+        return {"q_ptr": (rng.standard_normal((bt, bk)) * 0.25).astype(dtype),
+                "k_ptr": (rng.standard_normal((bt, bk)) * 0.25).astype(dtype),
+                "do_ptr": (rng.standard_normal((bt, bv)) * 0.25).astype(dtype),
+                "v_ptr": (rng.standard_normal((bt, bv)) * 0.25).astype(dtype),
+                "dq_ptr": np.zeros((bt, bk), np.float32),
+                "dk_ptr": np.zeros((bt, bk), np.float32)}
+
+    def reference(args):
+        rounded = _tf32 if precision == "tf32" else (lambda x: x)
+        q, k, do, v = (rounded(args[name].astype(np.float32)).astype(np.float64)
+                       for name in ("q_ptr", "k_ptr", "do_ptr", "v_ptr"))
+        ds = np.tril(do @ v.T) * 0.5
+        ds = rounded(ds.astype(np.float32).astype(dtype).astype(np.float32)).astype(np.float64)
+        return {"dq_ptr": (ds @ k if both else np.zeros((bt, bk))).astype(np.float32),
+                "dk_ptr": (ds.T @ q).astype(np.float32)}
+    kind = np.dtype(dtype).name + ("-tf32" if precision == "tf32" else "")
+    return Case(f"score-gradients-{kind}-{bt}x{bk}x{bv}-{warps}-warps" +
+                ("" if both else "-transposed-only"), score_gradients_kernel, make, (1,),
+                {"BT": bt, "BK": bk, "BV": bv, "PRECISION": precision, "BOTH": both},
+                ("dq_ptr", "dk_ptr"), reference, False,
+                1e-2 if dtype == np.float16 or precision == "tf32" else 1e-4, num_warps=warps)
+
+
+SCORE_CASES = [
+    # mma.sync with ds^T read from ds's own tile: fp16 (ldmatrix.trans) and tf32 (element
+    # loads), ds also read as it is (one tile for both dots) or only transposed; two warps
+    # as fla's dqkwg runs, one, and four (wgmma on sm_90: ds^T then goes the general way).
+    _score_gradients_case(np.float16, 64, 32, 32, 2),
+    _score_gradients_case(np.float32, 64, 32, 32, 2, precision="tf32"),
+    _score_gradients_case(np.float32, 64, 32, 32, 2, precision="tf32", both=False),
+    _score_gradients_case(np.float16, 32, 32, 64, 1, both=False),
+    _score_gradients_case(np.float32, 32, 16, 32, 1, precision="tf32"),
+    _score_gradients_case(np.float16, 64, 64, 32, 4),
+]
+
+LOOP_CASES = [
     # All three tiles, and only two (the innermost if not taken); one warp as fla's kkt
     # solve runs, two and four (wgmma on sm_90 at 64 rows).
     _gram_loop_case(np.float16, 16, 128, 64, 1, 48),
@@ -88,3 +150,5 @@ CASES = [
     _gram_loop_case(np.float16, 64, 128, 64, 4, 192),
     _gram_loop_case(np.float16, 64, 128, 64, 4, 100),
 ]
+
+CASES = SCORE_CASES + LOOP_CASES
