@@ -44,8 +44,8 @@ accumulator register, so nothing reads them before the tensor cores are done (a 
 loop's dot (attribute ``wgmma_in_flight`` = 1, ``passes.pipeline``) waits only for the
 previous trip's group, so the tensor cores work while the next copies are issued; the
 loop's exit waits for the last (``wgmma_in_flight`` on the ``for``). With n dots per trip
-each waits until n groups are left (this trip's), and only the last one (the others carry
-``wgmma_barrier`` = False) adds the barrier before the stages are refilled. Operands
+none waits on its own (``wgmma_deferred``): a ``wgmma_wait`` after the last, until n groups
+are left (this trip's), and a barrier before the stages are refilled. Operands
 written by ordinary stores (or cp.async) reach the tensor cores through the async proxy:
 the writers run ``fence.proxy.async.shared::cta`` before the barrier that publishes them.
 """
@@ -262,9 +262,9 @@ def lower_wgmma(ctx, op) -> list:
         return accumulators
     in_flight = op.attrs.get("wgmma_in_flight", 0)
     accumulators = wait_for_wgmma(b, accumulators, in_flight)
-    if in_flight and op.attrs.get("wgmma_barrier", True):
-        # Each warp waits for its own share of the previous groups: all are done before
-        # anyone overwrites their stages (with several dots in the loop, after the last).
+    if in_flight:
+        # Each warp waits for its own share of the previous group: all are done before
+        # anyone overwrites their stages.
         ctx.shared.barrier()
     if widen:
         return [b.fptrunc(r, llvm_type(acc.element)) for r in accumulators]

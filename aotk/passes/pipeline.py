@@ -85,12 +85,13 @@ The copies come after the dot because ptxas never moves a shared-memory read abo
 interleaves their address math with the last ``mma.sync`` instructions.
 
 With wgmma and fp32 accumulators that only their dot reads and only the yield takes
-(``pipeline_shape``), the dots do not wait for their own tensor-core work: with n dots
-per trip each has ``wgmma_in_flight`` = n, waiting until only this trip's n groups are left, and
-the last one alone then runs the barrier (the others carry ``wgmma_barrier`` = False)
-before the copies refill the stages the previous trip's groups read; ``wgmma_in_flight``
-on the loop drains them after it. So the tensor cores run trip i while the threads issue
-the copies and reach trip i+1's barrier.
+(``pipeline_shape``), the dots do not wait for their own tensor-core work: one dot per trip
+has ``wgmma_in_flight`` = 1, waiting until only this trip's group is left, then a barrier
+before the copies refill the stages the previous trip's group read; with n dots, none waits
+on its own (``wgmma_deferred``) and one ``wgmma_wait`` (pending n) after the last, then a
+``debug_barrier``, do the same for all (Triton's order: the tensor cores take each group as
+soon as it is issued). ``wgmma_in_flight`` on the loop drains them after it. So the tensor
+cores run trip i while the threads issue the copies and reach trip i+1's barrier.
 
 Otherwise a wgmma dot whose fp32 result only the yield takes may still leave its group in
 flight (``pipeline_shape``: flash attention's p @ v, whose accumulator is the carried one
@@ -167,6 +168,23 @@ def _retire_deferred(region, shape) -> None:
     renamed = dict(zip(waited, results))
     for op in kir.walk(region.body[place + 1:]):
         op.operands = [renamed.get(value, value) for value in op.operands]
+
+
+def _wait_after_the_last_dot(ops: list, dots: list, terminator) -> None:
+    """The dots of a trip leave their groups in flight (``wgmma_deferred``); after the last,
+    in ``ops``, a ``wgmma_wait`` (pending: one group per dot) over their results, which the
+    yield then takes, and a ``debug_barrier``."""
+    for dot in dots:
+        dot.attrs["wgmma_deferred"] = True
+    waited = [dot.result for dot in dots]
+    results = [kir.Value(value.type, hint_name=value.hint_name) for value in waited]
+    wait = kir.Op("wgmma_wait", waited, None, {"pending": len(dots)}, results=results)
+    for result in results:
+        result.owner = wait
+    place = next(i for i, op in enumerate(ops) if op is dots[-1]) + 1
+    ops[place:place] = [wait, new_op("debug_barrier", [], None)]
+    renamed = dict(zip(waited, results))
+    terminator.operands = [renamed.get(value, value) for value in terminator.operands]
 
 
 def tma_loads(function: kir.Function, num_warps: int, num_stages: int, wgmma: bool,
@@ -388,13 +406,18 @@ def _rewrite(function, parent: list, loop, infos, users, num_warps: int, num_sta
                          BlockType(T.int32))
     replaced = {id(o) for o in loads + shape.view_ops}
     remaining = [o for o in ops if o is not terminator and id(o) not in replaced]
-    if in_flight:
-        # Each dot leaves its wgmma group running and waits for the previous trip's groups,
-        # whose stages the copies then refill; after the last dot's wait, a barrier.
-        for dot in dots:
-            dot.attrs["wgmma_in_flight"] = len(dots)
-            if dot is not dots[-1]:
-                dot.attrs["wgmma_barrier"] = False
+    if in_flight and len(dots) == 1:
+        # The dot leaves its wgmma group running and waits for the previous trip's, whose
+        # stages the copies then refill; after its wait, a barrier.
+        dots[0].attrs["wgmma_in_flight"] = 1
+        loop.attrs["wgmma_in_flight"] = 1
+    elif in_flight:
+        # Several dots: none waits on its own (a wgmma chained on an accumulator still being
+        # written needs no wait); one wait after the last, until this trip's groups alone
+        # are left, retires the previous trip's, then a barrier before the copies refill
+        # their stages. Triton's order: the tensor cores take the second dot's group while
+        # the first one's is running, where a wait after the first held it back.
+        _wait_after_the_last_dot(remaining, dots, terminator)
         loop.attrs["wgmma_in_flight"] = 1
     # The copies go after the dot: their target stage was last read in the previous trip,
     # and the wait's barrier ordered those reads first. Shared-memory reads cannot move
