@@ -25,13 +25,12 @@ Set ``AOTK_DUMP=DIR`` to write every stage of every compile to DIR.
 """
 from __future__ import annotations
 
-import copy
 import json
 import os
 from dataclasses import asdict, dataclass, replace
 
 from .errors import CompilationError
-from .ir.kir import walk
+from .ir.kir import clone_function, walk
 from .ir.signature import Signature, runtime_parameter_names
 from .options import CompileOptions
 from .passes import axis_info
@@ -127,7 +126,7 @@ def _lower(generated, kernel_options: CompileOptions, target: str, budget: int) 
 
     num_warps, num_stages = kernel_options.num_warps, kernel_options.num_stages
     wgmma = has_wgmma(target)
-    function = copy.deepcopy(generated)
+    function = clone_function(generated)
     fold_dot_accumulators(function)
     hoist_loop_invariants(function)
     # Without cp.async (sm_75) no loop is pipelined through shared memory; the register
