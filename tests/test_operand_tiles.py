@@ -82,9 +82,12 @@ def test_a_transposed_dot_result_is_read_from_its_own_tile(name, target):
     registers against 164 on sm_80)."""
     case = next(c for c in SCORE_CASES if c.name == name)
     compiled = _compile(case, target)
-    # The kernel's second permute is ds's (the first, v's, feeds the first dot's B).
-    permute = [line for line in compiled.asm["gir"].splitlines() if " permute " in line][-1]
+    # The kernel's second permute is ds's (the first, v's, feeds the first dot's B); the
+    # dot reading it as A says so in the gir dump.
+    gir = compiled.asm["gir"].splitlines()
+    permute = [line for line in gir if " permute " in line][-1]
     assert " in #" not in permute
+    assert sum("a=m_major_view" in line for line in gir if " dot " in line) == 1
     ptx = compiled.ptx
     first_dot = re.search(r"\bmma\.sync", ptx).start()
     bt, bk = case.constants["BT"], case.constants["BK"]

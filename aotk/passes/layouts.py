@@ -181,6 +181,7 @@ class LayoutPlan:
 
         def op_note(op) -> str:
             notes = [name for name, stored in (("a=m_major", self.m_major_a(op)),
+                                               ("a=m_major_view", self.a_view_source(op)),
                                                ("b=k_major", self.k_major_b(op))) if stored]
             if notes:
                 return " ".join(notes)
