@@ -142,7 +142,7 @@ def kernel_rows(library: pathlib.Path, log2n: int, rotations: int = 3, only=None
                 ms = time_ms(lambda: ways[impl](sets[next(turn) % rotations]))
                 rows.append(harness.kernel_row(workload.kernel + suffix, impl, ms,
                                                workload.metric, workload.bytes_moved(sets[0])))
-        del sets
+        sets = None   # the inputs of this workload go before the next one's are made
         torch.cuda.empty_cache()
     return rows
 
