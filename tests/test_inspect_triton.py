@@ -117,3 +117,36 @@ def test_an_autotuned_kernel_with_a_dtype_constexpr_is_compared(tmp_path):
         numbers = triton_resources(function, signature, {"DTYPE": tl.float16, "BLOCK": 256},
                                    4, 3, target)
         assert 4 <= numbers["registers"] <= 64 and numbers["spills"] == 0
+
+
+DESCRIPTOR_MATMUL = """
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def tile_matmul(a_desc, b_desc, c_desc, K, BM: tl.constexpr, BN: tl.constexpr,
+                    BK: tl.constexpr):
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for k in range(0, K, BK):
+            acc = tl.dot(a_desc.load([0, k]), b_desc.load([k, 0]), acc)
+        c_desc.store([0, 0], acc.to(tl.float16))
+"""
+
+
+def test_a_kernel_on_host_tensor_descriptors_is_compared(tmp_path):
+    """Host-built descriptors (tensordesc<...> in the signature, aotk's base / shape / stride
+    parameters) are Triton's ``tensordesc`` parameters of the same block shapes: both sides
+    build the same TMA kernel (liger's SwiGLU MLP kernels take four such descriptors)."""
+    from aotk.buildsys.triton_side import load_triton_function, triton_compile, triton_resources
+    from aotk.ir.signature import Signature
+    (tmp_path / "tiles.py").write_text(textwrap.dedent(DESCRIPTOR_MATMUL))
+    function = load_triton_function(tmp_path / "tiles.py", "tile_matmul")
+    signature = Signature.parse(
+        "tensordesc<fp16[64, 64]>, tensordesc<fp16[64, 128]>, tensordesc<fp16[64, 128]>, i32",
+        ["a_desc", "b_desc", "c_desc", "K"])
+    constants = {"BM": 64, "BN": 128, "BK": 64}
+    numbers = triton_resources(function, signature, constants, 4, 3, "sm_90")
+    assert 32 <= numbers["registers"] <= 255 and numbers["spills"] == 0
+    ptx = triton_compile(function, signature, constants, 4, 3, "sm_90").asm["ptx"]
+    assert "cp.async.bulk.tensor.2d" in ptx and "wgmma.mma_async" in ptx

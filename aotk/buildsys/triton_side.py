@@ -8,7 +8,8 @@ from the same ptxas aotk uses, run on Triton's PTX, or a ``TritonSideError`` say
 there is no number. Triton compiles without a GPU (``triton.compile`` on an ``ASTSource``
 for a ``GPUTarget``). Hints carry over as Triton's own specialization would: ``:16`` is
 ``tt.divisibility`` 16, ``:1`` a constexpr 1; ``:2`` .. ``:8`` have no Triton spelling and are
-dropped (Triton's number is then for the less specialized kernel).
+dropped (Triton's number is then for the less specialized kernel). A host tensor descriptor
+(``HostDescriptorLayout``) is Triton's ``tensordesc<...>`` of that block shape.
 """
 from __future__ import annotations
 
@@ -74,9 +75,13 @@ def triton_compile(fn, signature, constants: dict, num_warps: int, num_stages: i
     """Triton's ``CompiledKernel`` of the Triton function ``fn`` for the specialization
     aotk builds (``triton.compile``: through its cache, unless TRITON_ALWAYS_COMPILE=1)."""
     from ..ir.signature import HostDescriptorLayout
-    if signature.descriptors or any(isinstance(v, HostDescriptorLayout)
-                                    for v in constants.values()):
-        raise TritonSideError("host tensor descriptors are not compared")
+    # A host-built tensor descriptor is one parameter of Triton's, ``tensordesc<fp32[64,
+    # 64]>``, where aotk's signature spells its base, shapes and strides.
+    descriptors = {name: layout for name, layout in signature.descriptors}
+    descriptors.update({name: value for name, value in constants.items()
+                        if isinstance(value, HostDescriptorLayout)})
+    if any(layout.padding != "zero" for layout in descriptors.values()):
+        raise TritonSideError("a descriptor padded with NaN is not compared")
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -86,7 +91,11 @@ def triton_compile(fn, signature, constants: dict, num_warps: int, num_stages: i
     types, constexprs, attrs = {}, {}, {}
     parameters = {p.name: p for p in signature.parameters}
     for index, name in enumerate(fn.arg_names):
-        if name in parameters:
+        if name in descriptors:
+            base = parameters[f"{name}_base"].type.element_ty.short
+            shape = ", ".join(str(size) for size in descriptors[name].block_shape)
+            types[name] = f"tensordesc<{base}[{shape}]>"
+        elif name in parameters:
             parameter = parameters[name]
             if parameter.hint == 1:
                 types[name], constexprs[name] = "constexpr", 1
