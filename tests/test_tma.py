@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 import aotk
+import aotk.language as tl
 from tests.examples import example_module
 from aotk.buildsys import cgen
 from aotk.buildsys.compile_builds import compile_builds
@@ -268,3 +269,50 @@ def test_a_tma_loop_inside_a_persistent_loop_matches_torch(m, n, k, programs):
     torch.cuda.synchronize()
     torch.testing.assert_close(c.float(), torch.matmul(a.float(), b.float()), atol=0.1,
                                rtol=1e-2)
+
+
+
+@aotk.jit
+def _matmul_from(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, k_start, BLOCK: tl.constexpr):
+    """c = a[:, k_start:] @ b[k_start:, :], read through descriptors from column (A) and
+    row (B) k_start: A's boxes start k_start elements into a row."""
+    a_desc = tl.make_tensor_descriptor(a_ptr, [M, K], [stride_am, 1], [BLOCK, BLOCK])
+    b_desc = tl.make_tensor_descriptor(b_ptr, [K, N], [N, 1], [BLOCK, BLOCK])
+    row, col = tl.program_id(0) * BLOCK, tl.program_id(1) * BLOCK
+    acc = tl.zeros((BLOCK, BLOCK), tl.float32)
+    for k in range(k_start, K, BLOCK):
+        acc = tl.dot(a_desc.load([row, k]), b_desc.load([k, col]), acc)
+    rows = row + tl.arange(0, BLOCK)[:, None]
+    cols = col + tl.arange(0, BLOCK)[None, :]
+    tl.store(c_ptr + rows * N + cols, acc, mask=(rows < M) & (cols < N))
+
+
+@pytest.mark.parametrize("k_start, tma", [("i32", False), ("i32:8", True), ("i32:4", False)])
+def test_tma_loads_start_on_16_bytes_of_a_row(k_start, tma):
+    """A's first box of a trip starts k elements into a row: TMA copies it only where k is
+    proven a multiple of 8 fp16 elements (16 bytes; the hardware faults on any other
+    start, an illegal instruction); otherwise pointer loads read them (cp.async where
+    their vectors allow: 8 bytes at k % 4 == 0; not pipelined at all for 2 bytes)."""
+    signature = f"*fp16:16, *fp16:16, *fp32:16, i32, i32:16, i32:16, i32:16, {k_start}"
+    compiled = aotk.compile(_matmul_from, signature, {"BLOCK": 64}, num_warps=4,
+                            num_stages=3, target="sm_90")
+    assert ("cp.async.bulk.tensor" in compiled.ptx) == tma
+    assert ("cp.async.ca.shared.global [%r" in compiled.ptx.replace("\t", " ")) == \
+        (k_start == "i32:4")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("k_start, k", [(0, 256), (3, 256), (8, 256), (0, 250), (8, 250)])
+def test_descriptor_loads_from_any_column_on_the_gpu(k_start, k):
+    """TMA loads (k_start 0 and 8 on sm_90) and pointer loads (3), rows 256 elements apart;
+    K = 250 ends A's rows 12 bytes into a 16-byte chunk: the boxes over that edge read
+    zeros past it, not the row's padding (filled with NaN here)."""
+    torch = pytest.importorskip("torch")
+    m, n = 192, 128
+    a = torch.full((m, 256), float("nan"), device="cuda", dtype=torch.float16)
+    a[:, :k] = torch.randn(m, k, device="cuda", dtype=torch.float16)
+    b = torch.randn(k, n, device="cuda", dtype=torch.float16)
+    c = torch.empty(m, n, device="cuda", dtype=torch.float32)
+    _matmul_from[(m // 64, n // 64)](a, b, c, m, n, k, a.stride(0), k_start, BLOCK=64)
+    want = a[:, k_start:k].float() @ b[k_start:, :].float()
+    torch.testing.assert_close(c, want, atol=2e-2, rtol=1e-3)

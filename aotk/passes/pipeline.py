@@ -109,10 +109,12 @@ from __future__ import annotations
 from ..ir import kir
 from ..ir import types as T
 from ..ir.types import BlockType
+from . import axis_info
 from .pipeline_carried import carry_offsets, keep_unshifted
 from .pipeline_shape import MAX_PIPELINE_BYTES, analyze_loop
 from .rewrite import (clone_ops, constant, new_op, remove_unused_pure_ops,
                       upward_for_loops, users_of)
+from .tensor_maps import column_aligned
 
 
 def pipeline_dot_loops(function: kir.Function, infos: dict, num_warps: int,
@@ -190,14 +192,20 @@ def _wait_after_the_last_dot(ops: list, dots: list, terminator) -> None:
 def tma_loads(function: kir.Function, num_warps: int, num_stages: int, wgmma: bool,
               budget: int = MAX_PIPELINE_BYTES) -> set:
     """ids of the ``descriptor_load``s that ``pipeline_dot_loops`` will copy with TMA;
-    every other descriptor op goes to the pointer fallback first (``passes.descriptors``)."""
+    every other descriptor op goes to the pointer fallback first (``passes.descriptors``).
+    A loop's loads are copied with TMA only where each one's first column is proven to
+    start on 16 bytes (``tensor_maps.column_aligned``; the hardware faults otherwise)."""
     if not wgmma or num_stages < 2:
         return set()
     users = users_of(function.body)
     found = set()
+    infos = None
     for _, loop in upward_for_loops(function):
         shape = analyze_loop(function, loop, None, users, num_warps, num_stages, wgmma, budget)
-        if shape is not None and shape.recipes:
+        if shape is None or not shape.recipes:
+            continue
+        infos = infos or axis_info.analyze(function)
+        if all(column_aligned(load, infos) for load in shape.loads):
             found |= {id(load) for load in shape.loads}
     return found
 

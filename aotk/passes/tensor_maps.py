@@ -3,6 +3,9 @@
 In: a ``descriptor_load`` op (``tl.make_tensor_descriptor(...).load(...)``) and the kernel's
 parameters. Out: a ``TensorMapRecipe``, or None where the descriptor cannot become a TMA
 tensor map, which leaves it to the pointer-load fallback (``passes.descriptors``).
+``column_aligned``: whether an op's innermost offset is proven to keep the box's start on
+16 bytes, which the hardware needs at run time (a copy that starts elsewhere stops the
+kernel with an illegal instruction), from the axis info of its offsets.
 
 A tensor map (``CUtensorMap``, 128 bytes) is encoded on the host by
 ``cuTensorMapEncodeTiled`` and passed to the kernel as a ``.param`` (a grid constant). So
@@ -112,3 +115,14 @@ def tensor_map_recipe(op, function) -> TensorMapRecipe | None:
         return None
     return TensorMapRecipe(base_entry[1], element.name, itemsize, tuple(shape_entries),
                            tuple(stride_entries[:-1]), (rows, SWIZZLE_BYTES // itemsize))
+
+
+def column_aligned(op, infos: dict) -> bool:
+    """Whether the first column the descriptor op ``op`` touches is proven to start 16
+    bytes after a row's start (with the base and row strides a map needs, its global
+    address is then 16-byte aligned): the innermost offset's divisibility (axis info of
+    the unrewritten kir, ``infos``) times the element size."""
+    _, _, _, offsets, value = descriptor_operands(op)
+    element = (op.result if value is None else value).element
+    info = infos.get(offsets[-1])
+    return info is not None and info.divisibility[0] * element.itemsize % TMA_ALIGNMENT == 0
