@@ -41,6 +41,7 @@ from .passes.pipeline import pipeline_dot_loops, tma_loads
 from .passes.pipeline_shape import MAX_PIPELINE_BYTES
 from .passes.loop_invariant import hoist_loop_invariants
 from .passes.prefetch import prefetch_dot_operands
+from .passes.tma_stores import tma_store_candidates, tma_stores
 from .targets import (SHARED_BYTES_PER_BLOCK, capability, has_ampere_mma, has_async_copy,
                       has_wgmma)
 
@@ -136,12 +137,15 @@ def _lower(generated, kernel_options: CompileOptions, target: str, budget: int) 
     # other descriptor op becomes pointer loads and stores first.
     tma_copied = tma_loads(function, num_warps, num_stages, wgmma, budget) \
         if pipelined and kernel_options.tma else set()
-    lower_descriptors(function, keep=tma_copied)
+    # Descriptor stores with a tensor map are TMA stores from shared memory (sm_90 on).
+    tma_stored = tma_store_candidates(function) if wgmma and kernel_options.tma else set()
+    lower_descriptors(function, keep=tma_copied | tma_stored)
     if num_stages > 1:
         if pipelined:
             pipeline_dot_loops(function, axis_info.analyze(function), num_warps, num_stages,
                                wgmma, budget)
         prefetch_dot_operands(function, num_warps)
+    tma_stores(function, tma_stored)
     left = [op for op in walk(function.body) if op.opcode == "descriptor_load"]
     assert not left, "a TMA loop was not pipelined"
     infos = axis_info.analyze(function)

@@ -82,7 +82,8 @@ def _descriptor_matmul(torch, m, n, k, block_n=256, warps=8):
                                                      (528, 272, 1040, 128, 4)])
 def test_jit_copies_descriptor_tiles_with_tma(m, n, k, block_n, warps):
     """Through the JIT launcher, on sm_90: the tensor maps are encoded per launch and the
-    tiles arrive by TMA (the compiled kernel takes two maps); sizes end mid-tile."""
+    tiles arrive by TMA and C leaves by TMA (the compiled kernel takes three maps); sizes
+    end mid-tile."""
     torch = pytest.importorskip("torch")
     from aotk.launch import device
     device._launchable.clear()
@@ -91,7 +92,7 @@ def test_jit_copies_descriptor_tiles_with_tma(m, n, k, block_n, warps):
     assert (torch.linalg.norm(out.float() - reference) / torch.linalg.norm(reference)) < 1e-2
     maps = [len(metadata["tensor_maps"]) for _, metadata in device._launchable.values()]
     target = torch.cuda.get_device_capability()
-    assert maps == ([2] if target == (9, 0) else [0])
+    assert maps == ([3] if target == (9, 0) else [0])
 
 
 def test_jit_reuses_tensor_maps_of_repeated_arguments():
@@ -105,11 +106,11 @@ def test_jit_reuses_tensor_maps_of_repeated_arguments():
     # The first call's tensors stay alive, so the second call's (from torch's caching
     # allocator) cannot reuse their addresses.
     first = _descriptor_matmul(torch, 512, 512, 256)
-    assert len(tensor_maps._encoded) == 2
+    assert len(tensor_maps._encoded) == 3
     encoded = dict(tensor_maps._encoded)
     a, b, out = _descriptor_matmul(torch, 512, 512, 256)   # fresh tensors: new addresses
     del first
-    assert len(tensor_maps._encoded) == 4
+    assert len(tensor_maps._encoded) == 6
     reference = a.float() @ b.float()
     assert (torch.linalg.norm(out.float() - reference) / torch.linalg.norm(reference)) < 1e-2
     assert all(tensor_maps._encoded[key] is value for key, value in encoded.items())
@@ -123,7 +124,7 @@ def test_jit_descriptor_with_empty_dimension_runs_without_tma():
     _, _, out = _descriptor_matmul(torch, 512, 512, 0)
     assert torch.count_nonzero(out).item() == 0
     if torch.cuda.get_device_capability() == (9, 0):
-        assert sorted(len(m["tensor_maps"]) for _, m in device._launchable.values()) == [0, 2]
+        assert sorted(len(m["tensor_maps"]) for _, m in device._launchable.values()) == [0, 3]
 
 
 @pytest.mark.parametrize("dtype, acc_fp16, stages, block_n, warps", [
@@ -150,4 +151,4 @@ def test_jit_tma_persistent_matmul(dtype, acc_fp16, stages, block_n, warps):
     error = torch.linalg.norm(out.float() - reference) / torch.linalg.norm(reference)
     assert error < (2e-2 if acc_fp16 or dtype == "bfloat16" else 1e-2)
     if torch.cuda.get_device_capability() == (9, 0):
-        assert [len(md["tensor_maps"]) for _, md in device._launchable.values()] == [2]
+        assert [len(md["tensor_maps"]) for _, md in device._launchable.values()] == [3]

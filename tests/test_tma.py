@@ -1,5 +1,6 @@
-"""TMA for tensor-descriptor loads (issue 6): which builds copy with TMA, what the PTX and the
-tensor-map recipes hold, and the C the library generates to encode the maps."""
+"""TMA for tensor descriptors (issue 6; stores: tests/test_tma_stores.py): which builds copy
+with TMA, what the PTX and the tensor-map recipes hold, and the C the library generates to
+encode the maps."""
 import re
 from pathlib import Path
 
@@ -33,9 +34,10 @@ def test_aligned_descriptor_loads_become_tma_copies_on_sm_90():
     compiled = _compile()
     ptx = compiled.ptx
     assert compiled.metadata["arch"] == "sm_90a" and "wgmma.mma_async" in ptx
-    # The two maps are 128-byte grid constants after the nine params.
-    assert re.search(r"\.param \.align 64 \.b8 matmul_descriptor_kernel_param_9\[128\]", ptx)
-    assert re.search(r"\.param \.align 64 \.b8 matmul_descriptor_kernel_param_10\[128\]", ptx)
+    # The three maps (A, B, then C's) are 128-byte grid constants after the nine params.
+    for index in (9, 10, 11):
+        assert re.search(rf"\.param \.align 64 \.b8 matmul_descriptor_kernel_param_{index}\[128\]",
+                         ptx)
     assert "cvta.param.u64" in ptx
     # Per trip: A is one [128, 64] box, B four [64, 64] boxes (one per 128-byte panel),
     # each completing on the stage's mbarrier; prologue 2 trips + loop 1 = 3 x 5 copies.
@@ -44,8 +46,12 @@ def test_aligned_descriptor_loads_become_tma_copies_on_sm_90():
     assert ptx.count("mbarrier.arrive.expect_tx.shared::cta.b64") == 3
     assert "mbarrier.try_wait.parity.shared::cta.b64" in ptx
     assert ptx.count("mbarrier.inval.shared::cta.b64") == 3
-    # No operand goes through cp.async any more; C is still written by ordinary stores.
+    # No operand goes through cp.async any more; C's [128, 256] tile goes out as four
+    # [128, 64] TMA stores (pointer stores, one element at a time, only where a box would
+    # start before the tensor: tests/test_tma_stores.py).
     assert "cp.async.cg" not in ptx and "cp.async.ca" not in ptx
+    assert ptx.count("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group") == 4
+    assert "st.global.v" not in ptx
     assert compiled.metadata["spills"] == 0
     assert compiled.metadata["tensor_maps"] == [
         {"base": "a_ptr", "element": "float16", "itemsize": 2, "data_type": 6,
@@ -53,7 +59,10 @@ def test_aligned_descriptor_loads_become_tma_copies_on_sm_90():
          "box": [128, 64], "swizzle": 128},
         {"base": "b_ptr", "element": "float16", "itemsize": 2, "data_type": 6,
          "shape": [["param", "K"], ["param", "N"]], "strides": [["param", "stride_bk"]],
-         "box": [64, 64], "swizzle": 128}]
+         "box": [64, 64], "swizzle": 128},
+        {"base": "c_ptr", "element": "float16", "itemsize": 2, "data_type": 6,
+         "shape": [["param", "M"], ["param", "N"]], "strides": [["param", "stride_cm"]],
+         "box": [128, 64], "swizzle": 128}]
 
 
 @pytest.mark.parametrize("signature, copies", [
@@ -65,11 +74,13 @@ def test_aligned_descriptor_loads_become_tma_copies_on_sm_90():
 ])
 def test_descriptor_loads_without_proven_alignment_use_pointer_loads(signature, copies):
     """The driver refuses maps of unaligned tensors: such builds read the descriptors'
-    tiles with masked pointer loads, pipelined with cp.async where the vectors allow."""
+    tiles with masked pointer loads, pipelined with cp.async where the vectors allow (C,
+    aligned, keeps its TMA store: its map is the only one)."""
     compiled = _compile(signature)
-    assert compiled.metadata["tensor_maps"] == []
-    assert "cp.async.bulk.tensor" not in compiled.ptx and "mbarrier" not in compiled.ptx
-    assert ".b8 matmul_descriptor_kernel_param_9[128]" not in compiled.ptx
+    assert [recipe["base"] for recipe in compiled.metadata["tensor_maps"]] == ["c_ptr"]
+    assert "cp.async.bulk.tensor.2d.shared" not in compiled.ptx
+    assert "mbarrier" not in compiled.ptx
+    assert ".b8 matmul_descriptor_kernel_param_10[128]" not in compiled.ptx
     assert sorted(set(re.findall(r"cp\.async\.(ca|cg)\.shared", compiled.ptx))) == copies
 
 
@@ -106,10 +117,10 @@ def test_library_encodes_tensor_maps_for_its_tma_builds(tmp_path):
     manifest = load_manifest(manifest_path)
     plans = plan_builds(manifest)
     compiled = compile_builds(plans, manifest.targets, jobs=1)
-    assert [len(compiled[("mm", i)].metadata["tensor_maps"]) for i in range(2)] == [2, 0]
+    assert [len(compiled[("mm", i)].metadata["tensor_maps"]) for i in range(2)] == [3, 0]
     library = cgen.generate(manifest, plans, compiled)["tma_library.c"]
-    assert ("M >= 1 && K >= 1 && stride_am >= 1 && N >= 1 && stride_bk >= 1)\n"
-            "            return 0;") in library
+    assert ("M >= 1 && K >= 1 && stride_am >= 1 && N >= 1 && stride_bk >= 1 && "
+            "stride_cm >= 1)\n            return 0;") in library
     assert ("const int64_t shape[2] = {M, K};\n"
             "            const int64_t strides[1] = {(int64_t)stride_am * 2};\n"
             '            status = aotk_encode_tensor_map(&tma_variants[0], &tensor_maps[0], "a_ptr", '
@@ -119,8 +130,8 @@ def test_library_encodes_tensor_maps_for_its_tma_builds(tmp_path):
             '            status = aotk_encode_tensor_map(&tma_variants[0], &tensor_maps[1], "b_ptr", '
             "6, b_ptr, 2, shape, strides, 64u, 64u);") in library
     assert ("void *params[] = {&a_ptr, &b_ptr, &c_ptr, &M, &N, &K, &stride_am, &stride_bk, "
-            "&stride_cm, &tensor_maps[0], &tensor_maps[1]};") in library
-    assert library.count("aotk_encode_tensor_map(") == 2   # the pointer build encodes none
+            "&stride_cm, &tensor_maps[0], &tensor_maps[1], &tensor_maps[2]};") in library
+    assert library.count("aotk_encode_tensor_map(") == 3   # the pointer build encodes none
     # And it builds: the library loads (no GPU needed) and dispatches by those clauses.
     lib = aotk.load(aotk.build(manifest_path, out_dir=tmp_path / "out").library)
     assert lib.mm.select(1 << 20, 1 << 21, 1 << 22, 1000, 1200, 3000, 3000, 1200, 1200) == \
@@ -269,7 +280,6 @@ def test_a_tma_loop_inside_a_persistent_loop_matches_torch(m, n, k, programs):
     torch.cuda.synchronize()
     torch.testing.assert_close(c.float(), torch.matmul(a.float(), b.float()), atol=0.1,
                                rtol=1e-2)
-
 
 
 @aotk.jit

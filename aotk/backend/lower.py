@@ -14,9 +14,9 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 # The op families register their lowerings when imported.
-from . import (atomics, control, creation, debug, dot, elementwise, gather,  # noqa: F401
-               histogram, inline_asm, map_elementwise, math, memory, pipeline, reduce,
-               scan, sort, tma, views)
+from . import (atomics, control, creation, debug, descriptors, dot, elementwise,  # noqa: F401
+               gather, histogram, inline_asm, map_elementwise, math, memory, pipeline,
+               reduce, scan, sort, tma, views)
 from ..passes.layouts import SCALAR, LayoutPlan
 from ..targets import SHARED_BYTES_PER_BLOCK
 from .context import LoweringContext

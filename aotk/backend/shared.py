@@ -214,8 +214,10 @@ class SharedMemory:
             array = ir.ArrayType(I8, 0)
             self.buffer = ir.GlobalVariable(self.module, array, "shared_scratch", addrspace=3)
             self.buffer.linkage = "external"
-            # wgmma's swizzled tiles start on 1024-byte swizzle atoms (backend.wgmma).
-            self.buffer.align = SWIZZLE_ATOM_BYTES if self.plan.uses_wgmma else 16
+            # wgmma's swizzled tiles, and those TMA stores read, start on 1024-byte
+            # swizzle atoms (backend.wgmma, backend.descriptors).
+            swizzled = self.plan.uses_wgmma or function.tensor_maps
+            self.buffer.align = SWIZZLE_ATOM_BYTES if swizzled else 16
             self.bytes = needed
 
     def barrier(self):

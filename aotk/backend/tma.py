@@ -1,6 +1,7 @@
 """Lowering of the TMA ops of a pipelined loop (``passes.pipeline`` with tensor descriptors):
 ``tma_init``, ``tma_expect``, ``tma_copy``, ``tma_wait``, ``tma_release``, and the kernel's
-tensor-map parameters.
+tensor-map parameters; ``elected_thread`` and ``scalar_i32`` for the other TMA users
+(``backend.descriptors``).
 
 In: the ops with their scalar operands; the loop's stages (``backend.pipeline.StagedBuffer``)
 and mbarriers (8 bytes per stage, after the stages: ``plan_buffers``). Out:
@@ -52,7 +53,8 @@ def grid_constant_params(llvm_text: str, count: int) -> str:
     return llvm_text
 
 
-def _scalar(ctx, value, width=I32):
+def scalar_i32(ctx, value, width=I32):
+    """The register of scalar ``value``, truncated to ``width`` where wider."""
     (register,) = ctx.regs(value, SCALAR)
     if register.type != width:
         register = ctx.builder.trunc(register, width)
@@ -67,7 +69,7 @@ def _barrier_address(ctx, op, stage):
     return b.ptrtoint(ctx.shared.stage_pointer(offset), I32)
 
 
-def _elected(ctx, in_range=None):
+def elected_thread(ctx, in_range=None):
     """Thread 0 of the CTA (and ``in_range``, an i1, when given)."""
     b = ctx.builder
     first = b.icmp_unsigned("==", ctx.threads.tid, ir.Constant(I32, 0))
@@ -79,7 +81,7 @@ def lower_tma_init(ctx, op):
     b = ctx.builder
     ctx.shared.begin_use()
     proxy_fence(b)
-    with b.if_then(_elected(ctx)):
+    with b.if_then(elected_thread(ctx)):
         for stage in range(op.attrs["stages"]):
             address = _barrier_address(ctx, op, ir.Constant(I32, stage))
             inline_asm(b, "mbarrier.init.shared::cta.b64 [$0], 1;", "r", [address])
@@ -90,9 +92,9 @@ def lower_tma_init(ctx, op):
 @lowering("tma_expect")
 def lower_tma_expect(ctx, op):
     b = ctx.builder
-    stage = _scalar(ctx, op.operands[0])
+    stage = scalar_i32(ctx, op.operands[0])
     (in_range,) = ctx.regs(op.operands[1], SCALAR)
-    with b.if_then(_elected(ctx, in_range)):
+    with b.if_then(elected_thread(ctx, in_range)):
         inline_asm(b, "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;", "r,r",
              [_barrier_address(ctx, op, stage), ir.Constant(I32, op.attrs["bytes"])])
 
@@ -100,7 +102,7 @@ def lower_tma_expect(ctx, op):
 @lowering("tma_copy")
 def lower_tma_copy(ctx, op):
     b = ctx.builder
-    *offsets, stage = (_scalar(ctx, v) for v in op.operands[:-1])
+    *offsets, stage = (scalar_i32(ctx, v) for v in op.operands[:-1])
     (in_range,) = ctx.regs(op.operands[-1], SCALAR)
     staged = ctx.pipeline.staged[op.attrs["buffer"]]
     rows, box_columns = op.attrs["box"]
@@ -113,7 +115,7 @@ def lower_tma_copy(ctx, op):
             f"[$0], [$1, {{{coordinates}}}], [${2 + rank}];")
     constraints = "r,l," + "r," * rank + "r"
     column, *outer = reversed(offsets)
-    with b.if_then(_elected(ctx, in_range)):
+    with b.if_then(elected_thread(ctx, in_range)):
         shared_root = b.ptrtoint(ctx.shared.stage_pointer(ir.Constant(I32, 0)), I32)
         slot = b.add(shared_root, staged.stage_base(b, stage))
         barrier = _barrier_address(ctx, op, stage)
@@ -129,7 +131,7 @@ def lower_tma_copy(ctx, op):
 @lowering("tma_wait")
 def lower_tma_wait(ctx, op):
     b = ctx.builder
-    stage, phase = (_scalar(ctx, v) for v in op.operands)
+    stage, phase = (scalar_i32(ctx, v) for v in op.operands)
     # Labels inside braces are local to that scope, so the asm may appear many times.
     wait = ("{ .reg .pred done; wait: mbarrier.try_wait.parity.shared::cta.b64 done, [$0], $1; "
             "@!done bra wait; }")
@@ -140,7 +142,7 @@ def lower_tma_wait(ctx, op):
 def lower_tma_release(ctx, op):
     b = ctx.builder
     ctx.shared.barrier()
-    with b.if_then(_elected(ctx)):
+    with b.if_then(elected_thread(ctx)):
         for stage in range(op.attrs["stages"]):
             address = _barrier_address(ctx, op, ir.Constant(I32, stage))
             inline_asm(b, "mbarrier.inval.shared::cta.b64 [$0];", "r", [address])

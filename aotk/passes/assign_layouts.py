@@ -91,6 +91,17 @@ def _store(demands, op):
         demands.want(value, layout)
 
 
+def _descriptor_store(demands, op):
+    """A TMA store (``passes.tma_stores``; the others are pointer stores by now): its tile
+    is written to shared memory from the fragments it was computed in, or else from its
+    natural layout (``mma.store_tile``); no layout of its own is anchored."""
+    *scalars, value = op.operands
+    demands.want_natural(scalars)
+    resident = demands.resident.get(value)
+    demands.want(value, resident if resident is not None and not resident.sliced
+                 else demands.plan.natural(value))
+
+
 def _terminator(demands, op):
     layouts = demands.yield_layouts.get(op) or [demands.plan.natural(v) for v in op.operands]
     for value, layout in zip(op.operands, layouts):
@@ -414,6 +425,7 @@ def _wgmma_wait(demands, op):
 
 DEMANDS = {
     "store": _store,
+    "descriptor_store": _descriptor_store,
     **dict.fromkeys(TERMINATORS, _terminator),
     **dict.fromkeys(SIDE_EFFECT_OPS, _side_effect),
     **dict.fromkeys(COMBINING, _combining),

@@ -114,7 +114,7 @@ from .pipeline_carried import carry_offsets, keep_unshifted
 from .pipeline_shape import MAX_PIPELINE_BYTES, analyze_loop
 from .rewrite import (clone_ops, constant, new_op, remove_unused_pure_ops,
                       upward_for_loops, users_of)
-from .tensor_maps import column_aligned
+from .tensor_maps import column_aligned, tensor_map_index
 
 
 def pipeline_dot_loops(function: kir.Function, infos: dict, num_warps: int,
@@ -229,7 +229,7 @@ def _rewrite(function, parent: list, loop, infos, users, num_warps: int, num_sta
     shifted, update_slice = shape.shifted, shape.update_slice
     tma = shape.recipes is not None
     if tma:
-        maps = [_tensor_map_index(function, recipe) for recipe in shape.recipes]
+        maps = [tensor_map_index(function, recipe) for recipe in shape.recipes]
 
     carry_offsets(parent, loop, shape, users)
     update_ops = [o for o in ops if id(o) in update_slice]
@@ -469,10 +469,3 @@ def _rewrite(function, parent: list, loop, infos, users, num_warps: int, num_sta
         new_op("async_wait", [], None, pending=0)
     parent.insert(parent.index(loop) + 1, after)
     return True
-
-
-def _tensor_map_index(function, recipe) -> int:
-    """The index of ``recipe`` among the kernel's tensor-map parameters (added if new)."""
-    if recipe not in function.tensor_maps:
-        function.tensor_maps.append(recipe)
-    return function.tensor_maps.index(recipe)

@@ -1,11 +1,13 @@
-"""Which ``descriptor_load``s can be TMA copies, and the host-side recipe of their tensor maps.
+"""Which descriptor ops can be TMA copies, and the host-side recipe of their tensor maps.
 
-In: a ``descriptor_load`` op (``tl.make_tensor_descriptor(...).load(...)``) and the kernel's
-parameters. Out: a ``TensorMapRecipe``, or None where the descriptor cannot become a TMA
-tensor map, which leaves it to the pointer-load fallback (``passes.descriptors``).
-``column_aligned``: whether an op's innermost offset is proven to keep the box's start on
-16 bytes, which the hardware needs at run time (a copy that starts elsewhere stops the
-kernel with an illegal instruction), from the axis info of its offsets.
+In: a ``descriptor_load`` or ``descriptor_store`` op (``tl.make_tensor_descriptor(...)``,
+or a host ``TensorDescriptor`` argument) and the kernel's parameters. Out: a
+``TensorMapRecipe``, or None where the descriptor cannot become a TMA tensor map, which
+leaves it to the pointer fallback (``passes.descriptors``); ``tensor_map_index`` numbers
+a kernel's maps (one parameter per distinct recipe). ``column_aligned``: whether an op's
+innermost offset is proven to keep the box's start on 16 bytes, which the hardware needs at
+run time (a copy that starts elsewhere stops the kernel with an illegal instruction), from
+the axis info of its offsets.
 
 A tensor map (``CUtensorMap``, 128 bytes) is encoded on the host by
 ``cuTensorMapEncodeTiled`` and passed to the kernel as a ``.param`` (a grid constant). So
@@ -87,16 +89,17 @@ def _multiple_of_16_bytes(entry, params_by_name: dict, itemsize: int) -> bool:
 
 
 def tensor_map_recipe(op, function) -> TensorMapRecipe | None:
-    """The recipe of a ``descriptor_load`` that TMA can copy, else None."""
-    if op.opcode != "descriptor_load" or not 2 <= op.attrs["rank"] <= MAX_RANK:
+    """The recipe of a descriptor load or store that TMA can copy, else None."""
+    if op.opcode not in ("descriptor_load", "descriptor_store") or \
+            not 2 <= op.attrs["rank"] <= MAX_RANK:
         return None
     block = op.attrs["block_shape"]
     if any(size != 1 for size in block[:-2]):
         return None
     params = {p.value: p for p in function.params}
     by_name = {p.name: p for p in function.params}
-    base, shapes, strides, _, _ = descriptor_operands(op)
-    element = op.result.element
+    base, shapes, strides, _, value = descriptor_operands(op)
+    element = (op.result if value is None else value).element
     itemsize = element.itemsize
     rows, columns = block[-2:]
     base_entry = _entry(base, params)
@@ -115,6 +118,13 @@ def tensor_map_recipe(op, function) -> TensorMapRecipe | None:
         return None
     return TensorMapRecipe(base_entry[1], element.name, itemsize, tuple(shape_entries),
                            tuple(stride_entries[:-1]), (rows, SWIZZLE_BYTES // itemsize))
+
+
+def tensor_map_index(function, recipe: TensorMapRecipe) -> int:
+    """The index of ``recipe`` among the kernel's tensor-map parameters (added if new)."""
+    if recipe not in function.tensor_maps:
+        function.tensor_maps.append(recipe)
+    return function.tensor_maps.index(recipe)
 
 
 def column_aligned(op, infos: dict) -> bool:

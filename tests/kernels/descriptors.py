@@ -74,6 +74,38 @@ def copy_3d_kernel(src, dst, B, M, N, src_stride_b, src_stride_m, dst_stride_b, 
     dst_desc.store(offsets, src_desc.load(offsets) + 1)
 
 
+@aotk.jit
+def gated_product_3d_kernel(x_ptr, w_ptr, out_ptr, acc_ptr, B, M, N, K, stride_xb,
+                            stride_xm, stride_wk, stride_ob, stride_om, stride_ab, stride_am,
+                            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                            BLOCK_K: tl.constexpr):
+    """acc = x[b] @ w over a K loop; out[b] = acc * sigmoid(acc) in out's dtype and acc in
+    fp32, both stored through rank-3 descriptors as ``tl.reshape(.., [1, BM, BN])`` (cast
+    after the reshape for out): the epilogue of a fused gated MLP. Edge tiles run past M
+    and N (dropped stores)."""
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    batch = tl.program_id(2)
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, K, BLOCK_K):
+        ks = k + tl.arange(0, BLOCK_K)
+        x = tl.load(x_ptr + batch * stride_xb + rows[:, None] * stride_xm + ks[None, :],
+                    mask=(rows[:, None] < M) & (ks[None, :] < K), other=0.0)
+        w = tl.load(w_ptr + ks[:, None] * stride_wk + cols[None, :],
+                    mask=(ks[:, None] < K) & (cols[None, :] < N), other=0.0)
+        acc = tl.dot(x, w, acc)
+    out_desc = tl.make_tensor_descriptor(out_ptr, [B, M, N], [stride_ob, stride_om, 1],
+                                         [1, BLOCK_M, BLOCK_N])
+    acc_desc = tl.make_tensor_descriptor(acc_ptr, [B, M, N], [stride_ab, stride_am, 1],
+                                         [1, BLOCK_M, BLOCK_N])
+    offsets = [batch, pid_m * BLOCK_M, pid_n * BLOCK_N]
+    gated = tl.reshape(acc * tl.sigmoid(acc), [1, BLOCK_M, BLOCK_N])
+    out_desc.store(offsets, gated.to(out_desc.dtype))
+    acc_desc.store(offsets, tl.reshape(acc, [1, BLOCK_M, BLOCK_N]))
+
+
 def _cdiv(a, b):
     return -(-a // b)
 
@@ -86,12 +118,12 @@ def _padded(rng, dtype, shape, padding):
     return rng.integers(-1000, 1000, shape).astype(dtype)
 
 
-def _tile_copy_case(name, dtype, m, n, shift_m, shift_n, block_m, block_n):
+def _tile_copy_case(name, dtype, m, n, shift_m, shift_n, block_m, block_n, dst_padding=5):
     grid = (_cdiv(m + shift_m, block_m), _cdiv(n + shift_n, block_n))
 
     def make(rng):
         src = _padded(rng, dtype, (m, n), 3)
-        dst = np.full((m, n + 5), SENTINEL, dtype)
+        dst = np.full((m, n + dst_padding), SENTINEL, dtype)
         tiles = np.zeros(grid + (block_m, block_n), dtype)
         return {"src": src, "dst": dst, "tiles": tiles, "M": m, "N": n,
                 "stride_src": src.shape[1], "stride_dst": dst.shape[1]}
@@ -145,6 +177,33 @@ def _copy_3d_case(name, dtype, b, m, n, shift_m, blocks, wide_strides=False):
                  "BLOCK_N": block_n}, ("dst",), reference)
 
 
+def _gated_product_case(name, dtype, b, m, n, k, pitch, blocks):
+    """out and acc rows ``pitch`` elements apart (a multiple of 16 keeps the stores on TMA
+    on sm_90), N short of it: the padding must keep its sentinel."""
+    block_m, block_n, block_k = blocks
+
+    def make(rng):
+        x = (rng.standard_normal((b, m, k)) / 4).astype(np.float16)
+        w = (rng.standard_normal((k, n)) / 4).astype(np.float16)
+        out = np.full((b, m, pitch), SENTINEL, dtype)
+        acc = np.full((b, m, pitch), SENTINEL, np.float32)
+        return {"x_ptr": x, "w_ptr": w, "out_ptr": out, "acc_ptr": acc, "B": b, "M": m,
+                "N": n, "K": k, "stride_xb": m * k, "stride_xm": k, "stride_wk": n,
+                "stride_ob": m * pitch, "stride_om": pitch, "stride_ab": m * pitch,
+                "stride_am": pitch}
+
+    def reference(args):
+        acc = args["x_ptr"].astype(np.float64) @ args["w_ptr"].astype(np.float64)
+        out = np.full_like(args["out_ptr"], SENTINEL)
+        out[:, :, :n] = (acc / (1 + np.exp(-acc))).astype(dtype)
+        stored = np.full_like(args["acc_ptr"], SENTINEL)
+        stored[:, :, :n] = acc
+        return {"out_ptr": out, "acc_ptr": stored}
+    return Case(name, gated_product_3d_kernel, make, (_cdiv(m, block_m), _cdiv(n, block_n), b),
+                {"BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k},
+                ("out_ptr", "acc_ptr"), reference, False, 1e-2)
+
+
 def _matmul_case(name, m, n, k, block_m=64, block_n=64, block_k=32, group_m=2):
     def make(rng):
         a = rng.standard_normal((m, k)).astype(np.float16)
@@ -171,7 +230,27 @@ CASES = [
     _copy_3d_case("descriptor-3d-fp32", np.float32, 3, 10, 20, 2, (2, 8, 16)),
     _copy_3d_case("descriptor-3d-fp16-int64-strides", np.float16, 5, 12, 40, 3, (4, 4, 32),
                   wide_strides=True),
+    # Rows of whole 128-byte panels, 16-element pitches, columns shifted by whole 16 bytes:
+    # TMA stores on sm_90 where a box starts inside the tensor (past its end: clipped),
+    # the copy-out path for the first row and column of tiles, which start before it.
+    _tile_copy_case("descriptor-2d-fp16-tma-store-clipped", np.float16, 100, 152, 7, 8, 32, 64,
+                    dst_padding=8),
+    _tile_copy_case("descriptor-2d-fp32-tma-store-two-panels", np.float32, 45, 68, 3, 4, 16,
+                    64, dst_padding=12),
+    # Rows of 300 bytes: a TMA store would overwrite the 4 bytes after each row's end (it
+    # writes whole 16 bytes), so every tile takes the copy-out path.
+    _tile_copy_case("descriptor-2d-fp16-ragged-rows-copied-out", np.float16, 100, 150, 0, 0,
+                    32, 64, dst_padding=10),
+    # The same with columns shifted by 18 bytes: a TMA box may not start there (the
+    # hardware stops the kernel), so these stay pointer stores.
+    _tile_copy_case("descriptor-2d-fp16-unaligned-columns-pointer-stores", np.float16, 100,
+                    150, 7, 9, 32, 64, dst_padding=10),
+    _gated_product_case("descriptor-3d-reshaped-epilogue-fp16", np.float16, 2, 100, 72, 48,
+                        80, (64, 64, 16)),
+    _gated_product_case("descriptor-3d-reshaped-epilogue-fp32-four-panels", np.float32, 1, 64,
+                        128, 32, 128, (64, 128, 32)),
     _matmul_case("descriptor-matmul-fp16-odd-200x136x72", 200, 136, 72),
+    _matmul_case("descriptor-matmul-fp16-clipped-200x144x64", 200, 144, 64),
     _matmul_case("descriptor-matmul-fp16-128x128x64", 128, 128, 64),
 ]
 
