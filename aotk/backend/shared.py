@@ -209,13 +209,11 @@ class SharedMemory:
             else:   # too large either way: the compile error names the padded size
                 self.pad_conversions = True
         if needed:
-            # Dynamic shared memory (`extern .shared`): the launch passes its size, so a
-            # kernel may use more than the 48 KB a static allocation is limited to.
+            # Dynamic (`extern .shared`): the launch passes its size, over 48 KB allowed.
             array = ir.ArrayType(I8, 0)
             self.buffer = ir.GlobalVariable(self.module, array, "shared_scratch", addrspace=3)
             self.buffer.linkage = "external"
-            # wgmma's swizzled tiles, and those TMA stores read, start on 1024-byte
-            # swizzle atoms (backend.wgmma, backend.descriptors).
+            # wgmma's and TMA stores' swizzled tiles start on 1024-byte swizzle atoms.
             swizzled = self.plan.uses_wgmma or function.tensor_maps
             self.buffer.align = SWIZZLE_ATOM_BYTES if swizzled else 16
             self.bytes = needed

@@ -20,6 +20,7 @@ import numpy as np
 from ..ir import types as T
 from ..ir.pointer_layouts import dense_strides, strides_match
 from ..ir.signature import SPECIALIZED_HINT, Signature, SignatureParameter
+from ..tools.tensor_descriptor import RowStride
 
 NUMPY_DTYPES = {
     np.dtype(np.bool_): T.int1, np.dtype(np.int8): T.int8, np.dtype(np.int16): T.int16,
@@ -358,6 +359,19 @@ def specialize_values(kernel, runtime_args: dict, host_memory: bool = False):
             continue
         if cls is float:
             codes.append("f")
+            continue
+        if isinstance(value, RowStride) and _INT32_MIN <= value < _INT32_END:
+            # A host descriptor's stride: hinted on 16 bytes where 16 elements do not divide it.
+            if name not in unhinted:
+                elements = value.elements_per_16_bytes
+                if value == 1:
+                    hint = 1
+                elif value % SPECIALIZED_HINT == 0 and name not in unaligned:
+                    hint = SPECIALIZED_HINT
+                elif value % elements == 0 and name not in unaligned:
+                    hint = elements
+            values[index] = int(value)
+            codes.append(hint)
             continue
         kind = array_kind(cls)
         divisible = name not in unhinted and name not in unaligned

@@ -48,8 +48,35 @@ class TensorDescriptor:
         return HostDescriptorLayout(tuple(int(b) for b in self.block_shape), self.padding)
 
     def runtime_arguments(self, name: str) -> dict:
-        """{expanded parameter name: value} in the order the kernel's parameters take them."""
+        """{expanded parameter name: value} in the order the kernel's parameters take them.
+        Where the base's element size is known, the strides are ``RowStride``s: the launch
+        specializes them on 16 bytes, not only on 16 elements."""
         arguments = {f"{name}_base": self.base}
         arguments.update({f"{name}_shape{d}": int(s) for d, s in enumerate(self.shape)})
-        arguments.update({f"{name}_stride{d}": int(s) for d, s in enumerate(self.strides[:-1])})
+        itemsize = getattr(getattr(self.base, "dtype", None), "itemsize", None)
+        stride = RowStride.of(itemsize) if isinstance(itemsize, int) and itemsize else int
+        arguments.update({f"{name}_stride{d}": stride(s)
+                          for d, s in enumerate(self.strides[:-1])})
         return arguments
+
+
+class RowStride(int):
+    """A host descriptor's stride (elements), which knows how many elements make 16 bytes.
+
+    TMA needs a descriptor's strides to be multiples of 16 bytes (so do Triton's host
+    descriptors, which assert it). The launch gives an int the hint 16 when it divides by
+    16; a stride of 40 fp32 elements (160 bytes) would get none and keep its kernel off
+    TMA. ``aotk.launch.arguments.specialize_values`` hints a RowStride with
+    ``elements_per_16_bytes`` where that divides it."""
+    elements_per_16_bytes = 16
+    _classes: dict = {}
+
+    @classmethod
+    def of(cls, itemsize: int):
+        """The RowStride class for elements of ``itemsize`` bytes."""
+        found = cls._classes.get(itemsize)
+        if found is None:
+            found = cls._classes[itemsize] = type(
+                f"RowStride{itemsize}", (cls,),
+                {"elements_per_16_bytes": max(1, 16 // itemsize)})
+        return found
