@@ -82,3 +82,35 @@ def test_a_vector_wanted_only_in_a_slice_of_the_fragments_is_loaded_there(target
     assert "(home)" not in beta and "#mma0.slice[1]" in beta and "#blocked" not in beta
     mul = next(line for line in _lines(gir, " = mul ") if "[16,16]" in line)
     assert "#mma0 (home)" in mul
+
+
+@aotk.jit
+def scaled_twice_kernel(a_ptr, b_ptr, g_ptr, du_ptr, dg_ptr, M: tl.constexpr,
+                        N: tl.constexpr, K: tl.constexpr):
+    """liger's SwiGLU backward (dGU) in small: the accumulator scaled by a constant in two
+    chains, each then multiplied by a loaded block and stored."""
+    m, n, k = tl.arange(0, M), tl.arange(0, N), tl.arange(0, K)
+    a = tl.load(a_ptr + m[:, None] * K + k[None, :])
+    b = tl.load(b_ptr + k[:, None] * N + n[None, :])
+    g = tl.load(g_ptr + m[:, None] * N + n[None, :])
+    acc = tl.dot(a, b)
+    tl.store(du_ptr + m[:, None] * N + n[None, :], acc * 2.0 * g)
+    tl.store(dg_ptr + m[:, None] * N + n[None, :], acc * 2.0 * (g + 1.0) * 0.5)
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90"])
+def test_values_only_converted_are_computed_where_their_users_are(target):
+    """acc * 2.0, twice, is wanted only by products with a loaded block, computed in its
+    blocked layout: the accumulator is converted once and both scalings are computed
+    there, where each scaling was computed in the fragments and converted on its own
+    (two conversions through shared memory, a barrier pair each)."""
+    compiled = aotk.compile(scaled_twice_kernel, "*fp16:16, *fp16:16, *fp32:16, *fp32:16, "
+                            "*fp32:16", {"M": 64, "N": 64, "K": 32}, num_warps=4,
+                            target=target)
+    gir = compiled.asm["gir"]
+    dot_line = _lines(gir, " = dot ")[0]
+    assert dot_line.split(" in ")[1].split("//")[0].strip().startswith("#mma0 (home), #blocked")
+    scalings = [line for line in _lines(gir, " = mul ") if "[64,64]" in line]
+    assert scalings and all("#mma" not in line for line in scalings)
+    # One conversion: the dot's operands' barrier and the accumulator's pair (5 before).
+    assert compiled.ptx.count("bar.sync") == 3

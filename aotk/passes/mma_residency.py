@@ -61,7 +61,9 @@ def mma_residency(plan: LayoutPlan, function: Function) -> tuple:
     resident value; a ``reduce`` of a resident value, in its slice along the axis
     (``backend.reduce`` reduces across the fragments). Flash attention's row maxima and
     sums, its probabilities p and the rescaled accumulator are then computed where q @ k.T
-    left the scores, with no conversion through shared memory.
+    left the scores, with no conversion through shared memory. Not resident in the end: an
+    elementwise value of one resident operand whose users are all elementwise and computed
+    elsewhere (``_drop_conversion_only``).
 
     An ``if`` result is resident where a branch yields a resident (unsliced) value: the
     other branch's value is converted at its yield. fla's chunk_gla_fwd_kernel_o adds a
@@ -208,7 +210,37 @@ def mma_residency(plan: LayoutPlan, function: Function) -> tuple:
 
     visit(function.body)
     resident = {v: lay for v, lay in resident.items() if lay is not WILD}
+    _drop_conversion_only(function, resident)
     return resident, carried
+
+
+def _drop_conversion_only(function: Function, resident: dict) -> None:
+    """Takes out of ``resident`` the elementwise values of one resident operand that are
+    kept in the fragments only to be converted: every user an elementwise op computed in
+    another layout. Such a value is computed in its users' layout instead, from its
+    operand's conversion there, which one conversion serves for all of them. liger's
+    SwiGLU backward (dGU) scales the accumulator by a constant in two chains: each product
+    was resident and went through shared memory on its own, two 64x128 fp32 conversions
+    live at once where one of the accumulator serves both (sm_90: 255 registers and 64
+    bytes spilled; 168 without the scaling). A value of two resident operands stays: it is
+    one conversion where computing it elsewhere would be two."""
+    users: dict = {}
+    for op in walk(function.body):
+        for value in op.operands:
+            users.setdefault(value, []).append(op)
+    changed = True
+    while changed:
+        changed = False
+        for value in list(resident):
+            owner = value.owner
+            if owner is None or owner.opcode not in ELEMENTWISE_OPS or \
+                    sum(operand in resident for operand in owner.operands) > 1:
+                continue
+            found = users.get(value, ())
+            if found and all(user.opcode in ELEMENTWISE_OPS and user.result not in resident
+                             for user in found):
+                del resident[value]
+                changed = True
 
 
 def fragment_views(plan: LayoutPlan, function: Function, resident: dict) -> set:
