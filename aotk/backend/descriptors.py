@@ -20,9 +20,10 @@ stores, triton-lang/triton#11583). Both depend on the program's scalars only, so
 CTA takes one side of a branch once the tile is in shared memory: the TMA store where every
 offset is >= 0 and the innermost extent is a whole number of 16 bytes, else the threads
 copy the tile out 16 bytes at a time, each element stored where it falls inside the
-tensor (a cold path where shapes are multiples of 8 fp16 elements and tiles start inside). The copy reads only shared memory and
-the thread index: storing from the registers instead kept the tile's index math live
-beside the TMA path (liger's SwiGLU forward: 254 registers instead of 168).
+tensor (a cold path where shapes are multiples of 8 fp16 elements and tiles start inside).
+The copy reads only shared memory and the thread index: storing from the registers
+instead kept the tile's index math live beside the TMA path (liger's SwiGLU forward: 254
+registers instead of 168).
 """
 from __future__ import annotations
 

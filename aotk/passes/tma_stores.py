@@ -12,15 +12,17 @@ dot included, and the hardware drops what falls outside the tensor. The pointer 
 instead needs every element in the layout of its masked pointer stores: liger's fused
 SwiGLU MLP forward converted both fp32 accumulators (and their product) through shared
 memory into that layout, and took 255 registers where Triton, which stores with TMA from
-the fragments, takes 168.
+the fragments, takes 166 (aotk now 168).
 
 A store qualifies where its descriptor has a tensor map (``tensor_maps.tensor_map_recipe``),
 its innermost offset is proven a multiple of 16 bytes (``tensor_maps.column_aligned``:
 the hardware faults on a store that starts elsewhere; ``desc.store([row, pid_n * BN], x)``
-is, an offset shifted by a runtime amount is not) and its value is, or becomes, a 2-d block: the value of a rank-3 to rank-5 descriptor's
-store (a [1, BM, BN] block) is most often ``tl.reshape(x, [1, BM, BN])`` of a 2-d ``x``,
-possibly cast afterwards (``.to(dtype)``); the store then takes ``x`` (cast first, on its
-2-d shape), whose tile is the box's. Any other value of a higher rank keeps the fallback.
+is, an offset shifted by a runtime amount is not) and its value is, or becomes, a 2-d
+block: the value of a rank-3 to rank-5 descriptor's store (a [1, BM, BN] block) is most
+often ``tl.reshape(x, [1, BM, BN])`` of a 2-d ``x``, possibly cast afterwards
+(``.to(dtype)``); the store then takes ``x`` (cast first, on its 2-d shape), whose tile is
+the box's. Any other value of a higher rank keeps the fallback. What the hardware still
+does not do as the store is defined is checked at run time (``backend.descriptors``).
 """
 from __future__ import annotations
 
