@@ -1,8 +1,9 @@
 """``TensorDescriptor``: a tensor descriptor built on the host and passed as a kernel argument
 (Triton's ``triton.tools.tensor_descriptor.TensorDescriptor``).
 
-In: a tensor (torch, CUDA array or numpy), its shape and strides in elements, the block shape
-a kernel loads and the padding. Out: the launch argument; ``aotk.jit`` passes its base
+In: a tensor (torch, CUDA array or numpy), its shape and strides in elements (every stride
+but the last a multiple of 16 bytes, as Triton requires), the block shape a kernel loads
+and the padding. Out: the launch argument; ``aotk.jit`` passes its base
 pointer, shape and strides (but the last, which must be 1) as runtime parameters named
 ``NAME_base``, ``NAME_shape0``.., ``NAME_stride0``.. and specializes the kernel on the block
 shape and padding (``HostDescriptorLayout``), so inside the kernel the parameter is the
@@ -35,6 +36,15 @@ class TensorDescriptor:
                              f"{self.strides[-1]}, not 1")
         if self.padding not in ("zero", "nan"):
             raise ValueError(f"padding must be 'zero' or 'nan', got {self.padding!r}")
+        # Triton's rule (TMA's): every stride but the last a multiple of 16 bytes. A base
+        # given as an address has no element size to check it with.
+        itemsize = getattr(getattr(self.base, "dtype", None), "itemsize", None)
+        if isinstance(itemsize, int):
+            for stride in self.strides[:-1]:
+                if int(stride) * itemsize % 16:
+                    raise ValueError(f"strides must be 16-byte aligned: a stride of {stride} "
+                                     f"elements of {itemsize} bytes is {int(stride) * itemsize} "
+                                     f"bytes (strides {list(self.strides)})")
 
     @staticmethod
     def from_tensor(tensor, block_shape, padding="zero") -> "TensorDescriptor":
@@ -63,8 +73,8 @@ class TensorDescriptor:
 class RowStride(int):
     """A host descriptor's stride (elements), which knows how many elements make 16 bytes.
 
-    TMA needs a descriptor's strides to be multiples of 16 bytes (so do Triton's host
-    descriptors, which assert it). The launch gives an int the hint 16 when it divides by
+    TMA needs a descriptor's strides to be multiples of 16 bytes (``TensorDescriptor``
+    refuses others, as Triton's does). The launch gives an int the hint 16 when it divides by
     16; a stride of 40 fp32 elements (160 bytes) would get none and keep its kernel off
     TMA. ``aotk.launch.arguments.specialize_values`` hints a RowStride with
     ``elements_per_16_bytes`` where that divides it."""
