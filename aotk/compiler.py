@@ -30,7 +30,7 @@ import os
 from dataclasses import asdict, dataclass, replace
 
 from .errors import CompilationError
-from .ir.kir import clone_function, walk
+from .ir.kir import DESCRIPTOR_OPS, clone_function, walk
 from .ir.signature import Signature, runtime_parameter_names
 from .options import CompileOptions
 from .passes import axis_info
@@ -135,10 +135,14 @@ def _lower(generated, kernel_options: CompileOptions, target: str, budget: int) 
     pipelined = num_stages > 1 and has_async_copy(target)
     # Tensor-descriptor loads that feed a pipelined wgmma loop become TMA copies; every
     # other descriptor op becomes pointer loads and stores first.
-    tma_copied = tma_loads(function, num_warps, num_stages, wgmma, budget) \
-        if pipelined and kernel_options.tma else set()
+    # Both read the unrewritten kir's axis info (one analysis, where descriptors exist).
+    descriptors = wgmma and kernel_options.tma and \
+        any(op.opcode in DESCRIPTOR_OPS for op in walk(function.body))
+    before = axis_info.analyze(function) if descriptors else None
+    tma_copied = tma_loads(function, num_warps, num_stages, wgmma, budget, before) \
+        if pipelined and descriptors else set()
     # Descriptor stores with a tensor map are TMA stores from shared memory (sm_90 on).
-    tma_stored = tma_store_candidates(function) if wgmma and kernel_options.tma else set()
+    tma_stored = tma_store_candidates(function, before) if descriptors else set()
     lower_descriptors(function, keep=tma_copied | tma_stored)
     if num_stages > 1:
         if pipelined:

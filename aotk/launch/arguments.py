@@ -360,19 +360,6 @@ def specialize_values(kernel, runtime_args: dict, host_memory: bool = False):
         if cls is float:
             codes.append("f")
             continue
-        if isinstance(value, RowStride) and _INT32_MIN <= value < _INT32_END:
-            # A host descriptor's stride: hinted on 16 bytes where 16 elements do not divide it.
-            if name not in unhinted:
-                elements = value.elements_per_16_bytes
-                if value == 1:
-                    hint = 1
-                elif value % SPECIALIZED_HINT == 0 and name not in unaligned:
-                    hint = SPECIALIZED_HINT
-                elif value % elements == 0 and name not in unaligned:
-                    hint = elements
-            values[index] = int(value)
-            codes.append(hint)
-            continue
         kind = array_kind(cls)
         divisible = name not in unhinted and name not in unaligned
         if kind == "torch" and not host_memory:
@@ -426,6 +413,10 @@ def specialize_values(kernel, runtime_args: dict, host_memory: bool = False):
                     hint = 1
                 elif divisible and value % SPECIALIZED_HINT == 0:
                     hint = SPECIALIZED_HINT
+                elif divisible and isinstance(value, RowStride) and \
+                        value % value.elements_per_16_bytes == 0:
+                    # A host descriptor's stride: hinted on 16 bytes, not only on 16 elements.
+                    hint = value.elements_per_16_bytes
         codes.append(("t", type_, hint))
     key = (kernel, tuple(runtime_args), tuple(codes))
     signature = _signatures.get(key)

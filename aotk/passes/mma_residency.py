@@ -15,6 +15,7 @@ from __future__ import annotations
 from ..ir.kir import COMBINING, ELEMENTWISE_OPS, Function, walk
 from .layouts import Layout, LayoutPlan
 from .mma_layout import Mma
+from .rewrite import users_of
 
 
 def carried_layout(plan: LayoutPlan, region, value):
@@ -224,10 +225,7 @@ def _drop_conversion_only(function: Function, resident: dict) -> None:
     live at once where one of the accumulator serves both (sm_90: 255 registers and 64
     bytes spilled; 168 without the scaling). A value of two resident operands stays: it is
     one conversion where computing it elsewhere would be two."""
-    users: dict = {}
-    for op in walk(function.body):
-        for value in op.operands:
-            users.setdefault(value, []).append(op)
+    users = users_of(function.body)
     changed = True
     while changed:
         changed = False

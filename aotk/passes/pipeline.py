@@ -190,16 +190,16 @@ def _wait_after_the_last_dot(ops: list, dots: list, terminator) -> None:
 
 
 def tma_loads(function: kir.Function, num_warps: int, num_stages: int, wgmma: bool,
-              budget: int = MAX_PIPELINE_BYTES) -> set:
+              budget: int = MAX_PIPELINE_BYTES, infos: dict | None = None) -> set:
     """ids of the ``descriptor_load``s that ``pipeline_dot_loops`` will copy with TMA;
     every other descriptor op goes to the pointer fallback first (``passes.descriptors``).
     A loop's loads are copied with TMA only where each one's first column is proven to
-    start on 16 bytes (``tensor_maps.column_aligned``; the hardware faults otherwise)."""
+    start on 16 bytes (``tensor_maps.column_aligned``; the hardware faults otherwise), from
+    ``infos`` (the function's axis info, computed here where not given)."""
     if not wgmma or num_stages < 2:
         return set()
     users = users_of(function.body)
     found = set()
-    infos = None
     for _, loop in upward_for_loops(function):
         shape = analyze_loop(function, loop, None, users, num_warps, num_stages, wgmma, budget)
         if shape is None or not shape.recipes:

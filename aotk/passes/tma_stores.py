@@ -29,28 +29,29 @@ from __future__ import annotations
 from ..ir import kir
 from ..ir.types import BlockType
 from . import axis_info
-from .rewrite import new_op, remove_unused_pure_ops
+from .rewrite import new_op, ops_with_blocks, remove_unused_pure_ops
 from .tensor_maps import column_aligned, tensor_map_index, tensor_map_recipe
 
 # Element-for-element ops of one block operand that commute with adding size-1 dimensions.
 _PER_ELEMENT = frozenset(("cast",)) | kir.UNARY_OPS
 
 
-def tma_store_candidates(function: kir.Function) -> set:
-    """ids of the descriptor stores that qualify (see the module text); nothing changes."""
+def tma_store_candidates(function: kir.Function, infos: dict | None = None) -> set:
+    """ids of the descriptor stores that qualify (see the module text); nothing changes.
+    ``infos``: the function's axis info (computed here where not given)."""
     stores = [op for _, op in _stores(function.body)
               if tensor_map_recipe(op, function) is not None
               and _squeezed(op.operands[-1]) is not None]
     if not stores:
         return set()
-    infos = axis_info.analyze(function)
+    infos = infos or axis_info.analyze(function)
     return {id(op) for op in stores if column_aligned(op, infos)}
 
 
 def tma_stores(function: kir.Function, kept: set) -> None:
     """Gives each store of ``kept`` its tensor map, numbered after those of the TMA loads
     (``passes.pipeline`` numbers theirs first), and its 2-d value."""
-    for block, op in list(_stores(function.body)):
+    for block, op in _stores(function.body):
         if id(op) not in kept:
             continue
         value = op.operands[-1]
@@ -66,13 +67,9 @@ def tma_stores(function: kir.Function, kept: set) -> None:
         op.attrs["tensor_map"] = tensor_map_index(function, tensor_map_recipe(op, function))
 
 
-def _stores(ops):
+def _stores(ops) -> list:
     """(the list holding it, op) for every ``descriptor_store``, nested ones included."""
-    for op in ops:
-        if op.opcode == "descriptor_store":
-            yield ops, op
-        for region in op.regions:
-            yield from _stores(region.body)
+    return [(block, op) for block, op in ops_with_blocks(ops) if op.opcode == "descriptor_store"]
 
 
 def _squeezed(value, added: list | None = None):
