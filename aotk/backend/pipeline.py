@@ -14,7 +14,8 @@ In: the ops, the pointers and masks of a copy in their natural blocked layout. O
 * ``wgmma_wait``: ``wgmma.wait_group N``, the values it retires passed through its asm.
 
 Shared memory: each pipelined loop's buffers are laid out from byte 0, operand after
-operand (then, for TMA, one mbarrier per stage: ``backend.tma``), each ``stages`` slots of a tile in the swizzled layout of ``backend.swizzle``
+operand (then, for TMA, one mbarrier per stage and group of tiles: ``backend.tma``), each
+``stages`` slots of a tile in the swizzled layout of ``backend.swizzle``
 (``passes.pipeline_shape.staged_tile_bytes``: slots start on 128-byte lines, or on 1024-byte
 swizzle atoms for wgmma). Other shared memory used inside that loop sits above them
 (``SharedMemory.floor``); loops are never live at the same time.
@@ -67,7 +68,7 @@ class PipelineBuffers:
     """Where the pipelined loops' operand stages and mbarriers sit in the scratch buffer."""
     staged: dict             # buffer id (loop number, operand) -> StagedBuffer
     loop_bytes: dict         # pipelined loop number -> bytes of its stages (and mbarriers)
-    mbarrier_offsets: dict   # TMA loop number -> offset of its mbarriers, one per stage
+    mbarrier_offsets: dict   # TMA loop number -> offset of its mbarriers (stage x group)
 
 
 def plan_buffers(function) -> PipelineBuffers:
@@ -87,7 +88,7 @@ def plan_buffers(function) -> PipelineBuffers:
                                          op.attrs["stages"], op.attrs.get("async_proxy", False),
                                          op.attrs["order"])
         if op.opcode == "tma_init":
-            tma_stages[op.attrs["loop"]] = op.attrs["stages"]
+            tma_stages[op.attrs["loop"]] = op.attrs["stages"] * op.attrs.get("groups", 1)
     buffers, totals = {}, {}
     for buffer in sorted(found):
         shape, element, stages, async_proxy, order = found[buffer]
@@ -97,9 +98,9 @@ def plan_buffers(function) -> PipelineBuffers:
         buffers[buffer] = staged
         totals[loop] = staged.offset + stages * staged.stage_bytes
     mbarriers = {}
-    for loop, stages in tma_stages.items():
+    for loop, count in tma_stages.items():   # count: stages x groups of tiles
         mbarriers[loop] = totals[loop]
-        totals[loop] += stages * MBARRIER_BYTES
+        totals[loop] += count * MBARRIER_BYTES
     # Tiles the threads store above a wgmma loop's stages start on a swizzle atom
     # (``mma.place_operands``; a descriptor's swizzle follows the address bits), which
     # plain tiles (128-byte lines) may leave the stages short of.

@@ -4,20 +4,21 @@ tensor-map parameters; ``elected_thread`` and ``scalar_i32`` for the other TMA u
 (``backend.descriptors``).
 
 In: the ops with their scalar operands; the loop's stages (``backend.pipeline.StagedBuffer``)
-and mbarriers (8 bytes per stage, after the stages: ``plan_buffers``). Out:
+and mbarriers (8 bytes each, after the stages, group after group, each group's one per
+stage: ``plan_buffers``). Out:
 
 * the kernel takes each tensor map as a 128-byte ``.param .align 64`` (a grid constant:
   LLVM passes its generic address, ``cvta.param``, which TMA instructions accept);
-* ``tma_init``: thread 0 runs ``mbarrier.init`` (count 1) per stage and
+* ``tma_init``: thread 0 runs ``mbarrier.init`` (count 1) per group and stage and
   ``fence.mbarrier_init``; every thread first fences its earlier generic-proxy use of those
   bytes against the async proxy that TMA writes through; then a CTA barrier;
-* ``tma_expect``: thread 0 runs ``mbarrier.arrive.expect_tx`` with the stage's bytes (one
+* ``tma_expect``: thread 0 runs ``mbarrier.arrive.expect_tx`` with the group's bytes (one
   arrival: the count the barrier was made with), so the phase completes when they land;
 * ``tma_copy``: thread 0 issues one ``cp.async.bulk.tensor.<rank>d`` per 128-byte panel of
   the tile, coordinates (column, row, leading dims) innermost first, each completing bytes
-  on the mbarrier;
-* ``tma_wait``: every thread spins on ``mbarrier.try_wait.parity`` (which also makes the
-  copied bytes visible to it);
+  on the group's mbarrier;
+* ``tma_wait``: every thread spins on ``mbarrier.try_wait.parity`` of the group's mbarrier
+  (which also makes the copied bytes visible to it);
 * ``tma_release``: a CTA barrier, then thread 0 invalidates the mbarriers.
 """
 from __future__ import annotations
@@ -61,12 +62,22 @@ def scalar_i32(ctx, value, width=I32):
     return register
 
 
-def _barrier_address(ctx, op, stage):
-    """Shared-window address (i32) of the stage's mbarrier."""
+def _barrier_address(ctx, op, stage, group=None):
+    """Shared-window address (i32) of the stage's mbarrier of ``group`` (default: the op's
+    ``group``): a group's mbarriers are consecutive, one per stage."""
     b = ctx.builder
-    base = ctx.pipeline.mbarrier_offsets[op.attrs["loop"]]
+    group = op.attrs.get("group", 0) if group is None else group
+    base = ctx.pipeline.mbarrier_offsets[op.attrs["loop"]] + \
+        group * op.attrs["stages"] * MBARRIER_BYTES
     offset = b.add(ir.Constant(I32, base), b.mul(stage, ir.Constant(I32, MBARRIER_BYTES)))
     return b.ptrtoint(ctx.shared.stage_pointer(offset), I32)
+
+
+def _every_barrier(ctx, op):
+    """The addresses of all the loop's mbarriers (every group's, every stage's)."""
+    return [_barrier_address(ctx, op, ir.Constant(I32, stage), group)
+            for group in range(op.attrs.get("groups", 1))
+            for stage in range(op.attrs["stages"])]
 
 
 def elected_thread(ctx, in_range=None):
@@ -82,8 +93,7 @@ def lower_tma_init(ctx, op):
     ctx.shared.begin_use()
     proxy_fence(b)
     with b.if_then(elected_thread(ctx)):
-        for stage in range(op.attrs["stages"]):
-            address = _barrier_address(ctx, op, ir.Constant(I32, stage))
+        for address in _every_barrier(ctx, op):
             inline_asm(b, "mbarrier.init.shared::cta.b64 [$0], 1;", "r", [address])
         inline_asm(b, "fence.mbarrier_init.release.cluster;", "", [])
     ctx.shared.barrier()
@@ -143,8 +153,7 @@ def lower_tma_release(ctx, op):
     b = ctx.builder
     ctx.shared.barrier()
     with b.if_then(elected_thread(ctx)):
-        for stage in range(op.attrs["stages"]):
-            address = _barrier_address(ctx, op, ir.Constant(I32, stage))
+        for address in _every_barrier(ctx, op):
             inline_asm(b, "mbarrier.inval.shared::cta.b64 [$0];", "r", [address])
 
 

@@ -121,19 +121,23 @@ Software pipelining (made by ``passes.pipeline`` for the GPU only; never interpr
                               in flight: the accumulators of dots with wgmma_deferred (which
                               leave their group running) that the groups it retires write
 
-  With TMA (operands read through tensor descriptors, on wgmma): one mbarrier per stage.
-  tma_init                    ()                      loop, stages -> the stages' mbarriers
+  With TMA (operands read through tensor descriptors, on wgmma): per stage, one mbarrier per
+  group of tiles (``groups``: the tiles the first dot reading each reads, in body order).
+  tma_init                    ()                      loop, stages, groups -> the mbarriers
                               initialized (count 1), then a CTA barrier
-  tma_expect                  (stage, in_range:int1)  loop, stages, bytes -> one thread arms
-                              the stage's mbarrier to expect bytes (nothing if !in_range)
-  tma_copy                    (offsets..., stage, in_range) loop, buffer, stages,
+  tma_expect                  (stage, in_range:int1)  loop, stages, group, bytes -> one thread
+                              arms the group's mbarrier of the stage to expect bytes
+                              (nothing if !in_range)
+  tma_copy                    (offsets..., stage, in_range) loop, buffer, stages, group,
                               tensor_map, box -> one thread copies the [rows, columns] block
                               at the offsets (one per dimension of the map, outermost
                               first; rows and columns the last two) into slot stage,
-                              one box per 128-byte panel (zeros outside the tensor)
-  tma_wait                    (stage, phase:i32)      loop, stages -> every thread waits for
-                              phase parity ``phase`` of the stage's mbarrier
-  tma_release                 ()                      loop, stages -> CTA barrier; the
+                              one box per 128-byte panel (zeros outside the tensor),
+                              completing bytes on the group's mbarrier
+  tma_wait                    (stage, phase:i32)      loop, stages, group -> every thread
+                              waits for phase parity ``phase`` of the group's mbarrier of
+                              the stage
+  tma_release                 ()                      loop, stages, groups -> CTA barrier; the
                               mbarriers are invalidated (their bytes may be reused)
 
 Structured control flow (regions; every carried value keeps one type throughout):

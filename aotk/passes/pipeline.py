@@ -72,9 +72,13 @@ stages start on 1024-byte swizzle atoms.
 TMA (``tma_loads``): when all the operands are tensor-descriptor loads that TMA can copy
 (``tensor_maps.tensor_map_recipe``) on an sm_90 target (the dots on wgmma or, with fewer
 than 64 rows, on mma.sync reading the stages by ldmatrix, as Triton does), the copies are
-one elected thread's ``tma_expect`` + ``tma_copy`` per trip into the same stages, completing on one
-mbarrier per stage; ``async_wait`` becomes ``tma_wait`` on a carried phase bit that flips
-each time the stages wrap, and the loop is bracketed by ``tma_init`` / ``tma_release``.
+one elected thread's ``tma_expect`` + ``tma_copy`` per trip into the same stages, completing on
+mbarriers: per stage, one per group of tiles (``pipeline_shape.barrier_groups``: a dot's
+tiles no earlier dot reads). ``async_wait`` becomes a ``tma_wait`` on group 0's on a carried
+phase bit that flips each time the stages wrap, and each later group's ``tma_wait`` goes
+just before its dot, which then starts as soon as its own tiles have landed (liger's SwiGLU
+MLP: x and W_gate for the first dot, W_up for the second, as Triton waits). The loop is
+bracketed by ``tma_init`` / ``tma_release``.
 Copies past the end are not issued at all (so nothing is in flight after the loop). The
 copies still follow the dot, whose wait for the previous wgmma group and barrier free the
 stage they refill (without wgmma in flight, a ``debug_barrier`` does that).
@@ -111,7 +115,7 @@ from ..ir import types as T
 from ..ir.types import BlockType
 from . import axis_info
 from .pipeline_carried import carry_offsets, keep_unshifted
-from .pipeline_shape import MAX_PIPELINE_BYTES, analyze_loop
+from .pipeline_shape import MAX_PIPELINE_BYTES, analyze_loop, barrier_groups
 from .rewrite import (clone_ops, constant, new_op, remove_unused_pure_ops,
                       upward_for_loops, users_of)
 from .tensor_maps import column_aligned, tensor_map_index
@@ -230,6 +234,8 @@ def _rewrite(function, parent: list, loop, infos, users, num_warps: int, num_sta
     tma = shape.recipes is not None
     if tma:
         maps = [tensor_map_index(function, recipe) for recipe in shape.recipes]
+        groups = barrier_groups(shape.operands, len(loads))
+        group_count = max(groups) + 1
 
     carry_offsets(parent, loop, shape, users)
     update_ops = [o for o in ops if id(o) in update_slice]
@@ -283,19 +289,24 @@ def _rewrite(function, parent: list, loop, infos, users, num_warps: int, num_sta
         return emitted + cloned + [new_op("async_commit", [], None)]
 
     def tma_copies(mapping, in_range, stage_value) -> list:
-        """One elected thread arms the stage's mbarrier with the bytes of all tiles and
-        issues their TMA copies (nothing when the trip is past the end)."""
+        """Per group of tiles, in order, one elected thread arms the group's mbarrier of the
+        stage with the bytes of its tiles and issues their TMA copies (nothing when the
+        trip is past the end)."""
         emitted = clone_ops([o for o in load_ops if o not in loads], mapping)
-        tile_bytes = sum(l.result.type.numel * l.result.element.itemsize for l in loads)
-        emitted.append(new_op("tma_expect", [stage_value, in_range], None, loop=number,
-                              stages=stages, bytes=tile_bytes))
-        for load, buffer, tensor_map in zip(loads, buffers, maps):
-            offsets = [mapping.get(v, v) for v in kir.descriptor_operands(load)[3]]
-            copy = new_op("tma_copy", offsets + [stage_value, in_range], None, loop=number,
-                          buffer=buffer, stages=stages, tensor_map=tensor_map,
-                          box=shape.recipes[loads.index(load)].box)
-            copy.loc = load.loc
-            emitted.append(copy)
+        for group in range(group_count):
+            members = [index for index, g in enumerate(groups) if g == group]
+            tile_bytes = sum(loads[i].result.type.numel * loads[i].result.element.itemsize
+                             for i in members)
+            emitted.append(new_op("tma_expect", [stage_value, in_range], None, loop=number,
+                                  stages=stages, group=group, bytes=tile_bytes))
+            for index in members:
+                load = loads[index]
+                offsets = [mapping.get(v, v) for v in kir.descriptor_operands(load)[3]]
+                copy = new_op("tma_copy", offsets + [stage_value, in_range], None,
+                              loop=number, buffer=buffers[index], stages=stages, group=group,
+                              tensor_map=maps[index], box=shape.recipes[index].box)
+                copy.loc = load.loc
+                emitted.append(copy)
         return emitted
 
     def invariant_copies() -> list:
@@ -319,7 +330,8 @@ def _rewrite(function, parent: list, loop, infos, users, num_warps: int, num_sta
         return emitted
 
     # Prologue: trips 0 .. S-2 into stages 0 .. S-2, advancing the shifted values.
-    prologue = [new_op("tma_init", [], None, loop=number, stages=stages)] if tma else []
+    prologue = [new_op("tma_init", [], None, loop=number, stages=stages,
+                       groups=group_count)] if tma else []
     state = {carried[i]: loop.operands[3 + i] for i in shifted}
     trip = start
     for s in range(stages - 1):
@@ -354,7 +366,9 @@ def _rewrite(function, parent: list, loop, infos, users, num_warps: int, num_sta
         # the stages wrap around.
         phase = kir.Value(BlockType(T.int32), hint_name="phase")
         region.args.append(phase)
-        waits = [new_op("tma_wait", [stage, phase], None, loop=number, stages=stages)]
+        # Group 0's tiles before anything; each later group's just before its first dot.
+        waits = [new_op("tma_wait", [stage, phase], None, loop=number, stages=stages,
+                        group=0)]
     else:
         waits = [new_op("async_wait", [], None, pending=stages - 2, proxy_fence=async_proxy)]
     body = []
@@ -437,6 +451,14 @@ def _rewrite(function, parent: list, loop, infos, users, num_warps: int, num_sta
         # With deferred dots each warp has retired the previous trip's groups, reading
         # the stages refilled now, only for itself.
         body.insert(0, new_op("debug_barrier", [], None))
+    if tma:
+        for group in range(1, group_count):
+            first = next(dot for dot, operands in zip(dots, shape.operands)
+                         if any(entry is not None and groups[entry[0]] == group
+                                for entry in operands))
+            place = next(i for i, o in enumerate(remaining) if o is first)
+            remaining.insert(place, new_op("tma_wait", [stage, phase], None, loop=number,
+                                           stages=stages, group=group))
     region.body[:] = waits + reads + remaining + body
     if shape.deferred:
         _retire_deferred(region, shape)
@@ -465,7 +487,7 @@ def _rewrite(function, parent: list, loop, infos, users, num_warps: int, num_sta
     remove_unused_pure_ops(region.body)
     # Nothing may land in shared memory after the loop: every copy issued was waited for
     # (TMA copies past the end are never issued), so TMA only retires its mbarriers.
-    after = new_op("tma_release", [], None, loop=number, stages=stages) if tma else \
-        new_op("async_wait", [], None, pending=0)
+    after = new_op("tma_release", [], None, loop=number, stages=stages,
+                   groups=group_count) if tma else new_op("async_wait", [], None, pending=0)
     parent.insert(parent.index(loop) + 1, after)
     return True

@@ -21,7 +21,7 @@ from .tensor_maps import tensor_map_recipe
 MAX_PIPELINE_BYTES = 160 * 1024
 STAGE_ALIGNMENT = 128             # one 128-byte line: every stage starts a swizzle phase
 WGMMA_STAGE_ALIGNMENT = 1024      # wgmma descriptors assume whole 1024-byte swizzle atoms
-MBARRIER_BYTES = 8                # a TMA stage's mbarrier
+MBARRIER_BYTES = 8                # one mbarrier of a TMA stage (one per group of tiles)
 
 
 def staged_tile_bytes(shape: tuple, element, async_proxy: bool = False) -> int:
@@ -154,7 +154,9 @@ def analyze_loop(function, loop, infos, users, num_warps: int, num_stages: int,
     once = sum(staged_tile_bytes(load.result.type.shape, load.result.element, async_proxy)
                for _, _, load in invariants)
     tiles = sum(staged_tile_bytes(tile_shape(l), l.result.element, async_proxy)
-                for l in loads) + (MBARRIER_BYTES if recipes else 0)
+                for l in loads)
+    if recipes is not None:
+        tiles += MBARRIER_BYTES * (max(barrier_groups(shape.operands, len(loads))) + 1)
     # The plain tiles go first where the stages do not fit: the dots' tiles matter most.
     staged.sort(key=lambda o: plain_tile_bytes(o.result.type.shape, o.result.element))
     while True:
@@ -195,6 +197,23 @@ def analyze_loop(function, loop, infos, users, num_warps: int, num_stages: int,
     return LoopShape(dots, loads, shape.operands, shape.view_ops, load_ops, async_proxy,
                       in_flight, shifted, update_slice, stages, recipes, invariants,
                       deferred, retiring, kept, staged, orders, columns)
+
+
+def barrier_groups(operands: list, count: int) -> list:
+    """TMA: the mbarrier group of each of the ``count`` operand loads, from ``operands``
+    (``LoopShape.operands``, dots in body order): a load goes with the first dot that reads
+    it, and each dot that reads a load no earlier dot read opens a group. A trip then waits
+    for each group just before its dot (as Triton's pipeline does), so the first dot
+    starts when its own tiles have landed, not all of the trip's."""
+    groups = [None] * count
+    opened = 0
+    for dot_operands in operands:
+        new = [entry[0] for entry in dot_operands
+               if entry is not None and groups[entry[0]] is None]
+        for index in new:
+            groups[index] = opened
+        opened += bool(new)
+    return groups
 
 
 def plain_tile_bytes(shape: tuple, element) -> int:
