@@ -88,7 +88,7 @@ def plan_buffers(function) -> PipelineBuffers:
                                          op.attrs["stages"], op.attrs.get("async_proxy", False),
                                          op.attrs["order"])
         if op.opcode == "tma_init":
-            tma_stages[op.attrs["loop"]] = op.attrs["stages"] * op.attrs.get("groups", 1)
+            tma_stages[op.attrs["loop"]] = op.attrs["stages"] * op.attrs["groups"]
     buffers, totals = {}, {}
     for buffer in sorted(found):
         shape, element, stages, async_proxy, order = found[buffer]

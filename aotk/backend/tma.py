@@ -66,7 +66,7 @@ def _barrier_address(ctx, op, stage, group=None):
     """Shared-window address (i32) of the stage's mbarrier of ``group`` (default: the op's
     ``group``): a group's mbarriers are consecutive, one per stage."""
     b = ctx.builder
-    group = op.attrs.get("group", 0) if group is None else group
+    group = op.attrs["group"] if group is None else group
     base = ctx.pipeline.mbarrier_offsets[op.attrs["loop"]] + \
         group * op.attrs["stages"] * MBARRIER_BYTES
     offset = b.add(ir.Constant(I32, base), b.mul(stage, ir.Constant(I32, MBARRIER_BYTES)))
@@ -76,7 +76,7 @@ def _barrier_address(ctx, op, stage, group=None):
 def _every_barrier(ctx, op):
     """The addresses of all the loop's mbarriers (every group's, every stage's)."""
     return [_barrier_address(ctx, op, ir.Constant(I32, stage), group)
-            for group in range(op.attrs.get("groups", 1))
+            for group in range(op.attrs["groups"])
             for stage in range(op.attrs["stages"])]
 
 
