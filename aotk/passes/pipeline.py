@@ -74,11 +74,12 @@ TMA (``tma_loads``): when all the operands are tensor-descriptor loads that TMA 
 than 64 rows, on mma.sync reading the stages by ldmatrix, as Triton does), the copies are
 one elected thread's ``tma_expect`` + ``tma_copy`` per trip into the same stages, completing on
 mbarriers: per stage, one per group of tiles (``pipeline_shape.barrier_groups``: a dot's
-tiles no earlier dot reads). ``async_wait`` becomes a ``tma_wait`` on group 0's on a carried
-phase bit that flips each time the stages wrap, and each later group's ``tma_wait`` goes
-just before its dot, which then starts as soon as its own tiles have landed (liger's SwiGLU
-MLP: x and W_gate for the first dot, W_up for the second, as Triton waits). The loop is
-bracketed by ``tma_init`` / ``tma_release``.
+tiles no earlier dot reads). ``async_wait`` becomes group 0's ``tma_wait``, on a carried
+phase bit that flips each time the stages wrap (every group's mbarriers complete once a
+trip, so one bit serves all), and each later group's ``tma_wait`` goes just before its dot,
+which then starts as soon as its own tiles have landed (liger's SwiGLU MLP: x and W_gate
+for the first dot, W_up for the second, as Triton waits). The loop is bracketed by
+``tma_init`` / ``tma_release``.
 Copies past the end are not issued at all (so nothing is in flight after the loop). The
 copies still follow the dot, whose wait for the previous wgmma group and barrier free the
 stage they refill (without wgmma in flight, a ``debug_barrier`` does that).
@@ -452,6 +453,7 @@ def _rewrite(function, parent: list, loop, infos, users, num_warps: int, num_sta
         # the stages refilled now, only for itself.
         body.insert(0, new_op("debug_barrier", [], None))
     if tma:
+        # Each later group's wait, right before the first dot that reads its tiles.
         for group in range(1, group_count):
             first = next(dot for dot, operands in zip(dots, shape.operands)
                          if any(entry is not None and groups[entry[0]] == group
