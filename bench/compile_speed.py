@@ -2,6 +2,7 @@
 
     PYTHONPATH=. python3 bench/compile_speed.py [--target sm_90] [--out bench/results]
     PYTHONPATH=. python3 bench/compile_speed.py --target sm_80,sm_90   # a library's targets
+    PYTHONPATH=. python3 bench/compile_speed.py --runs 1               # one compile a kernel
 
 The example kernels with the root manifest's configurations, compiled from PTX-less start to
 cubin by each side: aotk.compile (frontend, passes, LLVM, ptxas) and Triton's
@@ -9,7 +10,7 @@ triton.compile (its MLIR passes, LLVM, ptxas; TRITON_ALWAYS_COMPILE=1 and a fres
 nothing is reused). The Triton side reads the same source files with the imports changed
 to triton. Each side runs in its own process (as a build worker would: the other compiler is
 not imported), compiles one kernel first to warm up, then takes the median of 3 fresh
-compiles per kernel. aotk's ptxas share is shown apart: ptxas is the floor both sides pay.
+compiles per kernel (``--runs``). aotk's ptxas share is shown apart: ptxas is the floor both sides pay.
 With several targets, each side compiles each configuration for every target, as a library
 build does (aotk's newer targets take the oldest's PTX where the IR is the same:
 compiler.shares_ptx; Triton compiles each target whole), and the times are per (kernel,
@@ -67,8 +68,9 @@ def _load(file: str, function: str, as_triton: bool):
     return getattr(module, function)
 
 
-def _side(side: str, targets: list) -> list:
-    """In this process: [{"seconds", "ptxas_seconds"}] per case, for one side."""
+def _side(side: str, targets: list, runs: int = 3) -> list:
+    """In this process: [{"seconds", "ptxas_seconds"}] per case, for one side: the median
+    of ``runs`` fresh compiles."""
     sys.path.insert(0, str(ROOT))
     import aotk
     from aotk import compiler as aotk_compiler
@@ -109,8 +111,8 @@ def _side(side: str, targets: list) -> list:
     compile_once(CASES[0])   # imports, LLVM and MLIR initialization, libdevice
     rows = []
     for case in CASES:
-        runs = sorted(compile_once(case) for _ in range(3))
-        rows.append({"seconds": runs[1][0], "ptxas_seconds": runs[1][1]})
+        times = sorted(compile_once(case) for _ in range(runs))
+        rows.append({"seconds": times[runs // 2][0], "ptxas_seconds": times[runs // 2][1]})
     return rows
 
 
@@ -119,12 +121,16 @@ def main(argv=None):
     parser.add_argument("--target", default="sm_90",
                         help="a target, or several separated by commas (a library's)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    parser.add_argument("--runs", type=int, default=3,
+                        help="fresh compiles per kernel and side, the median kept (default 3)")
     parser.add_argument("--side", choices=["aotk", "triton"], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
     from aotk.targets import capability
     targets = sorted(args.target.split(","), key=capability)
     if args.side:
-        print(json.dumps(_side(args.side, targets)))
+        print(json.dumps(_side(args.side, targets, args.runs)))
         return
     env = {**os.environ, "TRITON_ALWAYS_COMPILE": "1",
            "TRITON_CACHE_DIR": tempfile.mkdtemp(prefix="aotk-bench-triton-"),
@@ -132,7 +138,7 @@ def main(argv=None):
     results = {}
     for side in ("aotk", "triton"):
         run = subprocess.run([sys.executable, __file__, "--side", side, "--target",
-                              ",".join(targets)],
+                              ",".join(targets), "--runs", str(args.runs)],
                              capture_output=True, text=True, env=env, check=True)
         results[side] = json.loads(run.stdout.strip().splitlines()[-1])
     import triton
@@ -146,13 +152,13 @@ def main(argv=None):
     total_theirs = sum(r["triton_s"] for r in rows)
     document = {"date": datetime.date.today().isoformat(), "target": ",".join(targets),
                 "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-                "triton": triton.__version__, "rows": rows,
+                "runs": args.runs, "triton": triton.__version__, "rows": rows,
                 "ratio_total": total_ours / total_theirs}
     per = " per target" if len(targets) > 1 else ""
     lines = [f"# Cold compile of one kernel configuration, {document['target']}: aotk vs "
              f"Triton {triton.__version__}", "",
-             f"{document['machine']}, no GPU; median of 3 per kernel, each side in its own "
-             "process (bench/compile_speed.py). Ratio < 1: aotk faster."
+             f"{document['machine']}, no GPU; median of {args.runs} per kernel, each side "
+             "in its own process (bench/compile_speed.py). Ratio < 1: aotk faster."
              + (f" Each configuration compiled for {', '.join(targets)}, as a library build "
                 "does; times are per (kernel, target)." if per else ""), "",
              f"| kernel | configuration | aotk ms{per} | of it ptxas ms | Triton ms{per} "
