@@ -116,7 +116,7 @@ from ..ir import types as T
 from ..ir.types import BlockType
 from . import axis_info
 from .pipeline_carried import carry_offsets, keep_unshifted
-from .pipeline_shape import MAX_PIPELINE_BYTES, analyze_loop, barrier_groups
+from .pipeline_shape import MAX_PIPELINE_BYTES, analyze_loop
 from .rewrite import (clone_ops, constant, new_op, remove_unused_pure_ops,
                       upward_for_loops, users_of)
 from .tensor_maps import column_aligned, tensor_map_index
@@ -235,7 +235,7 @@ def _rewrite(function, parent: list, loop, infos, users, num_warps: int, num_sta
     tma = shape.recipes is not None
     if tma:
         maps = [tensor_map_index(function, recipe) for recipe in shape.recipes]
-        groups = barrier_groups(shape.operands, len(loads))
+        groups = shape.groups
         group_count = max(groups) + 1
 
     carry_offsets(parent, loop, shape, users)

@@ -71,6 +71,8 @@ class LoopShape:
     orders: list = None
     # Indices into ``loads`` of the tiles copied down their columns (``_staging``).
     columns: list = None
+    # TMA: each load's mbarrier group (``barrier_groups``).
+    groups: list = None
 
 
 def analyze_loop(function, loop, infos, users, num_warps: int, num_stages: int,
@@ -155,8 +157,9 @@ def analyze_loop(function, loop, infos, users, num_warps: int, num_stages: int,
                for _, _, load in invariants)
     tiles = sum(staged_tile_bytes(tile_shape(l), l.result.element, async_proxy)
                 for l in loads)
-    if recipes is not None:
-        tiles += MBARRIER_BYTES * (max(barrier_groups(shape.operands, len(loads))) + 1)
+    groups = barrier_groups(shape.operands, len(loads)) if recipes is not None else None
+    if groups is not None:
+        tiles += MBARRIER_BYTES * (max(groups) + 1)
     # The plain tiles go first where the stages do not fit: the dots' tiles matter most.
     staged.sort(key=lambda o: plain_tile_bytes(o.result.type.shape, o.result.element))
     while True:
@@ -196,7 +199,7 @@ def analyze_loop(function, loop, infos, users, num_warps: int, num_stages: int,
     orders = [plain_order(o, infos) for o in staged]
     return LoopShape(dots, loads, shape.operands, shape.view_ops, load_ops, async_proxy,
                       in_flight, shifted, update_slice, stages, recipes, invariants,
-                      deferred, retiring, kept, staged, orders, columns)
+                      deferred, retiring, kept, staged, orders, columns, groups)
 
 
 def barrier_groups(operands: list, count: int) -> list:
