@@ -126,16 +126,38 @@ def test_a_threads_tree_is_emitted_depth_first():
     the first."""
     ptx = aotk.compile(_exp_row_kernel, "*fp32:16, *fp32:16, *fp32:16", {"BLOCK": 32768},
                        num_warps=32).ptx
-    depth = {}
-    order = []
-    for line in ptx[:ptx.index("shfl.sync")].splitlines():
-        if re.match(r"\s*add(\.rn)?\.f32", line):
-            target, *operands = re.findall(r"%r\d+", line)
-            depth[target] = 1 + max(depth.get(r, 0) for r in operands)
-            order.append(depth[target])
+    order = _tree_depths(ptx, r"add(\.rn)?\.f32")
     assert len(order) == 31
     assert order[:15] == [1, 1, 2, 1, 1, 2, 3, 1, 1, 2, 1, 1, 2, 3, 4]
     assert max(order) == 5
+
+
+def _tree_depths(ptx: str, instruction: str) -> list:
+    """The depth in the thread's tree of each ``instruction`` before the first shuffle."""
+    depth, order = {}, []
+    for line in ptx[:ptx.index("shfl.sync")].splitlines():
+        if re.match(rf"\s*{instruction}", line):
+            target, *operands = re.findall(r"%r\d+", line)
+            depth[target] = 1 + max(depth.get(r, 0) for r in operands)
+            order.append(depth[target])
+    return order
+
+
+@aotk.jit
+def _max_row_kernel(x_ptr, max_ptr, BLOCK: tl.constexpr):
+    tl.store(max_ptr, tl.max(tl.load(x_ptr + tl.arange(0, BLOCK)), axis=0))
+
+
+def test_a_threads_maximum_is_emitted_level_by_level():
+    """liger's grpo loss, one warp a row of 2,048: after a maximum's tree emitted depth
+    first, ptxas began it before the row's last loads were issued, 7 % slower on an H200
+    (141 against 130 us, Triton 133). A maximum is the same in any order: its 63 combines
+    come level by level (32 of depth 1 first), the row's loads first again."""
+    ptx = aotk.compile(_max_row_kernel, "*fp32:16, *fp32:16", {"BLOCK": 2048},
+                       num_warps=1).ptx
+    order = _tree_depths(ptx, r"max(\.NaN)?\.f32")
+    assert len(order) == 63
+    assert order == sorted(order) and order[:32] == [1] * 32
 
 
 @aotk.jit
