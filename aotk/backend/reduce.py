@@ -180,7 +180,8 @@ def lower_reduce(ctx, op) -> list:
     groups = {}
     for item, slot in zip(items, source.slots()):
         groups.setdefault(slot[:axis] + (0,) + slot[axis + 1:], []).append(item)
-    # A maximum or minimum comes out the same in any order: level by level (see pairwise).
+    # The same tree either way; ptxas schedules a maximum or minimum best level by level,
+    # other combines depth first (see pairwise).
     depth_first = op.attrs.get("combine") not in ("max", "min")
     accumulators = {key: pairwise(group, merge, depth_first)
                     for key, group in groups.items()}
