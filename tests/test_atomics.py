@@ -139,6 +139,17 @@ def test_float_adds_on_sm_90_are_vector_atoms_as_in_triton(element, instruction,
     assert ".version 8.1" in ptx
 
 
+@pytest.mark.parametrize("text, features", [
+    ('asm "atom.global.acq_rel.gpu.add.v4.f32 $0, [$1], {$2, $3, $4, $5};"', "+ptx81"),
+    ("atom.global.add.noftz.v8.bf16", "+ptx81"),
+    ("; xatom.global.add.v4.f32 (a longer word, not the instruction)", "+ptx80"),
+    ('asm "atom.global.acq_rel.gpu.add.f32 $0, [$1], $2;"', "+ptx80")])
+def test_the_isa_a_module_declares_follows_its_vector_atoms(text, features):
+    """ISA 8.1 where the inline PTX has a vector atom add (a whole word), else sm_90's 8.0."""
+    from aotk.backend.ptx import ptx_features
+    assert ptx_features("sm_90", "define void @k() {\n" + text + "\n}") == features
+
+
 def test_vector_atoms_only_where_provable_and_on_sm_90():
     """sm_80 has no vector atom; a strided pointer or a mask that may change inside a
     vector (``n`` without a divisibility hint) keeps one atom per element, and ISA 8.0."""
