@@ -108,6 +108,17 @@ def test_a_reductions_adds_contract_with_its_products_as_tritons_do(fp_fusion):
         assert "fma.rn.f32" not in ptx and "add.rn.f32" in ptx and "add.f32" not in ptx
 
 
+def _tree_depths(ptx: str, instruction: str) -> list:
+    """The depth in the thread's tree of each ``instruction`` before the first shuffle."""
+    depth, order = {}, []
+    for line in ptx[:ptx.index("shfl.sync")].splitlines():
+        if re.match(rf"\s*{instruction}", line):
+            target, *operands = re.findall(r"%r\d+", line)
+            depth[target] = 1 + max(depth.get(r, 0) for r in operands)
+            order.append(depth[target])
+    return order
+
+
 @aotk.jit
 def _exp_row_kernel(x_ptr, exp_ptr, sum_ptr, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
@@ -130,17 +141,6 @@ def test_a_threads_tree_is_emitted_depth_first():
     assert len(order) == 31
     assert order[:15] == [1, 1, 2, 1, 1, 2, 3, 1, 1, 2, 1, 1, 2, 3, 4]
     assert max(order) == 5
-
-
-def _tree_depths(ptx: str, instruction: str) -> list:
-    """The depth in the thread's tree of each ``instruction`` before the first shuffle."""
-    depth, order = {}, []
-    for line in ptx[:ptx.index("shfl.sync")].splitlines():
-        if re.match(rf"\s*{instruction}", line):
-            target, *operands = re.findall(r"%r\d+", line)
-            depth[target] = 1 + max(depth.get(r, 0) for r in operands)
-            order.append(depth[target])
-    return order
 
 
 @aotk.jit
