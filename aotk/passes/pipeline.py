@@ -237,6 +237,9 @@ def _rewrite(function, parent: list, loop, infos, users, num_warps: int, num_sta
         maps = [tensor_map_index(function, recipe) for recipe in shape.recipes]
         groups = shape.groups
         group_count = max(groups) + 1
+        # The loads of each group, in body order (every trip's copies follow it).
+        group_members = [[index for index, g in enumerate(groups) if g == group]
+                         for group in range(group_count)]
 
     carry_offsets(parent, loop, shape, users)
     update_ops = [o for o in ops if id(o) in update_slice]
@@ -294,8 +297,7 @@ def _rewrite(function, parent: list, loop, infos, users, num_warps: int, num_sta
         stage with the bytes of its tiles and issues their TMA copies (nothing when the
         trip is past the end)."""
         emitted = clone_ops([o for o in load_ops if o not in loads], mapping)
-        for group in range(group_count):
-            members = [index for index, g in enumerate(groups) if g == group]
+        for group, members in enumerate(group_members):
             tile_bytes = sum(loads[i].result.type.numel * loads[i].result.element.itemsize
                              for i in members)
             emitted.append(new_op("tma_expect", [stage_value, in_range], None, loop=number,
