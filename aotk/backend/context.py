@@ -43,11 +43,31 @@ class LoweringContext:
         # the basic block they were built in, where a later use in that block reuses them
         # (an operand's register fragments, built once for the dots that share it).
         self.derived: dict = {}
+        # ids of instructions that keep their place (reduction trees, whose order
+        # ``backend.reduce`` chose), and of those whose inputs are computed just before them
+        # (``backend.sink_to_use``).
+        self.placed_in_order: set = set()
+        self.inputs_sunk_to: set = set()
 
     @property
     def prologue(self):
         """A builder at the end of the entry block, for values that must dominate every use."""
         return self.threads.prologue
+
+    def emitted_in_order(self, emit, sink_inputs: bool = False):
+        """``emit()``'s result; the instructions it appended to the current block keep
+        their places (``placed_in_order``) and, with ``sink_inputs``, what they take is
+        computed just before them (``inputs_sunk_to``)."""
+        block = self.builder.block
+        before = len(block.instructions)
+        result = emit()
+        if self.builder.block is not block:
+            return result   # branched (a combine with control flow): nothing is moved
+        emitted = {id(i) for i in block.instructions[before:]}
+        self.placed_in_order |= emitted
+        if sink_inputs:
+            self.inputs_sunk_to |= emitted
+        return result
 
     # -- registers of lowered values ---------------------------------------------------
     def regs(self, value, layout) -> list:

@@ -25,6 +25,7 @@ from .llvm_types import I64, llvm_type
 from .pipeline import plan_buffers
 from .registry import OP_LOWERINGS, VALUE_LOWERINGS, missing_lowering
 from .shared import SharedMemory
+from .sink_to_use import sink_to_first_use
 from .tma import tensor_map_parameters
 
 
@@ -128,4 +129,5 @@ def lower_to_llvm(function, plan: LayoutPlan, infos: dict, target: str = "sm_90"
     with shared.region(function.body):
         _lower_ops(ctx, function.body)
     builder.ret_void()
+    sink_to_first_use(module, keep=ctx.placed_in_order, sinks=ctx.inputs_sunk_to)
     return module, shared.bytes, shared.pad_conversions

@@ -181,9 +181,12 @@ def lower_reduce(ctx, op) -> list:
     for item, slot in zip(items, source.slots()):
         groups.setdefault(slot[:axis] + (0,) + slot[axis + 1:], []).append(item)
     # The same tree either way; ptxas schedules a maximum or minimum best level by level,
-    # other combines depth first (see pairwise).
+    # other combines depth first (see pairwise). The tree stays where it is emitted; what
+    # a depth-first one combines is computed just before the combine that takes it
+    # (backend.sink_to_use), a maximum's inputs stay where they are.
     depth_first = op.attrs.get("combine") not in ("max", "min")
-    accumulators = {key: pairwise(group, merge, depth_first)
+    accumulators = {key: ctx.emitted_in_order(lambda group=group: pairwise(
+                        group, merge, depth_first), sink_inputs=depth_first)
                     for key, group in groups.items()}
 
     # 2. Across lanes: butterfly over the lanes that hold distinct elements of the axis,
