@@ -18,6 +18,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -168,46 +169,28 @@ def link(manifest, plans, compiled: dict, out: Path, static=False, verbose=False
 
     dependencies = sorted({manifest.path} | {d for plan in plans for d in plan.dependencies})
     if not up_to_date:
-        if work.exists():
-            shutil.rmtree(work)
-        work.mkdir(parents=True)
-        for file_name, content in files.items():
-            write_atomic(work / file_name, content)
-        for runtime_file in RUNTIME.iterdir():
-            shutil.copyfile(runtime_file, work / runtime_file.name)
-        # The generated C files in their order (the library's, then the kernels' files),
-        # the runtime and the embedded fatbins.
-        sources = [f for f in files if f.endswith(".c")] + ["aotk_runtime.c",
-                                                            f"{name}_fatbins.S"]
-        objects = [source.rsplit(".", 1)[0] + ".o" for source in sources]
-        flags = ["-O2", "-fPIC", "-std=c11", "-fvisibility=hidden", "-I."]
-
-        commands = [_compiler() + flags + ["-c", source, "-o", obj]
-                    for source, obj in zip(sources, objects)]
-        if verbose:   # printed here, in order: lines printed by the threads could interleave
-            for command in commands:
-                print("aotk: " + " ".join(shlex.quote(str(c)) for c in command))
-        # As many C compilers at once as the build has jobs: a library of thousands of
-        # variants is many files. The link takes the objects in the files' order.
-        workers = max(1, min(jobs or os.cpu_count() or 1, len(sources)))
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            list(pool.map(lambda command: _run(command, work, False), commands))
-        _run(_compiler() + ["-shared", "-o", f"lib{name}.so.tmp"] + objects + ["-ldl", "-pthread"],
-             work, verbose)
-        if archive:
-            archive_tmp = work / f"lib{name}.a.tmp"
-            if archive_tmp.exists():
-                archive_tmp.unlink()
-            _run(["ar", "rcsD", archive_tmp.name] + objects, work, verbose)
-        out.mkdir(parents=True, exist_ok=True)
-        # The outputs change together: SIGINT / SIGTERM wait until all are in place (a
-        # build stopped before this point leaves the previous outputs untouched).
-        with _signals_held():
-            write_atomic(header, files[f"{name}.h"])
-            if archive:
-                os.replace(work / f"lib{name}.a.tmp", archive)
-            os.replace(work / f"lib{name}.so.tmp", library)
-            stamp.write_text(digest)
+        work.parent.mkdir(parents=True, exist_ok=True)
+        # A folder of this build's own, renamed to .aotk/<name>/ at the end: two builds of
+        # one manifest into one folder at once (make -j, two test workers) removed each
+        # other's generated files there ("examples.h: No such file or directory").
+        staging = Path(tempfile.mkdtemp(prefix=f"{name}.", dir=work.parent))
+        umask = os.umask(0)
+        os.umask(umask)
+        staging.chmod(0o777 & ~umask)   # readable as the folder it replaces was, not 0700
+        try:
+            _compile_and_link(files, name, staging, static, verbose, jobs)
+            (staging / "fingerprint").write_text(digest)
+            out.mkdir(parents=True, exist_ok=True)
+            # The outputs change together: SIGINT / SIGTERM wait until all are in place (a
+            # build stopped before this point leaves the previous outputs untouched).
+            with _signals_held():
+                write_atomic(header, files[f"{name}.h"])
+                if archive:
+                    os.replace(staging / f"lib{name}.a.tmp", archive)
+                os.replace(staging / f"lib{name}.so.tmp", library)
+                _replace_folder(staging, work)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
     else:
         # Nothing changed, but make asked because an input is newer: say the outputs are fresh.
         for path in outputs:
@@ -228,6 +211,52 @@ def link(manifest, plans, compiled: dict, out: Path, static=False, verbose=False
                        variants,
                        dependencies + sorted({w for plan in plans for w in plan.watched})
                        + _toolchain_files())
+
+
+def _compile_and_link(files: dict, name: str, work: Path, static: bool, verbose: bool,
+                      jobs) -> None:
+    """The generated files and the runtime written to ``work`` and compiled there into
+    ``lib<name>.so.tmp`` (and ``lib<name>.a.tmp``)."""
+    for file_name, content in files.items():
+        write_atomic(work / file_name, content)
+    for runtime_file in RUNTIME.iterdir():
+        shutil.copyfile(runtime_file, work / runtime_file.name)
+    # The generated C files in their order (the library's, then the kernels' files),
+    # the runtime and the embedded fatbins.
+    sources = [f for f in files if f.endswith(".c")] + ["aotk_runtime.c", f"{name}_fatbins.S"]
+    objects = [source.rsplit(".", 1)[0] + ".o" for source in sources]
+    flags = ["-O2", "-fPIC", "-std=c11", "-fvisibility=hidden", "-I."]
+    commands = [_compiler() + flags + ["-c", source, "-o", obj]
+                for source, obj in zip(sources, objects)]
+    if verbose:   # printed here, in order: lines printed by the threads could interleave
+        for command in commands:
+            print("aotk: " + " ".join(shlex.quote(str(c)) for c in command))
+    # As many C compilers at once as the build has jobs: a library of thousands of
+    # variants is many files. The link takes the objects in the files' order.
+    workers = max(1, min(jobs or os.cpu_count() or 1, len(sources)))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        list(pool.map(lambda command: _run(command, work, False), commands))
+    _run(_compiler() + ["-shared", "-o", f"lib{name}.so.tmp"] + objects + ["-ldl", "-pthread"],
+         work, verbose)
+    if static:
+        _run(["ar", "rcsD", f"lib{name}.a.tmp"] + objects, work, verbose)
+
+
+def _replace_folder(new: Path, final: Path) -> None:
+    """``new`` renamed to ``final``, the folder there before removed. Where another build
+    puts its own folder there in between, ``new`` is left for the caller to remove: both
+    hold the same build's files."""
+    old = final.with_name(f"{final.name}.old-{os.getpid()}-{threading.get_ident()}")
+    try:
+        os.replace(final, old)
+    except FileNotFoundError:
+        old = None
+    try:
+        os.replace(new, final)
+    except OSError:
+        pass
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def _toolchain_files() -> list:
