@@ -9,12 +9,15 @@ import os
 import shutil
 import subprocess
 import tempfile
+from pathlib import Path
 
 import pytest
 
 from aotk.cli_entry import import_cli
 
 import_cli()   # makes `aotk_cli` importable from a bare source tree too
+
+ROOT = Path(__file__).resolve().parent.parent
 
 # Compiles in tests go to a fresh cache, never the user's ~/.cache/aotk; it goes away after.
 if "AOTK_CACHE_DIR" not in os.environ:
@@ -23,6 +26,14 @@ if "AOTK_CACHE_DIR" not in os.environ:
 
 
 @functools.lru_cache(maxsize=1)
+def tree_pythonpath() -> str:
+    """PYTHONPATH for a subprocess that runs this tree's aotk: the tree first, then the
+    test process's own PYTHONPATH (where packages come from one, as on a machine whose
+    wheels are unpacked beside the interpreter, the tree's builds still find them)."""
+    inherited = os.environ.get("PYTHONPATH")
+    return str(ROOT) + (os.pathsep + inherited if inherited else "")
+
+
 def cuda_device_count() -> int:
     """The GPUs the driver shows; 0 where libcuda.so.1 does not load or cuInit fails."""
     try:

@@ -12,6 +12,7 @@ except ModuleNotFoundError:   # Python 3.10
     import tomli as tomllib
 
 import pytest
+from tests.conftest import tree_pythonpath
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
@@ -66,7 +67,7 @@ def test_result_file_name_carries_date_gpu_driver_versions():
 def test_build_time_part_runs_without_a_gpu(tmp_path):
     result = subprocess.run([sys.executable, str(ROOT / "bench" / "run.py"), "--build-only",
                              "--out", str(tmp_path)], capture_output=True, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+                            env={**os.environ, "PYTHONPATH": tree_pythonpath()})
     assert result.returncode == 0, result.stderr
     (document_path,) = tmp_path.glob("*.json")
     document = json.loads(document_path.read_text())
@@ -91,7 +92,7 @@ def test_compile_speed_compares_both_compilers_without_a_gpu(tmp_path, targets):
     result = subprocess.run([sys.executable, str(ROOT / "bench" / "compile_speed.py"),
                              "--out", str(tmp_path), "--target", targets, "--runs", "1"],
                             capture_output=True, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=600)
+                            env={**os.environ, "PYTHONPATH": tree_pythonpath()}, timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
     document = json.loads((tmp_path / "compile_speed.json").read_text())
     assert document["runs"] == 1

@@ -13,7 +13,7 @@ import aotk
 from aotk.buildsys.manifest import ManifestError
 from aotk.toolchain.locate import wheel_directories
 from aotk_cli.main import main
-from tests.conftest import cuda_available, run_c_program
+from tests.conftest import cuda_available, run_c_program, tree_pythonpath
 from tests.projects import root_project as _project
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -299,7 +299,7 @@ def test_bad_manifest_is_one_line_naming_the_key(tmp_path, key, edit, message):
     manifest = project / "aotk.toml"
     manifest.write_text(edit(manifest.read_text()))
     result = subprocess.run([sys.executable, "-m", "aotk", "build", str(manifest)], capture_output=True, text=True,
-                            cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                            cwd=tmp_path, env={**os.environ, "PYTHONPATH": tree_pythonpath()})
     assert result.returncode != 0
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
@@ -356,7 +356,7 @@ def test_build_target_option_replaces_the_manifest_targets(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "aotk", "build", str(project / "aotk.toml"),
                           "-o", str(tmp_path / "bad"), "--target", "sm_70"],
                          capture_output=True, text=True, cwd=tmp_path,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+                         env={**os.environ, "PYTHONPATH": tree_pythonpath()})
     assert bad.returncode != 0 and "Traceback" not in bad.stderr
     assert bad.stderr.strip().splitlines() == [
         "aotk: error: --target: unknown target 'sm_70'; expected one of sm_75, sm_80, sm_86, "

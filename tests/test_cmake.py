@@ -15,10 +15,11 @@ import pytest
 
 from aotk.version import __version__
 from tests.projects import ADD_KERNEL, add_manifest
+from tests.conftest import tree_pythonpath
 
 ROOT = Path(__file__).resolve().parent.parent
 AOTK_COMMAND = f"{sys.executable};-m;aotk"
-ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+ENV = {**os.environ, "PYTHONPATH": tree_pythonpath()}
 
 
 def _tool(name: str) -> str:

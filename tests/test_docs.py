@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.conftest import tree_pythonpath
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -44,7 +45,7 @@ def _run_page(name: str, tmp_path: Path, gpu: bool):
     (bin_dir / "aotk").chmod(0o755)
     (bin_dir / "python3").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
     (bin_dir / "python3").chmod(0o755)
-    env = {**os.environ, "PYTHONPATH": str(ROOT),
+    env = {**os.environ, "PYTHONPATH": tree_pythonpath(),
            "PATH": f"{bin_dir}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}"
                    f"{os.environ.get('PATH', '')}"}
     runs = [body for _, info, body in _blocks(DOCS / name)

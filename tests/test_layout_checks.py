@@ -18,6 +18,7 @@ from aotk.buildsys.manifest import ManifestError, load_manifest
 from aotk.buildsys.plan import plan_builds
 from aotk.ir.pointer_layouts import PointerLayout
 from aotk.launch.arguments import check_layouts
+from tests.conftest import tree_pythonpath
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNELS = ROOT / "examples" / "kernels"
@@ -296,7 +297,7 @@ def test_matching_arrays_and_raw_addresses_launch(built, tmp_path):
     log = tmp_path / "log"
     run = subprocess.run([sys.executable, "-c", ACCEPTED, str(built.library)],
                          capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": str(ROOT),
+                         env={**os.environ, "PYTHONPATH": tree_pythonpath(),
                               "LD_LIBRARY_PATH": str(tmp_path), "FAKE_CUDA_LOG": str(log),
                               "FAKE_CUDA_BINARY_VERSION": "80"})
     assert run.returncode == 0, run.stderr

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import aotk
+from tests.conftest import tree_pythonpath
 
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parent.parent
@@ -344,9 +345,9 @@ def test_each_context_gets_its_own_modules(lib):
 
 def test_python_example_runs(tmp_path):
     subprocess.run([sys.executable, "-m", "aotk", "build", str(ROOT / "aotk.toml")], check=True,
-                   cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                   cwd=ROOT, env={**os.environ, "PYTHONPATH": tree_pythonpath()})
     run = subprocess.run([sys.executable, str(ROOT / "examples" / "python" / "demo.py")],
-                         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": tree_pythonpath()})
     assert run.returncode == 0, run.stderr
     assert "OK" in run.stdout
 
@@ -357,7 +358,7 @@ def test_cpp_example_builds_and_runs(tmp_path):
     example = tmp_path / "cpp"
     shutil.copytree(ROOT / "examples" / "cpp", example)
     aotk_command = f"{sys.executable} -m aotk"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": tree_pythonpath()}
     make = ["make", "-C", str(example), f"ROOT={ROOT}", f"AOTK={aotk_command}"]
     subprocess.run(make + ["run"], check=True, env=env)
     # Touching a kernel makes make rebuild the library (through the depfile).

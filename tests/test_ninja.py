@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.conftest import tree_pythonpath
 
 ROOT = Path(__file__).resolve().parent.parent
 NINJA = shutil.which("ninja") or str(Path(sys.executable).with_name("ninja"))
@@ -39,7 +40,7 @@ constants = { BLOCK = 512 }
 def _run(command, cwd, cache):
     return subprocess.run(command, cwd=cwd, capture_output=True, text=True,
                           env={**os.environ, "AOTK_CACHE_DIR": str(cache),
-                               "PYTHONPATH": str(ROOT)})
+                               "PYTHONPATH": tree_pythonpath()})
 
 
 @pytest.fixture

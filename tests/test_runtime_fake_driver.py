@@ -15,6 +15,7 @@ import pytest
 import aotk
 from aotk.buildsys.expressions import to_total_c
 from aotk.buildsys.manifest import ManifestError
+from tests.conftest import tree_pythonpath
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -61,7 +62,7 @@ def _launch(built, binary_version: int) -> tuple:
     folder, result = built
     log = folder / f"log-{binary_version}"
     run = subprocess.run([sys.executable, "-c", LAUNCH, str(result.library)], capture_output=True,
-                         text=True, env={**os.environ, "PYTHONPATH": str(ROOT),
+                         text=True, env={**os.environ, "PYTHONPATH": tree_pythonpath(),
                                          "LD_LIBRARY_PATH": str(folder),
                                          "FAKE_CUDA_LOG": str(log),
                                          "FAKE_CUDA_BINARY_VERSION": str(binary_version)})
@@ -142,7 +143,7 @@ def _launch_persistent(persistent, sms: int) -> tuple:
     log = result.library.parent / f"log-{sms}"
     run = subprocess.run([sys.executable, "-c", PERSISTENT_LAUNCH, str(result.library)],
                          capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": str(ROOT), "LD_LIBRARY_PATH": str(driver),
+                         env={**os.environ, "PYTHONPATH": tree_pythonpath(), "LD_LIBRARY_PATH": str(driver),
                               "FAKE_CUDA_LOG": str(log), "FAKE_CUDA_SMS": str(sms)})
     assert run.returncode == 0, run.stderr
     lines = log.read_text().splitlines() if log.exists() else []

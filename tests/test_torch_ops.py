@@ -5,6 +5,7 @@ the operators compute what the library does, eagerly and compiled by inductor.""
 import pytest
 
 import aotk
+from tests.conftest import tree_pythonpath
 
 torch = pytest.importorskip("torch")
 from pathlib import Path  # noqa: E402
@@ -85,7 +86,7 @@ def test_on_the_gpu_the_example_runs():
     import os
     import subprocess
     import sys
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": tree_pythonpath()}
     subprocess.run([sys.executable, "-m", "aotk", "build", str(ROOT / "aotk.toml")], check=True,
                    cwd=ROOT, env=env)
     run = subprocess.run([sys.executable, str(ROOT / "examples" / "python" / "torch_ops.py")],

@@ -12,6 +12,7 @@ import pytest
 import aotk
 from aotk.buildsys.sources import SourceError, load_kernel, load_module
 from aotk.triton_imports import redirect_triton
+from tests.conftest import tree_pythonpath
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -246,7 +247,7 @@ def test_aotk_build_takes_a_triton_file_as_it_is(tmp_path):
     _write(tmp_path)
     (tmp_path / "aotk.toml").write_text(MANIFEST)
     result = subprocess.run([sys.executable, "-m", "aotk", "build"], capture_output=True,
-                            text=True, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                            text=True, cwd=tmp_path, env={**os.environ, "PYTHONPATH": tree_pythonpath()})
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "build" / "libtritonlib.so").is_file()
     header = (tmp_path / "build" / "tritonlib.h").read_text()
@@ -259,7 +260,7 @@ def test_aotk_compile_takes_a_triton_file_as_it_is(tmp_path):
                              "--signature", "*fp32, *fp32, i32, fp32", "-D", "BLOCK=64",
                              "-D", "EVEN=True", "-o", str(tmp_path / "out")],
                             capture_output=True, text=True, cwd=tmp_path,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+                            env={**os.environ, "PYTHONPATH": tree_pythonpath()})
     assert result.returncode == 0, result.stderr
     ptx = next((tmp_path / "out").glob("*.ptx")).read_text()
     assert "ex2.approx" in ptx  # libdevice.exp, inlined
