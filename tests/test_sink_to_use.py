@@ -26,16 +26,21 @@ def _module():
         name=name)
 
 
+def _two_squares(kernel, load):
+    """A block that loads two registers (calls with side effects) and squares them."""
+    block = kernel.append_basic_block("b")
+    b = ir.IRBuilder(block)
+    x0 = b.call(load, [ir.Constant(ir.IntType(32), 0)], name="x0")
+    x1 = b.call(load, [ir.Constant(ir.IntType(32), 1)], name="x1")
+    return block, b, (x0, x1, b.fmul(x0, x0, name="m0"), b.fmul(x1, x1, name="m1"))
+
+
 def test_what_a_sum_tree_takes_comes_one_register_at_a_time():
     """Two registers through mul, exp and add, lowered op by op, then summed: each
     register's chain comes right before the tree that takes it, the tree where it was; the
     calls with side effects keep their order, and a product no tree takes stays put."""
     kernel, load, exp, shuffle = _module()
-    block = kernel.append_basic_block("b")
-    b = ir.IRBuilder(block)
-    x0 = b.call(load, [ir.Constant(ir.IntType(32), 0)], name="x0")
-    x1 = b.call(load, [ir.Constant(ir.IntType(32), 1)], name="x1")
-    m0, m1 = b.fmul(x0, x0, name="m0"), b.fmul(x1, x1, name="m1")
+    block, b, (x0, x1, m0, m1) = _two_squares(kernel, load)
     kept = b.fmul(x0, x1, name="kept")
     e0, e1 = b.call(exp, [m0], name="e0"), b.call(exp, [m1], name="e1")
     a0, a1 = b.fadd(e0, kernel.args[0], name="a0"), b.fadd(e1, kernel.args[0], name="a1")
@@ -49,6 +54,21 @@ def test_what_a_sum_tree_takes_comes_one_register_at_a_time():
     sink_block(block, keep={id(total)}, sinks={id(total)})
     assert _names(block) == ["x0", "x1", "kept", "m0", "e0", "a0", "m1", "e1", "a1", "total",
                              "t", "use", "across", "ret void"]
+
+
+def test_a_value_something_else_also_takes_stays_with_what_made_it():
+    """A softmax's exponentials are summed and divided, an attention row's probabilities
+    summed and fed to a dot: such a value (and what only it takes) stays where it was; a
+    register whose chain only the sum takes still moves."""
+    kernel, load, exp, _ = _module()
+    block, b, (x0, x1, m0, m1) = _two_squares(kernel, load)
+    e0, e1 = b.call(exp, [m0], name="e0"), b.call(exp, [m1], name="e1")
+    total = b.fadd(e0, e1, name="total")
+    b.call(load, [b.fptosi(e0, ir.IntType(32), name="t")], name="use")
+    b.ret_void()
+    sink_block(block, keep={id(total)}, sinks={id(total)})
+    assert _names(block) == ["x0", "x1", "m0", "e0", "m1", "e1", "total", "t", "use",
+                             "ret void"]
 
 
 def test_phis_and_the_loop_control_keep_their_places():

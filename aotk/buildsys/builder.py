@@ -165,7 +165,10 @@ def link(manifest, plans, compiled: dict, out: Path, static=False, verbose=False
     work = out / ".aotk" / name
     stamp = work / "fingerprint"
     outputs = [library, header] + ([archive] if archive else [])
-    up_to_date = stamp.is_file() and stamp.read_text() == digest and all(p.exists() for p in outputs)
+    try:   # (another build may be replacing the folder the stamp is in right now)
+        up_to_date = stamp.read_text() == digest and all(p.exists() for p in outputs)
+    except OSError:
+        up_to_date = False
 
     dependencies = sorted({manifest.path} | {d for plan in plans for d in plan.dependencies})
     if not up_to_date:
