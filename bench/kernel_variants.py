@@ -111,7 +111,9 @@ def build(args) -> None:
     spec_path.write_text(json.dumps(spec, indent=1) + "\n")
 
 
-def _arguments(spec: dict, buffers: dict, triton: bool) -> tuple:
+def launch_arguments(spec: dict, buffers: dict, triton: bool) -> tuple:
+    """The arguments of one launch, in the kernel's parameter order (the module docstring
+    says which value each kind of parameter gets); ``buffers``: name -> device array."""
     import numpy as np
     rows, cols = spec["rows"], spec["cols"]
     values = []
@@ -130,7 +132,8 @@ def _arguments(spec: dict, buffers: dict, triton: bool) -> tuple:
     return tuple(values)
 
 
-def _parameter_count(ptx: str) -> int:
+def parameter_count(ptx: str) -> int:
+    """How many parameters the PTX's kernel entry declares."""
     entry = ptx[ptx.index(".entry"):]
     return len(re.findall(r"\.param \.", entry[:entry.index(")")]))
 
@@ -152,8 +155,8 @@ def time_folder(folder: pathlib.Path) -> dict:
     times, reference = {}, None
     for cubin in sorted(folder.glob("*.cubin")):
         triton = cubin.stem == "triton"
-        arguments = _arguments(spec, buffers, triton)
-        expected = _parameter_count(cubin.with_suffix(".ptx").read_text())
+        arguments = launch_arguments(spec, buffers, triton)
+        expected = parameter_count(cubin.with_suffix(".ptx").read_text())
         if expected != len(arguments):
             raise SystemExit(f"{cubin}: {expected} parameters, {len(arguments)} arguments")
         function = cp.RawModule(path=str(cubin)).get_function(spec["kernel"])

@@ -34,9 +34,9 @@ def test_build_gives_both_compilers_cubins_of_the_bench_specialization(tmp_path)
         ptx = (tmp_path / f"{label}.ptx").read_text()
         assert (tmp_path / f"{label}.cubin").stat().st_size > 0
         assert ".reqntid 64" in ptx
-        arguments = kernel_variants._arguments(spec, {n: n for n, t, _ in spec["params"]
+        arguments = kernel_variants.launch_arguments(spec, {n: n for n, t, _ in spec["params"]
                                                       if t.startswith("*")}, triton)
-        assert kernel_variants._parameter_count(ptx) == len(arguments)
+        assert kernel_variants.parameter_count(ptx) == len(arguments)
 
 
 def test_triton_gets_no_integer_it_specializes_and_its_scratch_pointers():
@@ -45,8 +45,8 @@ def test_triton_gets_no_integer_it_specializes_and_its_scratch_pointers():
                                               ["n_non_ignore", "i32", None],
                                               ["eps", "fp32", None]]}
     buffers = {"x": "X"}
-    mine = kernel_variants._arguments(spec, buffers, triton=False)
-    theirs = kernel_variants._arguments(spec, buffers, triton=True)
+    mine = kernel_variants.launch_arguments(spec, buffers, triton=False)
+    theirs = kernel_variants.launch_arguments(spec, buffers, triton=True)
     assert [int(v) if not isinstance(v, str) else v for v in mine[:5]] == ["X", 96, 1, 96, 8]
     assert float(mine[5]) == pytest.approx(1e-10)
     assert len(theirs) == len(mine) - 1 + 2 and int(theirs[-1]) == 0
