@@ -59,6 +59,34 @@ def _operands(instruction):
     return getattr(instruction, "operands", ())
 
 
+# What the SFU (MUFU) computes, or a division (a reciprocal there): libdevice's math and the
+# NVVM approximations.
+_SPECIAL_FUNCTION_PREFIXES = ("__nv_", "llvm.nvvm.ex2.", "llvm.nvvm.lg2.", "llvm.nvvm.sqrt.",
+                              "llvm.nvvm.rsqrt.", "llvm.nvvm.rcp.", "llvm.nvvm.div.",
+                              "llvm.nvvm.sin.", "llvm.nvvm.cos.", "llvm.sqrt.")
+
+
+def computed_with_special_functions(values, block: ir.Block) -> bool:
+    """Does any of ``values`` come, through pure instructions of ``block``, from an
+    exponential, logarithm, root, sine, cosine or division? ``backend.reduce`` emits such a
+    sum depth first with its inputs sunk to it, and a sum of plain products level by level
+    (why: its docstring)."""
+    seen, work = set(), list(values)
+    while work:
+        value = work.pop()
+        if not isinstance(value, ir.Instruction) or id(value) in seen or \
+                value.parent is not block or not _is_pure(value):
+            continue
+        seen.add(id(value))
+        if isinstance(value, ir.CallInstr) and \
+                value.callee.name.startswith(_SPECIAL_FUNCTION_PREFIXES):
+            return True
+        if type(value) is ir.Instruction and value.opname == "fdiv":
+            return True
+        work.extend(_operands(value))
+    return False
+
+
 def _inputs_of(block, keep, sinks, users) -> set:
     """ids of the block's pure instructions that only the ``sinks`` of the block take,
     directly or through other such instructions; those in ``keep`` stay. A value something
