@@ -203,3 +203,92 @@ def _torch_reference(torch, name, arguments):
         gate = torch.matmul(base("x_desc"), base("wg_desc").T)
         return torch.nn.functional.silu(gate) * torch.matmul(base("x_desc"), base("wu_desc").T)
     return [(arguments["out_ptr"], swiglu)]
+
+
+@aotk.jit
+def _register_operands_kernel(a_ptr, b_ptr, x_ptr, c_ptr, d_ptr, M: aotk.language.constexpr,
+                              N: aotk.language.constexpr, K: aotk.language.constexpr):
+    """No loop, so nothing is staged: both dots' operands come from registers, the threads
+    store them. c = a @ (2 b), B read [K, N] along its rows (N-major); d = x^T @ g, the
+    transpose of a tile read along its rows as A and a product as B (liger's mhc backward:
+    dphi = x^T @ grad_z)."""
+    tl = aotk.language
+    rm, rn, rk = tl.arange(0, M), tl.arange(0, N), tl.arange(0, K)
+    a = tl.load(a_ptr + rm[:, None] * K + rk[None, :])
+    b = tl.load(b_ptr + rk[:, None] * N + rn[None, :]) * 2.0
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], tl.dot(a, b))
+    x = tl.load(x_ptr + rk[:, None] * M + rm[None, :])       # [K, M]: x^T is [M, K]
+    g = tl.load(b_ptr + rk[:, None] * N + rn[None, :]) * 0.5
+    tl.store(d_ptr + rm[:, None] * N + rn[None, :], tl.dot(tl.trans(x), g))
+
+
+def _register_operands_arguments(empty, M=128, N=64, K=32):
+    f32 = np.float32
+    return dict(a_ptr=empty((M, K), f32), b_ptr=empty((K, N), f32), x_ptr=empty((K, M), f32),
+                c_ptr=empty((M, N), f32), d_ptr=empty((M, N), f32), M=M, N=N, K=K)
+
+
+def test_operands_the_threads_store_run_on_tf32_wgmma():
+    """A B that no loop staged is stored by the threads K-major (as an int8 B is), so tf32
+    wgmma reads it whatever its layout; an A they store goes K-major, row by row. liger's
+    mhc backward (its x^T @ grad_z) spilled 72 bytes on mma.sync, 24 now (Triton: wgmma
+    too, none)."""
+    arguments = _register_operands_arguments(np.empty)
+    runtime, constants = _register_operands_kernel._split_arguments((), arguments)
+    signature, _ = specialize(_register_operands_kernel, runtime, host_memory=True)
+    compiled = aotk.compile(_register_operands_kernel, signature, constants, 4, 3,
+                            target="sm_90")
+    assert len(TF32_WGMMA.findall(compiled.ptx)) == 2 * 2 * (32 // 8)   # 2 dots, M 128, k8
+    assert "mma.sync" not in compiled.ptx
+    assert compiled.metadata["spills"] == 0
+
+
+@pytest.mark.gpu
+def test_operands_the_threads_store_match_torch_on_the_gpu():
+    torch = pytest.importorskip("torch")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    empty = lambda shape, _: torch.randn(shape, device="cuda") / 4   # noqa: E731
+    arguments = _register_operands_arguments(empty)
+    arguments["c_ptr"].fill_(float("nan"))
+    arguments["d_ptr"].fill_(float("nan"))
+    _register_operands_kernel[(1,)](**arguments, num_warps=4)
+    torch.cuda.synchronize()
+    a, b, x = arguments["a_ptr"], arguments["b_ptr"], arguments["x_ptr"]
+    torch.testing.assert_close(arguments["c_ptr"], a @ (2 * b), rtol=2e-2, atol=3e-2)
+    torch.testing.assert_close(arguments["d_ptr"], x.T @ (0.5 * b), rtol=2e-2, atol=3e-2)
+
+
+def test_operands_the_threads_store_on_the_interpreter(monkeypatch):
+    monkeypatch.setenv("AOTK_INTERPRET", "1")
+    rng = np.random.default_rng(0)
+    arguments = _register_operands_arguments(
+        lambda shape, dtype: (rng.standard_normal(shape) / 4).astype(dtype))
+    _register_operands_kernel[(1,)](**arguments)
+    a, b, x = (arguments[k].astype(np.float64) for k in ("a_ptr", "b_ptr", "x_ptr"))
+    np.testing.assert_allclose(arguments["c_ptr"], a @ (2 * b), rtol=2e-2, atol=2e-2)
+    np.testing.assert_allclose(arguments["d_ptr"], x.T @ (0.5 * b), rtol=2e-2, atol=2e-2)
+
+
+@aotk.jit
+def _chained_dots_kernel(a_ptr, b_ptr, c_ptr, M: aotk.language.constexpr,
+                         N: aotk.language.constexpr):
+    """p = a @ b, then p @ b: the second dot's A is the first's result."""
+    tl = aotk.language
+    rm, rn = tl.arange(0, M), tl.arange(0, N)
+    a = tl.load(a_ptr + rm[:, None] * N + rn[None, :])
+    b = tl.load(b_ptr + rn[:, None] * N + rn[None, :])
+    p = tl.where(rm[:, None] >= rn[None, :], tl.dot(a, b), 0.0)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], tl.dot(p, b))
+
+
+def test_a_dot_whose_a_is_another_dots_result_keeps_it_in_registers():
+    """mma.sync takes that A from the registers it was computed in; tf32 wgmma would read it
+    from shared memory (fla's chunk_fwd_kernel_o: 217 registers there, 165 so)."""
+    f32 = np.float32
+    arguments = dict(a_ptr=np.empty((64, 64), f32), b_ptr=np.empty((64, 64), f32),
+                     c_ptr=np.empty((64, 64), f32), M=64, N=64)
+    runtime, constants = _chained_dots_kernel._split_arguments((), arguments)
+    signature, _ = specialize(_chained_dots_kernel, runtime, host_memory=True)
+    ptx = aotk.compile(_chained_dots_kernel, signature, constants, 4, 3, target="sm_90").ptx
+    assert len(TF32_WGMMA.findall(ptx)) == 64 // 8          # the first dot
+    assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in ptx   # the second

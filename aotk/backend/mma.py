@@ -145,15 +145,15 @@ class OperandTiles:
     pipelined loop may stage B as [N, K] and a 16-bit A as [K, M] (``shared_read`` with
     ``transposed``); the threads store a B read down its columns the same way, and a
     16-bit A read down its columns M-major, [K, M] (``plan.stored_transposed``), from the
-    layout its loads read; ``int8_b_k_major``: wgmma's int8 B, which has no transpose, is
-    stored K-major as well."""
+    layout its loads read; ``b_k_major``: wgmma's int8 or fp32 (tf32) B, which has no
+    transpose, is stored K-major as well."""
 
-    def __init__(self, plan, op, int8_b_k_major: bool = False):
+    def __init__(self, plan, op, b_k_major: bool = False):
         a, b = op.operands[:2]
         (m, k), (_, n) = a.type.shape, b.type.shape
         self.op = op
         self.b_stored_k_major = plan.k_major_b(op) is not None or \
-            int8_b_k_major and not staged(b)
+            b_k_major and not staged(b)
         # A transposed view of a value in accumulator fragments (``plan.a_view_source``)
         # reads that value's own row-major tile: A's [K, M].
         self.a_view_source = plan.a_view_source(op)

@@ -54,7 +54,7 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from ..passes.layouts import Layout
-from ..passes.mma_layout import WGMMA_ROWS, is_int8
+from ..passes.mma_layout import WGMMA_ROWS, is_int8, threads_store_b_k_major
 from .llvm_types import I32, I64, inline_asm, llvm_type, register_struct
 from .mma import OperandTiles
 from .register_operands import a_in_registers as _in_registers_or_tf32
@@ -147,10 +147,10 @@ def lower_wgmma(ctx, op) -> list:
     c = lambda v: ir.Constant(I32, v)   # noqa: E731
 
     integer = is_int8(element)
-    # Operand tiles (``mma.OperandTiles``); an int8 B that the threads store goes K-major
-    # (8-bit operands have no transpose). Staged operands were fenced for the async proxy
+    # Operand tiles (``mma.OperandTiles``); an int8 or fp32 (tf32) B that the threads store
+    # goes K-major (neither has a transpose on wgmma). Staged operands were fenced for the async proxy
     # by their loop's async_wait.
-    tiles = OperandTiles(ctx.plan, op, int8_b_k_major=integer)
+    tiles = OperandTiles(ctx.plan, op, b_k_major=threads_store_b_k_major(element))
     tile_a, tile_b, m_major_a, k_major_b = tiles.a, tiles.b, tiles.m_major_a, tiles.k_major_b
     registers_a = a_in_registers(ctx.plan, op)
     root, a_base, b_base = tiles.place(ctx, None if registers_a else a, tile_bytes(a),

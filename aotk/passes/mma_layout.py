@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..ir.kir import ELEMENTWISE_OPS
 
 MMA_TILE = (16, 8)   # rows x columns of one mma.sync m16n8kK accumulator tile
 
@@ -98,6 +99,42 @@ def is_int8(element) -> bool:
     return element.is_int() and element.is_int_signed() and element.bits == 8
 
 
+def k_major_operands(op) -> bool:
+    """Whether both operands of ``op`` reach wgmma K-major, as tf32 ones must: A staged as
+    loaded ([M, K]) or stored by the threads (row by row, K-major); B staged through a
+    transpose or, unless A is another dot's result (``a_from_dot``), stored by the
+    threads, K-major as an int8 B is (``k_major_b``)."""
+    a, b = (value.owner for value in op.operands[:2])
+    a_k_major = a is None or a.opcode != "shared_read" or not a.attrs.get("transposed")
+    b_stored = b is None or b.opcode != "shared_read"
+    return a_k_major and k_major_b(op) and not (b_stored and a_from_dot(op))
+
+
+def a_from_dot(op) -> bool:
+    """Whether the A of ``op`` is another dot's result, through elementwise ops: mma.sync
+    takes such an fp32 A from the registers it was computed in, where tf32 wgmma reads it
+    from shared memory. With a B the threads store, that dot stays on mma.sync: on wgmma
+    fla's chunk_fwd_kernel_o (A = q k^T, masked) took 217 registers, 165 on mma.sync
+    (Triton 175)."""
+    work, seen = [op.operands[0]], set()
+    while work:
+        owner = work.pop().owner
+        if owner is None or id(owner) in seen:
+            continue
+        seen.add(id(owner))
+        if owner.opcode == "dot":
+            return True
+        if owner.opcode in ELEMENTWISE_OPS:
+            work.extend(owner.operands)
+    return False
+
+
+def threads_store_b_k_major(element) -> bool:
+    """Whether wgmma reads a B of ``element`` that the threads store (not staged) K-major:
+    int8 and fp32 (tf32) operands, which have no transpose on wgmma."""
+    return is_int8(element) or element.is_fp32()
+
+
 def k_major_b(op) -> bool:
     """Whether an int8 dot's B reaches wgmma K-major: staged through a transpose (an [N, K]
     stage), or not staged at all, so that the threads store it K-major
@@ -133,7 +170,7 @@ def wgmma_warps(op, num_warps: int, k_major: bool | None = None,
     if tf32:
         # input_precision "ieee" and "tf32x3" stay off tensor cores' single tf32 product.
         if op.attrs.get("precision") != "tf32" or not (
-                b_stored_k_major or (k_major_staged(op) if k_major is None else k_major)):
+                b_stored_k_major or (k_major_operands(op) if k_major is None else k_major)):
             return None
         b_is_k_major = True
     elif is_int8(a.element):
