@@ -100,7 +100,8 @@ def test_compile_speed_compares_both_compilers_without_a_gpu(tmp_path, targets):
     assert document["target"] == ",".join(sorted(targets.split(",")))
     assert [r["kernel"] for r in document["rows"]][:2] == ["add_kernel", "softmax_kernel"]
     for row in document["rows"]:
-        assert 0 < row["aotk_ptxas_s"] < row["aotk_s"] and row["triton_s"] > 0
+        assert 0 < row["aotk_ptxas_s"] < row["aotk_s"]
+        assert 0 < row["triton_ptxas_s"] < row["triton_s"]   # its ptxas subprocesses
     text = (tmp_path / "compile_speed.md").read_text()
     assert "| add_kernel | BLOCK=1024, 4 warps |" in text and "median of 1 per kernel" in text
 
