@@ -1,8 +1,9 @@
-"""fp32 dots (tf32 products) on Hopper's ``wgmma`` (``mma_layout.wgmma_fits``): only where a
-pipelined loop stages both operands K-major (A as loaded, B through a transpose), since
-tf32 wgmma has no transpose. Compiled for sm_90 without a GPU (the instruction in the PTX,
-ptxas's registers and spills against the mma.sync build of sm_80), run on the interpreter
-against numpy, and (marked ``gpu``) launched against torch."""
+"""fp32 dots (tf32 products) on Hopper's ``wgmma`` (``mma_layout.wgmma_fits``): only where
+both operands reach it K-major, since tf32 wgmma has no transpose: a pipelined loop stages
+A as loaded and B through a transpose, or the threads store B K-major themselves.
+Compiled for sm_90 without a GPU (the instruction in the PTX, ptxas's registers and spills
+against the mma.sync build of sm_80), run on the interpreter against numpy, and (marked
+``gpu``) launched against torch."""
 import re
 
 import numpy as np

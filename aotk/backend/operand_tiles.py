@@ -101,7 +101,8 @@ class ResidentTiles:
         if resident[other] is not None or _slot_image(plan, op, other, any_tile=True) is None:
             return 0
         wgmma = plan.mma[op].instruction == "wgmma"
-        tiles = OperandTiles(plan, op, b_k_major=wgmma and threads_store_b_k_major(op.operands[0].element))
+        tiles = OperandTiles(plan, op, b_k_major=wgmma and threads_store_b_k_major(
+            op.operands[0].element))
         return SWIZZLE_ATOM_BYTES + (tiles.b if other else tiles.a).bytes
 
 
@@ -123,7 +124,8 @@ def _slot_image(plan, op, index: int, any_tile: bool = False):
         return None
     if any_tile:
         return operand, None
-    tiles = OperandTiles(plan, op, b_k_major=wgmma and threads_store_b_k_major(op.operands[0].element))
+    tiles = OperandTiles(plan, op, b_k_major=wgmma and threads_store_b_k_major(
+        op.operands[0].element))
     tile, transposed = (tiles.a, tiles.m_major_a) if index == 0 else (tiles.b, tiles.k_major_b)
     view = operand.owner
     if view is not None and view.opcode == "permute" and tuple(view.attrs["order"]) == (1, 0):

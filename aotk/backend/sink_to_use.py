@@ -2,7 +2,8 @@
 
 In: the llvmlite ``ir.Module`` that ``backend.lower`` built, the ids of the instructions that
 keep their place (a thread's reduction trees) and of those whose inputs sink to them (the
-trees ``backend.reduce`` emits depth first: sums and the other non-max/min combines).
+trees ``backend.reduce`` emits depth first: sums through a special function,
+``computed_with_special_functions``, and the other non-max/min combines).
 Out: the same module, each block reordered: the pure instructions whose values only such a
 tree takes (directly or through one another) each come right before their first user;
 every other instruction keeps its place and order.

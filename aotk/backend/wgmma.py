@@ -148,8 +148,8 @@ def lower_wgmma(ctx, op) -> list:
 
     integer = is_int8(element)
     # Operand tiles (``mma.OperandTiles``); an int8 or fp32 (tf32) B that the threads store
-    # goes K-major (neither has a transpose on wgmma). Staged operands were fenced for the async proxy
-    # by their loop's async_wait.
+    # goes K-major (neither has a transpose on wgmma). Staged operands were fenced for the
+    # async proxy by their loop's async_wait.
     tiles = OperandTiles(ctx.plan, op, b_k_major=threads_store_b_k_major(element))
     tile_a, tile_b, m_major_a, k_major_b = tiles.a, tiles.b, tiles.m_major_a, tiles.k_major_b
     registers_a = a_in_registers(ctx.plan, op)

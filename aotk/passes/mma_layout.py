@@ -136,9 +136,9 @@ def threads_store_b_k_major(element) -> bool:
 
 
 def k_major_b(op) -> bool:
-    """Whether an int8 dot's B reaches wgmma K-major: staged through a transpose (an [N, K]
-    stage), or not staged at all, so that the threads store it K-major
-    (``backend.wgmma``)."""
+    """Whether an int8 or fp32 dot's B reaches wgmma K-major: staged through a transpose
+    (an [N, K] stage), or not staged at all, so that the threads store it K-major
+    (``threads_store_b_k_major``, ``backend.wgmma``)."""
     b = op.operands[1].owner
     return b is None or b.opcode != "shared_read" or b.attrs.get("transposed", False)
 
@@ -147,7 +147,8 @@ def wgmma_warps(op, num_warps: int, k_major: bool | None = None,
                 b_stored_k_major: bool = False, a_stored_m_major: bool = False) -> tuple | None:
     """How warps tile the result when Hopper's ``wgmma`` can compute this dot, else None:
     fp16 / bf16 operands (the only ones whose B may be N-major, as it is staged), fp32
-    ones read as tf32 when both are staged K-major (wgmma has no transpose for tf32), or
+    ones read as tf32 when both reach it K-major (``k_major_operands``: wgmma has no
+    transpose for tf32), or
     int8 ones whose B reaches it K-major (``k_major_b``: no transpose for 8-bit operands
     either); whole warpgroups, K (A's rows) and N (B's rows) rows of a swizzle mode
     (``wgmma_row_fits``).
@@ -157,7 +158,8 @@ def wgmma_warps(op, num_warps: int, k_major: bool | None = None,
     an N-major B, its first panel: the slice must then be whole panels (Triton's [4, 2];
     fla's chunked kernels on 8 warps, BT = 64). Not for int8.
     ``k_major``: whether the operands are (``passes.pipeline``, before it stages them, says
-    whether it will); None: ``k_major_staged`` (``k_major_b`` for int8).
+    whether it will); None: ``k_major_operands`` for tf32, ``k_major_b`` for int8,
+    ``k_major_staged`` for 16-bit operands.
     ``b_stored_k_major``: the threads store B K-major (``layout_facts.column_read_operands``);
     A, not staged, is stored K-major, or M-major with ``a_stored_m_major`` (16-bit only:
     wgmma's imm-trans-a)."""
