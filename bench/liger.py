@@ -107,7 +107,10 @@ def main(argv=None):
         rows = {}
         for document in documents:
             rows.update({row["case"]: row for row in document["rows"]})
-        environment = next(d for d in documents if "gpu" in d)
+        environment = next((d for d in documents if "gpu" in d), None)
+        if environment is None:
+            raise SystemExit("--merge: give at least one run's liger.json; a log names no GPU "
+                             "or versions")
         merged = {**environment, "rows": list(rows.values())}
         out.mkdir(parents=True, exist_ok=True)
         (out / "liger.json").write_text(json.dumps(merged, indent=1))

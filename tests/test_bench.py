@@ -148,3 +148,29 @@ def test_fla_bench_table_times_only_what_matches_triton():
     assert "| kda chunk_kda | RuntimeError: no |" in text
     assert "1 of 3 cases timed; geometric mean ratio (Triton / aotk): whole op 1.200, " \
            "kernels 1.200." in text
+
+
+def test_liger_merge_takes_logs_of_runs_cut_short_beside_a_json(tmp_path):
+    """bench/liger.py --merge: the rows a cut run printed (its log) with another run's
+    liger.json, the later row of a case winning; logs alone name no GPU: a clear error."""
+    row = lambda case, us: {"case": case, "kernels": ["k"], "matches_triton": "yes",   # noqa: E731
+                            "matches_torch": "yes", "aotk_ms": 1.0, "triton_ms": 1.0,
+                            "aotk_kernel_us": us, "triton_kernel_us": 10.0}
+    first = tmp_path / "liger.json"
+    first.write_text(json.dumps({"gpu": "NVIDIA H200", "triton": "3.6.0", "torch": "2.11",
+                                 "liger_kernel": "0.8.5",
+                                 "rows": [row("a", 20.0), row("b", 10.0)]}))
+    log = tmp_path / "cut.log"
+    log.write_text("compiling...\n" + json.dumps(row("a", 5.0)) + "\n")
+    merged = subprocess.run([sys.executable, str(ROOT / "bench" / "liger.py"), "--merge",
+                             str(first), str(log), "--out", str(tmp_path / "out")],
+                            capture_output=True, text=True, timeout=120)
+    assert merged.returncode == 0, merged.stderr[-2000:]
+    document = json.loads((tmp_path / "out" / "liger.json").read_text())
+    assert document["gpu"] == "NVIDIA H200"
+    assert {r["case"]: r["aotk_kernel_us"] for r in document["rows"]} == {"a": 5.0, "b": 10.0}
+    alone = subprocess.run([sys.executable, str(ROOT / "bench" / "liger.py"), "--merge",
+                            str(log), "--out", str(tmp_path / "out2")],
+                           capture_output=True, text=True, timeout=120)
+    assert alone.returncode != 0 and "give at least one run's liger.json" in alone.stderr
+    assert not (tmp_path / "out2").exists()
