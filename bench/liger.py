@@ -1,7 +1,14 @@
 """liger-kernel on the GPU: the same library loaded twice, under aotk and under Triton.
 
-    PYTHONPATH=. python3 bench/liger.py [--out DIR] [--cases NAME,...]
+    PYTHONPATH=. python3 bench/liger.py [--out DIR] [--cases NAME,...] [--part K/N]
     python3 bench/liger.py --merge RUN1/liger.json RUN2/liger.json ... --out DIR
+
+The whole table on a host of N GPUs, one process and one GPU a part (each case's two sides
+still in one process on one GPU), then one table:
+
+    for k in $(seq 1 N); do CUDA_VISIBLE_DEVICES=$((k-1)) python3 bench/liger.py \
+        --part $k/N --out OUT/part$k > OUT/part$k.log 2>&1 & done; wait
+    python3 bench/liger.py --merge OUT/part*/liger.json --out OUT
 
 For each case of the compatibility suite (tests/compat/liger_cases_*.py) at its ``bench``
 size: liger's own host code runs once with ``import triton`` giving aotk and once with the
@@ -93,10 +100,24 @@ def _read_run(path: pathlib.Path) -> dict:
                      if line.startswith('{"case"')]}
 
 
+def part_of(names: list, part: str) -> set:
+    """The case names of ``part`` ("K/N": every N-th case from the K-th, K from 1), dealt
+    round-robin so that each part gets a share of the slow cases."""
+    try:
+        k, n = (int(x) for x in part.split("/"))
+    except ValueError:
+        raise SystemExit(f"--part {part!r}: expected K/N, e.g. 2/4") from None
+    if not 1 <= k <= n:
+        raise SystemExit(f"--part {part!r}: K must be 1 to N")
+    return set(names[k - 1::n])
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="bench/results")
     parser.add_argument("--cases", default="")
+    parser.add_argument("--part", default=None, metavar="K/N",
+                        help="only the K-th of N round-robin parts of the cases (one GPU each)")
     parser.add_argument("--merge", nargs="+", default=None, metavar="LIGER_JSON",
                         help="write one table from several runs' liger.json (or the log of a run "
                              "cut short), the later run's row of a case winning")
@@ -124,6 +145,9 @@ def main(argv=None):
     from tests.compat import liger
     ops_aotk, ops_triton = liger.load_ops(True), liger.load_ops(False)
     wanted = set(filter(None, args.cases.split(",")))
+    if args.part:
+        part = part_of([case.name for case in liger.cases()], args.part)
+        wanted = wanted & part if wanted else part
     document = {"gpu": torch.cuda.get_device_name(), "triton": triton.__version__,
                 "torch": torch.__version__, "liger_kernel": version("liger-kernel"), "rows": []}
     out.mkdir(parents=True, exist_ok=True)

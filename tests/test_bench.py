@@ -174,3 +174,15 @@ def test_liger_merge_takes_logs_of_runs_cut_short_beside_a_json(tmp_path):
                            capture_output=True, text=True, timeout=120)
     assert alone.returncode != 0 and "give at least one run's liger.json" in alone.stderr
     assert not (tmp_path / "out2").exists()
+
+
+def test_liger_parts_deal_the_cases_round_robin():
+    """bench/liger.py --part K/N: N parts that together hold every case once."""
+    import liger as liger_bench   # bench/liger.py (bench/ is on the path: top of this file)
+    names = [f"case{i}" for i in range(11)]
+    parts = [liger_bench.part_of(names, f"{k}/4") for k in range(1, 5)]
+    assert parts[0] == {"case0", "case4", "case8"} and parts[3] == {"case3", "case7"}
+    assert set().union(*parts) == set(names) and sum(map(len, parts)) == len(names)
+    for bad in ("0/4", "5/4", "2", "a/b"):
+        with pytest.raises(SystemExit, match="--part"):
+            liger_bench.part_of(names, bad)
