@@ -99,15 +99,30 @@ def is_int8(element) -> bool:
     return element.is_int() and element.is_int_signed() and element.bits == 8
 
 
+def staged_k_major(op, a_stage, b_stage) -> bool:
+    """Whether an int8 or fp32 (tf32) dot ``op`` has what wgmma, with no transpose for
+    them, reads: its operands K-major. A stage is None where the threads store the operand,
+    else whether the operand is staged transposed. int8: B staged through a transpose or
+    stored by the threads (K-major, ``threads_store_b_k_major``). tf32: that B, and A
+    staged as loaded ([M, K]) or stored by the threads (row by row), but not a B the
+    threads store beside an A that is another dot's result (``a_from_dot``). Asked before
+    a loop is staged (``passes.pipeline_shape``) and after (``k_major_operands``)."""
+    b_k_major = b_stage is None or b_stage
+    if is_int8(op.operands[0].element):
+        return b_k_major
+    return b_k_major and not a_stage and not (b_stage is None and a_from_dot(op))
+
+
+def _stage(value):
+    owner = value.owner
+    if owner is None or owner.opcode != "shared_read":
+        return None
+    return bool(owner.attrs.get("transposed", False))
+
+
 def k_major_operands(op) -> bool:
-    """Whether both operands of ``op`` reach wgmma K-major, as tf32 ones must: A staged as
-    loaded ([M, K]) or stored by the threads (row by row, K-major); B staged through a
-    transpose or, unless A is another dot's result (``a_from_dot``), stored by the
-    threads, K-major as an int8 B is (``k_major_b``)."""
-    a, b = (value.owner for value in op.operands[:2])
-    a_k_major = a is None or a.opcode != "shared_read" or not a.attrs.get("transposed")
-    b_stored = b is None or b.opcode != "shared_read"
-    return a_k_major and k_major_b(op) and not (b_stored and a_from_dot(op))
+    """``staged_k_major`` of ``op`` as its operands are staged (``shared_read``) or not."""
+    return staged_k_major(op, _stage(op.operands[0]), _stage(op.operands[1]))
 
 
 def a_from_dot(op) -> bool:
@@ -135,30 +150,20 @@ def threads_store_b_k_major(element) -> bool:
     return is_int8(element) or element.is_fp32()
 
 
-def k_major_b(op) -> bool:
-    """Whether an int8 or fp32 dot's B reaches wgmma K-major: staged through a transpose
-    (an [N, K] stage), or not staged at all, so that the threads store it K-major
-    (``threads_store_b_k_major``, ``backend.wgmma``)."""
-    b = op.operands[1].owner
-    return b is None or b.opcode != "shared_read" or b.attrs.get("transposed", False)
-
-
 def wgmma_warps(op, num_warps: int, k_major: bool | None = None,
                 b_stored_k_major: bool = False, a_stored_m_major: bool = False) -> tuple | None:
     """How warps tile the result when Hopper's ``wgmma`` can compute this dot, else None:
     fp16 / bf16 operands (the only ones whose B may be N-major, as it is staged), fp32
-    ones read as tf32 when both reach it K-major (``k_major_operands``: wgmma has no
-    transpose for tf32), or
-    int8 ones whose B reaches it K-major (``k_major_b``: no transpose for 8-bit operands
-    either); whole warpgroups, K (A's rows) and N (B's rows) rows of a swizzle mode
-    (``wgmma_row_fits``).
+    ones read as tf32 when both reach it K-major, or int8 ones whose B does
+    (``k_major_operands``: wgmma has no transpose for either); whole warpgroups, K (A's
+    rows) and N (B's rows) rows of a swizzle mode (``wgmma_row_fits``).
     Warpgroups stack along M, 64 rows each, (num_warps, 1); a dot with fewer rows than
     that splits N among them, (4, num_warps / 4), each warpgroup a contiguous slice
     (``Mma.warp_columns``) whose B descriptor starts at its first row (K-major B) or, for
     an N-major B, its first panel: the slice must then be whole panels (Triton's [4, 2];
     fla's chunked kernels on 8 warps, BT = 64). Not for int8.
     ``k_major``: whether the operands are (``passes.pipeline``, before it stages them, says
-    whether it will); None: ``k_major_operands`` for tf32, ``k_major_b`` for int8,
+    whether it will); None: ``k_major_operands`` for tf32 and int8,
     ``k_major_staged`` for 16-bit operands.
     ``b_stored_k_major``: the threads store B K-major (``layout_facts.column_read_operands``);
     A, not staged, is stored K-major, or M-major with ``a_stored_m_major`` (16-bit only:
@@ -176,7 +181,7 @@ def wgmma_warps(op, num_warps: int, k_major: bool | None = None,
             return None
         b_is_k_major = True
     elif is_int8(a.element):
-        if not (b_stored_k_major or (k_major_b(op) if k_major is None else k_major)):
+        if not (b_stored_k_major or (k_major_operands(op) if k_major is None else k_major)):
             return None
         b_is_k_major = True
     elif not (a.element.is_fp16() or a.element.is_bf16()):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ..ir import kir
 from .layouts import memory_vector_dim, memory_vector_width
-from .mma_layout import a_from_dot, choose_mma, is_int8
+from .mma_layout import choose_mma, is_int8, staged_k_major
 from .rewrite import body_slice, dot_operand_loads, is_zero, refusal, tile_shape
 from .tensor_maps import tensor_map_recipe
 
@@ -26,16 +26,11 @@ MBARRIER_BYTES = 8                # one mbarrier of a TMA stage (one per group o
 
 def _k_major(dot, operands) -> bool:
     """Whether ``dot``'s operands will reach wgmma K-major once staged as ``operands`` says
-    ((index, transposed) or None: stored by the threads). 16-bit: both staged, B through a
-    transpose. int8 B, fp32 (tf32) A and B: a B the threads store goes K-major; A may not
-    be staged transposed (``mma_layout.k_major_operands``)."""
+    ((index, transposed) or None: stored by the threads): int8 and fp32 as
+    ``mma_layout.staged_k_major`` says; 16-bit ones both staged, B through a transpose."""
     element = dot.operands[0].element
-    b_k_major = operands[1] is None or operands[1][1]
-    if is_int8(element):
-        return b_k_major
-    if element.is_fp32():
-        return b_k_major and (operands[0] is None or not operands[0][1]) and \
-            not (operands[1] is None and a_from_dot(dot))
+    if is_int8(element) or element.is_fp32():
+        return staged_k_major(dot, *(None if entry is None else entry[1] for entry in operands))
     return None not in operands and operands[1][1]
 
 
@@ -129,7 +124,7 @@ def analyze_loop(function, loop, infos, users, num_warps: int, num_stages: int,
                        else entry for entry in operands] for operands in shape.operands]
     # Staged, B read through a transpose is K-major, as fp32 (tf32) operands need on wgmma
     # (``mma_layout.k_major_operands``, which asks for a K-major A as well); a B the threads
-    # store is N-major, except an int8 or fp32 one (``mma_layout.k_major_b``).
+    # store is N-major, except an int8 or fp32 one (``mma_layout.staged_k_major``).
     layouts = [choose_mma(dot, num_warps, wgmma, k_major=_k_major(dot, operands),
                           a_stored_m_major=operands[0] is not None and operands[0][1])
                for dot, operands in zip(dots, shape.operands)]
