@@ -67,6 +67,19 @@ def test_two_dots_reading_one_register_operand_gather_it_once():
     assert shuffles(True) == shuffles(False)
 
 
+@pytest.mark.parametrize("n, warps", [(64, 4), (64, 8), (128, 8)])
+def test_a_tf32_b_left_in_wgmma_fragments_is_stored_from_them(n, warps):
+    """On sm_90 w @ c, with c = a @ b fp32 in its wgmma accumulator fragments, runs on
+    tf32 wgmma, whose B the threads store K-major from those fragments (a thread's rows r
+    and r + 8 one store each). It failed to compile (no registers of c in another layout);
+    fla's prepare_wy_repr_bwd_kernel hit the same at 4 warps."""
+    compiled = aotk.compile(chained_dots_kernel, _signature("fp32"), {"N": n},
+                            num_warps=warps, target="sm_90")
+    assert "wgmma.mma_async.sync.aligned" in compiled.ptx
+    assert ".tf32.tf32" in compiled.ptx
+    assert compiled.metadata["spills"] == 0
+
+
 def _reference(a, b, v, w, dtype):
     c = (a.astype(np.float32) @ b.astype(np.float32)).astype(dtype)
     return (c.astype(np.float32) @ v.astype(np.float32),
@@ -86,7 +99,7 @@ def test_the_interpreter_matches_numpy(monkeypatch):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", list(DTYPES))
-@pytest.mark.parametrize("n, warps", [(16, 1), (32, 1), (32, 2), (64, 4)])
+@pytest.mark.parametrize("n, warps", [(16, 1), (32, 1), (32, 2), (64, 4), (64, 8), (128, 8)])
 def test_the_gpu_matches_torch(dtype, n, warps):
     torch = pytest.importorskip("torch")
     element = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[dtype]

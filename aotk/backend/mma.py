@@ -71,14 +71,17 @@ def store_tile(ctx, value, byte_base: int, offset_of, by_columns: bool = False,
     attention's p), two adjacent columns a store, with no conversion first.
     ``by_columns``: the tile holds the block transposed (consecutive rows of a column are
     adjacent in memory): the runs are a thread's consecutive rows (``_store_by_columns``),
-    read in ``layout`` (default: the natural one)."""
+    read in ``layout`` (default: the accumulator fragments the block is resident in, else
+    its natural layout)."""
+    home = ctx.plan.homes.get(value)
+    resident = home if isinstance(home, Layout) and isinstance(home.blocked, Mma) and \
+        not home.sliced else None
     if by_columns:
-        _store_by_columns(ctx, value, byte_base, offset_of, layout or ctx.plan.natural(value))
+        _store_by_columns(ctx, value, byte_base, offset_of,
+                          layout or resident or ctx.plan.natural(value))
         return
     b = ctx.builder
-    home = ctx.plan.homes.get(value)
-    layout = home if isinstance(home, Layout) and isinstance(home.blocked, Mma) and \
-        not home.sliced else ctx.plan.natural(value)
+    layout = resident or ctx.plan.natural(value)
     element = value.element
     registers = ctx.regs(value, layout)
     indices = ctx.threads.logical_indices(value, layout)
@@ -105,7 +108,8 @@ def _store_by_columns(ctx, value, byte_base: int, offset_of, layout):
     64 rows of one column), stored 16 bytes at most a vector. A run starts at a multiple of
     its length (the thread's first row is a multiple of size_per_thread[0]). From the
     layout a column-major load reads in (``layout_facts.k_major_b_loads``), runs are that
-    load's vectors."""
+    load's vectors. Rows that are not consecutive (a value left in a dot's accumulator
+    fragments: a thread's rows r and r + 8) are stored one element a store."""
     b = ctx.builder
     blocked = layout.blocked
     row_axis, column_axis = layout.parent_axis(0), layout.parent_axis(1)
@@ -125,6 +129,15 @@ def _store_by_columns(ctx, value, byte_base: int, offset_of, layout):
     for column in by_column.values():
         column.sort(key=lambda entry: entry[0])
         for start in range(0, len(column), piece):
+            group = column[start:start + piece]
+            if piece > 1 and [entry[0] - group[0][0] for entry in group] != \
+                    list(range(piece)):
+                # Rows that are not one run (an accumulator fragment's rows r and r + 8):
+                # one store each.
+                for _, register, (row, col) in group:
+                    offset = b.add(ir.Constant(I32, byte_base), offset_of(b, row, col))
+                    b.store(register, ctx.shared.pointer(offset, llvm_type(element)))
+                continue
             _, first, (row, col) = column[start]
             offset = b.add(ir.Constant(I32, byte_base), offset_of(b, row, col))
             if piece == 1:
