@@ -8,7 +8,7 @@ import traceback
 
 import pytest
 
-from tests.compat import fla, fresh_package
+from tests.compat import autotune_variants, compile_failures, fla, fresh_package
 
 pytestmark = pytest.mark.skipif(not fla.installed(), reason="fla-core is in the test extra")
 
@@ -130,3 +130,15 @@ def test_each_recurrences_gradients_match_flas_reference_on_the_gpu(case):
         scale = float(wanted[name].abs().max()) or 1.0
         error = float((gradient - wanted[name]).abs().max()) / scale
         assert error <= (1e-2 if case.chunked else 1e-4), (name, error)
+
+
+@pytest.mark.slow
+def test_every_autotune_config_of_a_launched_kernel_compiles_for_sm_90(results):
+    """On the GPU fla's autotuners compile every config; the interpreter runs only the
+    first. 101 of these failed to compile (a tf32 B left in wgmma fragments) while every
+    first config did, and fla's gradients failed on the GPU alone."""
+    launches = [launch for _, _, found in results.values() for launch in found]
+    variants = autotune_variants(fla.load_ops(redirect=True)["modules"], launches)
+    assert len(variants) >= 500
+    failed = compile_failures(variants, "sm_90")
+    assert not failed, failed[:5]

@@ -17,7 +17,7 @@ pytest.importorskip("liger_kernel", reason="liger-kernel is in the test extra: "
 
 import aotk  # noqa: E402
 import torch  # noqa: E402
-from tests.compat import liger  # noqa: E402
+from tests.compat import autotune_variants, compile_failures, liger  # noqa: E402
 
 TARGETS = ("sm_80", "sm_90")
 
@@ -110,6 +110,20 @@ def test_liger_kernels_compile_for_sm80_and_sm90_with_liger_launch_configs(runs,
     print("\n".join(report))
     assert set(failures) == set(LEFT_OUT), "\n".join(report)
     assert len(found) - len(failures) >= 0.95 * len(found), "\n".join(report)
+
+
+@pytest.mark.slow
+def test_every_autotune_config_of_a_launched_kernel_compiles_for_sm_90(runs, ops):
+    """On the GPU liger's autotuners compile every config; the interpreter runs only the
+    first. A config may fail only on the kernel's own static_assert about the launch's
+    shapes (mm_int8int2's BLOCK_SIZE_K against this K), which Triton's compile fails the
+    same way."""
+    launches = [launch for _, _, found in runs.values() for launch in found]
+    variants = autotune_variants(ops, launches)
+    assert len(variants) >= 300
+    failed = compile_failures(variants, "sm_90", allowed=lambda error: isinstance(
+        error, aotk.CompilationError) and "static_assert failed" in str(error))
+    assert not failed, failed[:5]
 
 
 # The GPU suite's longest cases: liger autotunes fused_moe's five kernels over 16 to 32
