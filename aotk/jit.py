@@ -16,8 +16,7 @@ import numpy as np
 from .errors import suggestion
 from .frontend.kernel import KernelFunction
 from .language.core import constexpr
-from .launch.arguments import (array_arguments, host_bytes, interpreter_types, is_array,
-                               runs_on_interpreter)
+from .launch.arguments import host_bytes, interpreter_types, is_array, launch_place
 from .launch.device import launch_on_device
 from .launch.recording import observe
 from .options import CompileOptions
@@ -30,6 +29,9 @@ _OPTIONS = ("debug", "do_not_specialize", "do_not_specialize_on_alignment") + _I
 
 
 _MISSING = object()   # an argument the launch did not pass
+# Launch options a call may pass beside the kernel's arguments (and ``stream``).
+_LAUNCH_OPTIONS = frozenset(("num_warps", "num_stages", "maxnreg", "num_ctas",
+                             "enable_fp_fusion"))
 
 
 class JITFunction(KernelFunction):
@@ -109,20 +111,22 @@ class JITFunction(KernelFunction):
         # A launch option is also bound to a kernel parameter of the same name, as in
         # Triton (kernels declare ``num_warps: tl.constexpr`` and are launched with
         # ``num_warps=num_warps``).
-        take = kwargs.get if "num_warps" in self._param_set else kwargs.pop
-        num_warps = take("num_warps", 4)
-        take = kwargs.get if "num_stages" in self._param_set else kwargs.pop
-        num_stages = take("num_stages", 3)
-        take = kwargs.get if "maxnreg" in self._param_set else kwargs.pop
-        maxnreg = take("maxnreg", None)
-        take = kwargs.get if "num_ctas" in self._param_set else kwargs.pop
-        num_ctas = take("num_ctas", 1)
-        take = kwargs.get if "enable_fp_fusion" in self._param_set else kwargs.pop
-        fp_fusion = take("enable_fp_fusion", True)
-        if maxnreg is not None or num_ctas != 1 or fp_fusion is not True:
-            # checks them, or raises
-            CompileOptions(maxnreg=maxnreg, num_ctas=num_ctas, enable_fp_fusion=fp_fusion)
-        stream = kwargs.pop("stream", None)
+        num_warps, num_stages, maxnreg, num_ctas, fp_fusion = 4, 3, None, 1, True
+        if not _LAUNCH_OPTIONS.isdisjoint(kwargs):
+            take = kwargs.get if "num_warps" in self._param_set else kwargs.pop
+            num_warps = take("num_warps", 4)
+            take = kwargs.get if "num_stages" in self._param_set else kwargs.pop
+            num_stages = take("num_stages", 3)
+            take = kwargs.get if "maxnreg" in self._param_set else kwargs.pop
+            maxnreg = take("maxnreg", None)
+            take = kwargs.get if "num_ctas" in self._param_set else kwargs.pop
+            num_ctas = take("num_ctas", 1)
+            take = kwargs.get if "enable_fp_fusion" in self._param_set else kwargs.pop
+            fp_fusion = take("enable_fp_fusion", True)
+            if maxnreg is not None or num_ctas != 1 or fp_fusion is not True:
+                # checks them, or raises
+                CompileOptions(maxnreg=maxnreg, num_ctas=num_ctas, enable_fp_fusion=fp_fusion)
+        stream = kwargs.pop("stream", None) if "stream" in kwargs else None
         bound, binder = None, self._binder
         if binder is not None:
             try:
@@ -138,14 +142,14 @@ class JITFunction(KernelFunction):
         grid = grid + (1,) * (3 - len(grid))
         if not warmup:
             observe(self, grid, runtime_args, constants, num_warps, num_stages)
-        arrays, any_numpy = array_arguments(runtime_args.values())
-        if runs_on_interpreter(arrays):
+        place = launch_place(runtime_args.values())
+        if place == "interpreter":
             if warmup:   # what the interpreter would run, generated (errors surface here)
                 self.kir(interpreter_types(self, runtime_args), constants=constants,
                          num_warps=num_warps)
                 return None
             return self._run_interpreter(grid, runtime_args, constants, num_warps)
-        if any_numpy:
+        if place == "mixed":
             raise TypeError(f"{self.name}: cannot mix numpy arrays and CUDA arrays in one launch")
         return launch_on_device(self, grid, runtime_args, constants, num_warps, num_stages, stream,
                                 maxnreg, fp_fusion, compile_only=warmup)

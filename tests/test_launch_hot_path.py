@@ -97,3 +97,37 @@ def test_a_failed_launch_is_an_error_naming_the_kernel(hot, monkeypatch):
     monkeypatch.setattr(device, "_driver", lambda: Driver)
     with pytest.raises(AotkError, match="launching _scale failed: CUDA_ERROR_ILLEGAL_ADDRESS"):
         _scale[(1,)](FakeCudaArray(0x10000), FakeCudaArray(0x20000), 8, 1.0, BLOCK=128)
+
+
+def test_each_launch_hands_over_its_own_parameters(hot):
+    """The parameter buffer is packed anew for each launch (one buffer per thread,
+    reused: cuLaunchKernel copies it before it returns)."""
+    x, out = FakeCudaArray(0x10000), FakeCudaArray(0x20000)
+    for n in (1000, 2000):
+        _scale[(1,)](x, out, n, 0.25, BLOCK=128)
+    assert [launch["buffer"] for launch in hot.launches] == [
+        struct.pack("@QQif", 0x10000, 0x20000, n, 0.25) for n in (1000, 2000)]
+
+
+def test_threads_launching_at_once_pack_into_buffers_of_their_own(hot, monkeypatch):
+    """Two threads each pack their launch, then both are inside cuLaunchKernel before
+    either reads its buffer: a buffer shared between threads would hand one of them the
+    other's parameters. (n 3 and 5: one signature, so one packing for both.)"""
+    import threading
+    both_packed = threading.Barrier(2, timeout=10)
+    record = hot.cuLaunchKernel
+
+    def launch(*arguments):
+        both_packed.wait()
+        return record(*arguments)
+    hot.cuLaunchKernel = launch
+    monkeypatch.setattr(device, "_hot", device.HotDriver(hot))
+    threads = [threading.Thread(target=lambda n=n: _scale[(1,)](
+        FakeCudaArray(0x10000 * n), FakeCudaArray(0x20000), n, 0.5, BLOCK=128))
+        for n in (3, 5)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(launch["buffer"] for launch in hot.launches) == sorted(
+        struct.pack("@QQif", 0x10000 * n, 0x20000, n, 0.5) for n in (3, 5))

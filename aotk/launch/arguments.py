@@ -109,19 +109,30 @@ def array_kind(cls):
     return kind
 
 
-def array_arguments(values) -> tuple:
-    """(the arrays among ``values`` (numpy, torch, ``__cuda_array_interface__``), whether
-    one of them is a numpy array)."""
-    arrays, numpy = [], False
+def launch_place(values) -> str:
+    """Where a launch with arguments ``values`` runs: "interpreter" (``runs_on_interpreter``
+    of its arrays), "gpu", or "mixed" (numpy arrays beside CUDA arrays). One pass that,
+    once a GPU array is seen, only looks for numpy ones: every launch makes it."""
+    numpy = host = gpu = False
     for value in values:
         cls = type(value)
         if cls is int or cls is float:
             continue
-        kind = array_kind(cls)
-        if kind:
-            arrays.append(value)
-            numpy = numpy or kind == "numpy"
-    return arrays, numpy
+        kind = _array_kinds.get(cls, False)
+        if kind is False:
+            kind = array_kind(cls)
+        if not kind:
+            continue
+        if kind == "numpy":
+            numpy = True
+        elif not gpu:
+            if getattr(value, "is_cuda", True) is False and not value.is_pinned():
+                host = True
+            else:
+                gpu = True
+    if not gpu and (numpy or host) and (not host or interprets_cpu_tensors()):
+        return "interpreter"
+    return "mixed" if numpy else "gpu"
 
 
 def interprets_cpu_tensors() -> bool:

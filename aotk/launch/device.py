@@ -59,6 +59,7 @@ class HotDriver:
         self.launch = library.cuLaunchKernel
         self.launch.argtypes = [c_void_p] + [c_uint] * 7 + [c_void_p] * 3
         self.launch.restype = ctypes.c_int
+        self._slots = threading.local()
 
     @classmethod
     def load(cls):
@@ -71,13 +72,17 @@ class HotDriver:
 
     def context_key(self):
         """``_current_context_key``'s answer for a current context, else None."""
-        context = ctypes.c_void_p()
-        if self.get_current(ctypes.byref(context)) or not context.value:
+        slots = getattr(self._slots, "out", None)
+        if slots is None:   # this thread's out-parameters, made once: not a launch's cost
+            context, ident = ctypes.c_void_p(), ctypes.c_ulonglong()
+            slots = self._slots.out = (context, ctypes.byref(context), ident,
+                                       ctypes.byref(ident))
+        context, context_ref, ident, ident_ref = slots
+        if self.get_current(context_ref) or not context.value:
             return None
         if self.get_id is None:
             return context.value, 0
-        ident = ctypes.c_ulonglong()
-        if self.get_id(context, ctypes.byref(ident)):
+        if self.get_id(context, ident_ref):
             return None
         return context.value, ident.value
 
@@ -146,16 +151,21 @@ def _compiled(kernel, signature, constants, options):
     return key, hit[0], hit[1]
 
 
+_torch_raw_stream = None   # torch's C binding of its current stream, once torch is seen
+
+
 def _stream_handle(stream, runtime_args):
+    global _torch_raw_stream
     if stream is not None:
         return int(getattr(stream, "cuda_stream", stream))
     for value in runtime_args.values():
         if type(value).__module__.startswith("torch"):
-            import torch
-            raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-            if raw is not None:   # what Triton uses: current_stream() builds a Stream object
-                return raw(torch_current_device())
-            return torch.cuda.current_stream().cuda_stream
+            if _torch_raw_stream is None:
+                import torch
+                # What Triton uses: current_stream() builds a Stream object each call.
+                _torch_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or \
+                    (lambda device: torch.cuda.current_stream(device).cuda_stream)
+            return _torch_raw_stream(torch_current_device())
     return 0   # the legacy default stream, as for any CUDA array without a stream of its own
 
 
@@ -200,16 +210,23 @@ class ParameterPacking:
     def __init__(self, ctypes_list):
         self.layout = struct.Struct("@" + "".join(_STRUCT_CODES[c] for c in ctypes_list))
         self.size = ctypes.c_size_t(self.layout.size)
+        self._slots = threading.local()
 
     def pack(self, values):
-        """The ``extra`` array (void*[5]) of one launch; the buffer and the size it points
-        to live as long as it."""
-        buffer = ctypes.create_string_buffer(self.layout.pack(*values), self.layout.size)
-        extra = (ctypes.c_void_p * 5)(LAUNCH_PARAM_BUFFER_POINTER, ctypes.addressof(buffer),
-                                      LAUNCH_PARAM_BUFFER_SIZE, ctypes.addressof(self.size),
-                                      LAUNCH_PARAM_END)
-        extra._buffer, extra._packing = buffer, self
-        return extra
+        """The ``extra`` array (void*[5]) of one launch, its buffer and the size it points
+        to living as long as it. Each thread packs into one buffer of its own, made on its
+        first launch: cuLaunchKernel copies the parameters before it returns, so the next
+        launch may overwrite them."""
+        slot = getattr(self._slots, "extra", None)
+        if slot is None:
+            buffer = ctypes.create_string_buffer(max(1, self.layout.size))
+            slot = (ctypes.c_void_p * 5)(LAUNCH_PARAM_BUFFER_POINTER, ctypes.addressof(buffer),
+                                         LAUNCH_PARAM_BUFFER_SIZE,
+                                         ctypes.addressof(self.size), LAUNCH_PARAM_END)
+            slot._buffer, slot._packing = buffer, self
+            self._slots.extra = slot
+        self.layout.pack_into(slot._buffer, 0, *values)
+        return slot
 
 
 _packings: dict = {}   # Signature -> ParameterPacking
@@ -233,7 +250,6 @@ def launch_on_device(kernel, grid, runtime_args, constants, num_warps, num_stage
     # Arguments first: a CPU tensor is a ValueError naming it, with or without a GPU.
     # specialize also checks each torch tensor's device (``check_devices``'s rule).
     signature, values = specialize_values(kernel, runtime_args)
-    driver = _driver()
     context_key = _current_context_key()
     # The hot path: a launch seen before skips kir, hashing and the disk cache.
     fast_key = (kernel, context_key, signature, _constants_key(constants), num_warps,
@@ -256,12 +272,12 @@ def launch_on_device(kernel, grid, runtime_args, constants, num_warps, num_stage
         arguments = (grid[0], grid[1], grid[2], 32 * num_warps, 1, 1, metadata.get("shared", 0),
                      _stream_handle(stream, runtime_args), None, ctypes.addressof(extra))
         if _hot is None:
-            _check(driver.cuLaunchKernel(function, *arguments[:-2], 0, arguments[-1]),
+            _check(_driver().cuLaunchKernel(function, *arguments[:-2], 0, arguments[-1]),
                    f"launching {kernel.name}")
             return
         result = _hot.launch(int(function), *arguments)
         if result:
-            _check((driver.CUresult(result),), f"launching {kernel.name}")
+            _check((_driver().CUresult(result),), f"launching {kernel.name}")
         return
     # kernelParams as a void*[] built with ctypes: far cheaper than cuda-python's packing.
     holders = [ctype(value) for value, ctype in zip(values, parameter_ctypes(signature))]
@@ -282,6 +298,6 @@ def launch_on_device(kernel, grid, runtime_args, constants, num_warps, num_stage
             holders.append(maps)
             addresses += [m.address for m in maps]
     pointers = (ctypes.c_void_p * len(addresses))(*addresses)
-    _check(driver.cuLaunchKernel(function, grid[0], grid[1], grid[2], 32 * num_warps, 1, 1,
+    _check(_driver().cuLaunchKernel(function, grid[0], grid[1], grid[2], 32 * num_warps, 1, 1,
                                  metadata.get("shared", 0), _stream_handle(stream, runtime_args),
                                  ctypes.addressof(pointers), 0), f"launching {kernel.name}")
