@@ -24,6 +24,7 @@ import math
 import os
 import sys
 import time
+from functools import cached_property
 
 
 class Config:
@@ -91,8 +92,10 @@ class _Wrapper:
         """The Python function the kernel was written as (Triton's name)."""
         return self.jit_function.fn
 
-    @property
+    @cached_property
     def arg_names(self) -> list:
+        """The kernel's parameter names (every launch binds its arguments to them: looked
+        up once, not through the wrappers each time)."""
         return self.jit_function.param_names
 
     def __getitem__(self, grid):

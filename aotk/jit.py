@@ -71,7 +71,7 @@ class JITFunction(KernelFunction):
         """A function generated for this kernel's parameters that binds a launch's
         arguments as Python binds a call's (in C: positions, keywords, defaults) and returns
         (runtime arguments, constexpr values) as ``_split_arguments`` would, or None where
-        an argument needs its rules (None, a TensorDescriptor); a TypeError where the call
+        an argument needs its rules (a TensorDescriptor); a TypeError where the call
         does not bind, which ``_split_arguments`` then words. None for parameter names that
         cannot be the generated function's own."""
         names = self.param_names
@@ -83,12 +83,23 @@ class JITFunction(KernelFunction):
         with_default = [n in self.defaults for n in names]
         if any(with_default[i] and not with_default[i + 1] for i in range(len(names) - 1)):
             return None   # a default before a parameter without one: no Python signature
-        special = " or ".join(f"type({n}) in _aotk_special" for n in runtime) or "False"
+        def constant(n):
+            return f"{n}.value if isinstance({n}, _aotk_cx) else {n}"
+        descriptor = " or ".join(f"type({n}) is _aotk_td" for n in runtime) or "False"
+        # A None argument is a compile-time None (``_split_arguments``): those launches
+        # (fla passes cu_seqlens=None to every kernel) bind in parameter order, one by one.
+        none = " or ".join(f"{n} is None" for n in runtime) or "False"
+        one_by_one = "".join(
+            f"        _aotk_x[{n!r}] = {constant(n)}\n" if n in self.constexpr_names else
+            f"        if {n} is None:\n            _aotk_x[{n!r}] = None\n"
+            f"        else:\n            _aotk_r[{n!r}] = {n}\n" for n in names)
         source = (f"def _aotk_bind({', '.join(names)}):\n"
-                  f"    if {special}:\n        return None\n"
+                  f"    if {descriptor}:\n        return None\n"
+                  f"    if {none}:\n        _aotk_r, _aotk_x = {{}}, {{}}\n{one_by_one}"
+                  f"        return _aotk_r, _aotk_x\n"
                   f"    return {{{', '.join(f'{n!r}: {n}' for n in runtime)}}}, "
-                  f"{{{', '.join(f'{n!r}: {n}.value if isinstance({n}, _aotk_cx) else {n}' for n in constexprs)}}}\n")
-        scope = {"_aotk_special": frozenset({type(None), TensorDescriptor}), "_aotk_cx": constexpr}
+                  f"{{{', '.join(f'{n!r}: {constant(n)}' for n in constexprs)}}}\n")
+        scope = {"_aotk_td": TensorDescriptor, "_aotk_cx": constexpr}
         exec(compile(source, f"<aotk binder of {self.name}>", "exec"), scope)
         binder = scope["_aotk_bind"]
         binder.__defaults__ = tuple(self.defaults[n] for n in names if n in self.defaults) or None

@@ -11,6 +11,7 @@ from aotk.ir import types as T
 from aotk.ir.signature import Signature
 from aotk.launch.arguments import (cuda_array_dtype, interpreter_types, scalar_type_of,
                                    specialize)
+from aotk.tools.tensor_descriptor import TensorDescriptor
 
 
 class FakeCudaArray:
@@ -307,14 +308,20 @@ def _with_defaults(x_ptr, n, scale=2.0, BLOCK: tl.constexpr = 64, EVEN: tl.const
 
 def test_the_generated_binder_binds_as_split_arguments_does():
     """The launch binds arguments through a function generated with the kernel's own
-    parameters (Python's binding, in C); its answer is _split_arguments' answer, and
-    anything it does not handle (None, descriptors, a call that does not bind) goes there."""
+    parameters (Python's binding, in C); its answer is _split_arguments' answer, in the
+    same order (a None argument is a constant in parameter order: fla passes
+    cu_seqlens=None to every kernel), and what it does not handle (descriptors, a call
+    that does not bind) goes there."""
     x = FakeCudaArray(4096)
     for args, kwargs in [((x, 10), {}), ((x,), {"n": 10, "BLOCK": tl.constexpr(128)}),
-                         ((x, 10, 0.5, 32), {"EVEN": False})]:
+                         ((x, 10, 0.5, 32), {"EVEN": False}), ((None, 10), {}),
+                         ((x, None, None), {"BLOCK": tl.constexpr(16)})]:
         expected = _with_defaults._split_arguments(args, dict(kwargs))
-        assert _with_defaults._binder(*args, **kwargs) == expected
-    assert _with_defaults._binder(None, 10) is None   # a None pointer: a constant
+        bound = _with_defaults._binder(*args, **kwargs)
+        assert [list(part.items()) for part in bound] == \
+            [list(part.items()) for part in expected]
+    descriptor = TensorDescriptor(x, [64, 64], [64, 1], [16, 16])
+    assert _with_defaults._binder(descriptor, 10) is None
     with pytest.raises(TypeError):
         _with_defaults._binder(x, 10, bogus=1)
     with pytest.raises(TypeError, match=r"_with_defaults\(\) got an unexpected argument 'bogus'"):
