@@ -110,9 +110,10 @@ def array_kind(cls):
 
 
 def launch_place(values) -> str:
-    """Where a launch with arguments ``values`` runs: "interpreter" (``runs_on_interpreter``
-    of its arrays), "gpu", or "mixed" (numpy arrays beside CUDA arrays). One pass that,
-    once a GPU array is seen, only looks for numpy ones: every launch makes it."""
+    """Where a launch with arguments ``values`` runs: "interpreter" (its arrays are all
+    numpy arrays or, with ``AOTK_INTERPRET=1``, numpy arrays and unpinned torch CPU
+    tensors), "gpu", or "mixed" (numpy arrays beside GPU arrays). One pass that, once a GPU
+    array is seen, only looks for numpy ones: every launch makes it."""
     numpy = host = gpu = False
     for value in values:
         cls = type(value)
@@ -144,11 +145,8 @@ def interprets_cpu_tensors() -> bool:
 
 def runs_on_interpreter(arrays) -> bool:
     """Numpy arrays always run on the interpreter; torch CPU tensors (unpinned) with
-    ``AOTK_INTERPRET=1``."""
-    if not arrays or not all(isinstance(a, np.ndarray) or (
-            getattr(a, "is_cuda", True) is False and not a.is_pinned()) for a in arrays):
-        return False
-    return all(isinstance(a, np.ndarray) for a in arrays) or interprets_cpu_tensors()
+    ``AOTK_INTERPRET=1``; not where any array is on the GPU (``launch_place``)."""
+    return launch_place(arrays) == "interpreter"
 
 
 def host_bytes(tensor) -> np.ndarray:
