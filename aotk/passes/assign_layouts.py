@@ -357,6 +357,14 @@ def _load(demands, op, wanted):
     (in vectors) and converted, as Triton does: liger's mhc post_res forward read a [256]
     row as a slice of a [256, 64] tile, 160 scalar loads a thread (Triton's: 9), and
     spilled."""
+    resident = demands.resident.get(op.result)
+    if resident is not None and "staged" in op.attrs:
+        # Read from its stage in the fragments of the dot its chain feeds
+        # (``mma_residency.operand_prologues``).
+        demands.home(op.result, resident)
+        for value in op.operands:
+            demands.want(value, resident)
+        return
     if op in demands.plan.access:
         # Read in vectors along another dimension (``layout_facts.access_layouts``).
         demands.home(op.result, demands.plan.access[op])

@@ -212,7 +212,68 @@ def mma_residency(plan: LayoutPlan, function: Function) -> tuple:
     visit(function.body)
     resident = {v: lay for v, lay in resident.items() if lay is not WILD}
     _drop_conversion_only(function, resident)
+    resident.update(operand_prologues(plan, function, resident))
     return resident, carried
+
+
+def operand_prologues(plan: LayoutPlan, function: Function, resident: dict) -> dict:
+    """{value: Layout}: a tensor-core dot's A computed by elementwise ops from loads a
+    pipelined loop staged (and splats, constants, aranges, broadcasts of smaller blocks),
+    each value used once: the chain is computed in the dot's mma layout over A's shape, its
+    staged loads read from their stage in it, so A stays in registers
+    (``backend.register_operands``) instead of being computed in its natural layout,
+    stored to shared memory and read back behind a barrier. fla's chunk_fwd_kernel_h gates
+    its keys, ``b_k * exp2(b_gk_last[:, None] - b_gk)``, before ``tl.dot(b_k, b_v, b_h)``;
+    Triton reads both loads into the dot operand's layout and computes the gate there."""
+    users = users_of(function.body)
+    found = {}
+    for op in walk(function.body):
+        mma = plan.mma.get(op) if op.opcode == "dot" else None
+        a = op.operands[0] if mma is not None else None
+        if a is None or a in resident or a.owner is None \
+                or a.owner.opcode not in ELEMENTWISE_OPS or not _a_stays_in_registers(plan, op):
+            continue
+        chain = _staged_prologue(a, users)
+        for value in chain or ():
+            found[value] = Layout(mma)
+    return found
+
+
+def _a_stays_in_registers(plan: LayoutPlan, op) -> bool:
+    """Whether a dot takes an A computed in its mma layout from those registers
+    (``backend.register_operands``): warps tile only M, A is not stored M-major, and A is
+    16-bit, or fp32 on mma.sync (wgmma reads a tf32 A from shared memory only: the chain
+    in fragments would only change how A is stored there)."""
+    mma, a = plan.mma[op], op.operands[0]
+    element = a.element
+    fits = element.itemsize == 2 and element.is_floating() or \
+        element.is_fp32() and mma.instruction == "mma.sync"
+    return fits and mma.warps_per_cta[1] == 1 and not mma.warp_columns and \
+        (op, 0) not in plan.stored_transposed
+
+
+def _staged_prologue(a, users) -> list | None:
+    """The values of ``a``'s elementwise chain down to its staged loads, or None where a
+    value has another user, a leaf is something else, or no leaf is a staged load."""
+    chain, pending, staged = [], [a], False
+    while pending:
+        value = pending.pop()
+        owner = value.owner
+        if owner is None:
+            return None
+        if owner.opcode in ("splat", "constant", "arange", "broadcast"):
+            continue   # recomputed where wanted; a broadcast's source converted to the slice
+        if len(users.get(value, ())) != 1 or value.type.shape != a.type.shape:
+            return None
+        if owner.opcode == "load" and "staged" in owner.attrs:
+            chain.append(value)
+            staged = True
+        elif owner.opcode in ELEMENTWISE_OPS:
+            chain.append(value)
+            pending.extend(owner.operands)
+        else:
+            return None
+    return chain if staged else None
 
 
 def _drop_conversion_only(function: Function, resident: dict) -> None:
