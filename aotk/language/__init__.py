@@ -5,17 +5,19 @@ from ..ir.types import (DType as dtype, PointerType as pointer_type, bfloat16, f
 from .core import PropagateNan, condition, const, constexpr, constexpr_type, tensor, tensor_descriptor
 
 pi32_t = pointer_type(int32)   # Triton's name for a pointer to int32
-from .functions import (abs, arange, argmax, argmin, max, min, sum, xor_sum, broadcast, broadcast_to, cast, cdiv, ceil, clamp, cos, exp,
-                        exp2, expand_dims, floor, fma, full, load, log, log2, max_constancy,
+from .functions import (abs, arange, broadcast, broadcast_to, cast, cdiv, ceil, clamp, cos, exp,
+                        exp2, expand_dims, floor, fma, full, log, log2, max_constancy,
                         max_contiguous, maximum, minimum, multiple_of, num_programs, program_id,
-                        cumprod, cumsum, dot, item, permute, range, ravel, reshape, rsqrt, join, split, trans, view,
-                         sigmoid, sin, sqrt, static_assert, static_print, static_range,
-                        store, where, zeros, zeros_like)
-from .functions import associative_scan, reduce
-from .functions import load_tensor_descriptor, make_tensor_descriptor, store_tensor_descriptor
-from .functions import advance, make_block_ptr
-from .functions import (atomic_add, atomic_and, atomic_cas, atomic_max, atomic_min, atomic_or,
-                        atomic_xchg, atomic_xor, debug_barrier, device_assert, device_print)
+                        dot, item, permute, range, ravel, reshape, rsqrt, join, split, trans,
+                        view, sigmoid, sin, sqrt, static_assert, static_print, static_range,
+                        where, zeros, zeros_like)
+from .memory import (advance, load, load_tensor_descriptor, make_block_ptr,
+                     make_tensor_descriptor, store, store_tensor_descriptor)
+from .reduce import argmax, argmin, max, min, reduce, sum, xor_sum
+from .scan import associative_scan, cumprod, cumsum
+from .atomics import (atomic_add, atomic_and, atomic_cas, atomic_max, atomic_min, atomic_or,
+                      atomic_xchg, atomic_xor)
+from .functions import debug_barrier, device_assert, device_print
 
 
 __all__ = [
@@ -37,7 +39,8 @@ __all__ += ["tensor_descriptor", "make_tensor_descriptor", "load_tensor_descript
 
 from .functions import add, div_rn, erf, fdiv, mul, sqrt_rn, sub, umulhi  # noqa: E402
 from .functions import cat, dot_scaled, flip, interleave, sort  # noqa: E402
-from .functions import assume, gather, histogram, reduce_or, softmax, swizzle2d, topk  # noqa: E402
+from .functions import assume, gather, histogram, softmax, swizzle2d, topk  # noqa: E402
+from .reduce import reduce_or  # noqa: E402
 from .functions import bitonic_merge, inline_asm_elementwise, map_elementwise  # noqa: E402
 from .functions import (pair_uniform_to_normal, philox, philox_impl, rand,  # noqa: E402
                         rand4x, randint, randint4x, randn, randn4x, uint_to_uniform_float)

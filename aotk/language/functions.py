@@ -1,4 +1,5 @@
-"""The ``tl.*`` builtins. Each one only unpacks its arguments and calls ``aotk.semantic``."""
+"""The ``tl.*`` builtins not in a family module of their own (``memory``, ``reduce``, ``scan``,
+``atomics``). Each one only unpacks its arguments and calls ``aotk.semantic``."""
 from __future__ import annotations
 
 import builtins
@@ -8,7 +9,7 @@ from .. import semantic
 # imports aotk.language, which imports this file, when a program imports aotk.semantic or
 # aotk.jit before aotk.language).
 from ..semantic.math import ALL_MATH_FUNCTIONS
-from .core import block_pointer, builtin, constexpr, tensor, tensor_member
+from .core import builtin, constexpr, tensor, tensor_member
 
 
 def _value(x):
@@ -28,67 +29,6 @@ def num_programs(axis):
 @builtin
 def arange(start, end):
     return semantic.arange(start, end)
-
-
-_NO_BOUNDARY = ("`padding_option` or `boundary_check` argument is not supported for loading a "
-                "tensor of pointers or loading a scalar. Because the compiler does not know the "
-                "boundary; please use block pointers (defined by `make_block_ptr`) instead")
-
-
-@builtin
-def load(pointer, mask=None, other=None, boundary_check=(), padding_option="",
-         cache_modifier="", eviction_policy="", volatile=False):
-    if isinstance(pointer, block_pointer):
-        return semantic.block_pointer_load(pointer, _value(mask), _value(other),
-                                           _value(boundary_check), _value(padding_option),
-                                           cache_modifier, eviction_policy, volatile)
-    if _value(boundary_check) or _value(padding_option):
-        raise ValueError(_NO_BOUNDARY)
-    return semantic.load(pointer, _value(mask), _value(other), cache_modifier, eviction_policy,
-                         volatile)
-
-
-@builtin
-def store(pointer, value, mask=None, boundary_check=(), cache_modifier="", eviction_policy=""):
-    if isinstance(pointer, block_pointer):
-        semantic.block_pointer_store(pointer, value, _value(mask), _value(boundary_check),
-                                     cache_modifier, eviction_policy)
-        return
-    if _value(boundary_check):
-        raise ValueError(_NO_BOUNDARY.replace("loading", "storing"))
-    semantic.store(pointer, value, _value(mask), cache_modifier, eviction_policy)
-
-
-@builtin
-def make_block_ptr(base, shape, strides, offsets, block_shape, order):
-    """A pointer to the ``block_shape`` block at ``offsets`` of the tensor at ``base`` (its
-    ``shape`` and ``strides`` given), for loads and stores with ``boundary_check``."""
-    return semantic.make_block_ptr(base, shape, strides, offsets, block_shape, order)
-
-
-@builtin
-def advance(base, offsets):
-    """The block pointer ``base`` moved by ``offsets``."""
-    return semantic.advance(base, offsets)
-
-
-@builtin
-def make_tensor_descriptor(base, shape, strides, block_shape, padding_option="zero"):
-    """A ``tensor_descriptor`` of the tensor at ``base`` (a scalar pointer) with ``shape`` and
-    ``strides`` (integers, the last stride 1) read and written in tiles of ``block_shape``."""
-    return semantic.make_tensor_descriptor(base, shape, strides, block_shape, padding_option)
-
-
-@builtin
-def load_tensor_descriptor(desc, offsets):
-    """``desc.load(offsets)``."""
-    return semantic.descriptor_load(desc, offsets)
-
-
-@builtin
-def store_tensor_descriptor(desc, offsets, value):
-    """``desc.store(offsets, value)``."""
-    semantic.descriptor_store(desc, offsets, value)
 
 
 @builtin
@@ -300,51 +240,6 @@ class range:
 
 
 @builtin
-def sum(input, axis=None, keep_dims=False, dtype=None):
-    dtype = _value(dtype)
-    if dtype is None:
-        dtype = semantic.sum_dtype(input.dtype)
-    return semantic.reduce(input, axis, "add", keep_dims, dtype)
-
-
-@builtin
-def max(input, axis=None, return_indices=False, return_indices_tie_break_left=True,
-        keep_dims=False):
-    with_indices = bool(_value(return_indices))
-    input = semantic.max_min_operand(input, with_indices)
-    if with_indices:
-        return (semantic.reduce(input, axis, "max", keep_dims),
-                semantic.argreduce(input, axis, "max", keep_dims))
-    return semantic.reduce(input, axis, "max", keep_dims)
-
-
-@builtin
-def min(input, axis=None, return_indices=False, return_indices_tie_break_left=True,
-        keep_dims=False):
-    with_indices = bool(_value(return_indices))
-    input = semantic.max_min_operand(input, with_indices)
-    if with_indices:
-        return (semantic.reduce(input, axis, "min", keep_dims),
-                semantic.argreduce(input, axis, "min", keep_dims))
-    return semantic.reduce(input, axis, "min", keep_dims)
-
-
-@builtin
-def argmax(input, axis, tie_break_left=True, keep_dims=False):
-    return semantic.argreduce(semantic.widen_bfloat16(input), axis, "max", keep_dims)
-
-
-@builtin
-def argmin(input, axis, tie_break_left=True, keep_dims=False):
-    return semantic.argreduce(semantic.widen_bfloat16(input), axis, "min", keep_dims)
-
-
-@builtin
-def xor_sum(input, axis=None, keep_dims=False):
-    return semantic.reduce(input, axis, "xor", keep_dims)
-
-
-@builtin
 def permute(input, *dims):
     return semantic.permute(input, *dims)
 
@@ -441,28 +336,7 @@ def dot_scaled(lhs, lhs_scale, lhs_format, rhs, rhs_scale, rhs_format, acc=None,
                                float32 if out_dtype is None else out_dtype)
 
 
-# -- atomics and debugging -------------------------------------------------------------
-
-def _atomic(kind):
-    def fn(pointer, val, mask=None, sem=None, scope=None):
-        return semantic.atomic_rmw(kind, pointer, _value(val), _value(mask), sem, scope)
-    fn.__name__ = f"atomic_{kind}"
-    fn.__doc__ = f"Atomic {kind} at ``pointer``; returns the values it held before."
-    return builtin(fn)
-
-
-atomic_add = _atomic("add")
-atomic_max = _atomic("max")
-atomic_min = _atomic("min")
-atomic_and = _atomic("and")
-atomic_or = _atomic("or")
-atomic_xor = _atomic("xor")
-atomic_xchg = _atomic("xchg")
-
-
-@builtin
-def atomic_cas(pointer, cmp, val, sem=None, scope=None):
-    return semantic.atomic_cas(pointer, _value(cmp), _value(val), sem, scope)
+# -- debugging ------------------------------------------------------------------------
 
 
 @builtin
@@ -481,30 +355,6 @@ def device_assert(cond, msg="", mask=None):
 
 
 @builtin
-def cumsum(input, axis=0, reverse=False, dtype=None):
-    return semantic.cumsum(input, axis, reverse, dtype)
-
-
-@builtin
-def cumprod(input, axis=0, reverse=False):
-    return semantic.cumprod(input, axis, reverse)
-
-
-@builtin
-def reduce(input, axis, combine_fn, keep_dims=False):
-    """Reduces ``input`` (a block or a tuple of blocks of one shape) along ``axis`` with the
-    @aotk.jit function ``combine_fn`` of 2N scalars returning N."""
-    return semantic.reduce_with(input, axis, combine_fn, keep_dims)
-
-
-@builtin
-def associative_scan(input, axis, combine_fn, reverse=False):
-    """Inclusive scan of ``input`` (a block or a tuple of blocks) along ``axis`` with the
-    @aotk.jit function ``combine_fn``."""
-    return semantic.associative_scan(input, axis, combine_fn, reverse)
-
-
-@builtin
 def softmax(x, dim=None, keep_dims=False, ieee_rounding=False):
     """exp(x - max) / sum(exp(x - max)) along ``dim`` (default 0), as Triton composes it."""
     return semantic.softmax(x, dim, keep_dims, ieee_rounding)
@@ -514,12 +364,6 @@ def softmax(x, dim=None, keep_dims=False, ieee_rounding=False):
 def swizzle2d(i, j, size_i, size_j, size_g):
     """Row-major (i, j) of a size_i x size_j grid -> column-major within groups of size_g rows."""
     return semantic.swizzle2d(i, j, size_i, size_j, size_g)
-
-
-@builtin
-def reduce_or(input, axis, keep_dims=False):
-    """Bitwise or of the integers along ``axis``."""
-    return semantic.reduce(input, axis, "or", keep_dims)
 
 
 @builtin
@@ -570,10 +414,7 @@ def assume(cond):
 
 
 # Triton's tensor methods: x.sum(1), x.cast(tl.int32), x.broadcast_to(...), ptr.store(v), ...
-for _member in (abs, argmax, argmin, associative_scan, atomic_add, atomic_and, atomic_cas,
-                atomic_max, atomic_min, atomic_or, atomic_xchg, atomic_xor, broadcast_to, cast,
-                cdiv, ceil, cos, cumprod, cumsum, exp, exp2, expand_dims, flip, floor, item, log,
-                log2, sort, softmax, reduce_or, topk, gather, histogram,
-                max, min, permute, ravel, reduce, reshape, rsqrt, sigmoid, sin, split, sqrt,
-                store, sum, trans, view, xor_sum, erf, sqrt_rn):
+for _member in (abs, broadcast_to, cast, cdiv, ceil, cos, exp, exp2, expand_dims, flip, floor,
+                item, log, log2, sort, softmax, topk, gather, histogram, permute, ravel,
+                reshape, rsqrt, sigmoid, sin, split, sqrt, trans, view, erf, sqrt_rn):
     tensor_member(_member)

@@ -2,9 +2,10 @@
 core ones, and the compile-time helpers real kernels import from there (``_log2``,
 ``_is_power_of_two``)."""
 from .core import constexpr, unwrap
-from .functions import (argmax, argmin, bitonic_merge, cdiv, cumprod, cumsum, flip, interleave, max, min,
-                        ravel, reduce_or, sigmoid, softmax, sort, sum, swizzle2d, topk,
-                        xor_sum, zeros, zeros_like)
+from .functions import (bitonic_merge, cdiv, flip, interleave, ravel, sigmoid, softmax, sort,
+                        swizzle2d, topk, zeros, zeros_like)
+from .reduce import argmax, argmin, max, min, reduce_or, sum, xor_sum
+from .scan import cumprod, cumsum
 from .missing import module_getattr
 
 
