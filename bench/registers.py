@@ -1,6 +1,7 @@
 """Registers and spills of liger-kernel's kernels, aotk against Triton, without a GPU.
 
     python bench/registers.py [--out DIR] [--targets sm_90,sm_80] [--library liger|fla]
+                              [--launches FILE.json]
 
 Every specialization liger's own host code launches in the compatibility suite (its cases
 run on aotk's interpreter, launches recorded: the signatures, hints, constexprs, num_warps
@@ -9,6 +10,8 @@ target; the same ptxas reports the registers per thread and the spill bytes of b
 With ``--library fla``, the same for flash-linear-attention's kernels that
 tests/compat/fla.py's cases launch (fla picks each launch's configuration itself: on the
 interpreter, an autotuned kernel's first configuration).
+With ``--launches``, the launches a GPU recorded (bench/launches.py: the variants the
+benchmark times, at its sizes) instead of those of the CPU test cases.
 Writes registers.json and registers.md under --out and prints the summary last. This is
 issue 19's first measure: where aotk needs more registers than Triton, or spills where
 Triton does not, for the same kernel and configuration.
@@ -56,12 +59,15 @@ def _triton_function(name: str):
     return getattr(liger.load_ops(redirect=False)[module_name], function)
 
 
-def measure(targets, library: str = "liger") -> list:
+def measure(targets, library: str = "liger", launches=None) -> list:
+    """A row per (launch, target); ``launches``: [(kernel name, launch)], by default every
+    launch of the library's CPU test cases."""
     import aotk
     from aotk.buildsys.triton_side import TritonSideError, triton_resources
     rows = []
-    launches = _launches() if library == "liger" else _fla_launches()
-    for name, launch in sorted(launches.values(), key=lambda item: item[0]):
+    if launches is None:
+        launches = list((_launches() if library == "liger" else _fla_launches()).values())
+    for name, launch in sorted(launches, key=lambda item: item[0]):
         for target in targets:
             row = {"kernel": name, "signature": str(launch.signature),
                    "constants": {k: repr(v) for k, v in sorted(launch.constants.items())},
@@ -123,14 +129,32 @@ def summary(rows) -> list:
 LIBRARIES = {"liger": "liger-kernel", "fla": "flash-linear-attention (fla-core)"}
 
 
-def main():
+def recorded(path) -> tuple:
+    """([(kernel name, launch)], library) of a file bench/launches.py wrote."""
+    from bench.launches import recorded_launches
+    library = json.loads(pathlib.Path(path).read_text())["library"]
+    if library == "liger":
+        from tests.compat import liger
+        ops = liger.load_ops(redirect=True)
+    else:
+        from tests.compat import fla
+        ops = fla.load_ops(redirect=True)
+    return recorded_launches(path, ops), library
+
+
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="bench/results/registers")
     parser.add_argument("--targets", default="sm_90,sm_80")
     parser.add_argument("--library", choices=["liger", "fla"], default="liger")
-    args = parser.parse_args()
+    parser.add_argument("--launches", default=None, metavar="FILE.json",
+                        help="the launches bench/launches.py recorded on a GPU (its library)")
+    args = parser.parse_args(argv)
     import triton
-    rows = measure(args.targets.split(","), args.library)
+    launches = None
+    if args.launches:
+        launches, args.library = recorded(args.launches)
+    rows = measure(args.targets.split(","), args.library, launches)
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "registers.json").write_text(json.dumps(
@@ -143,9 +167,11 @@ def main():
                      f"{a.get('spills', '')} | {t.get('registers', t.get('error'))} | "
                      f"{t.get('spills', '')} |")
     lines = summary(rows)
+    source = f"launches recorded in {args.launches}" if args.launches else \
+        "the launches of the CPU test cases"
     (out / "registers.md").write_text(
         f"# Registers and spills, {LIBRARIES[args.library]}, aotk vs Triton "
-        f"{triton.__version__}\n\n"
+        f"{triton.__version__}\n\nOver {source}.\n\n"
         + "\n".join(f"- {line}" for line in lines) + "\n\n" + "\n".join(table) + "\n")
     print("\n".join(lines))
 

@@ -186,3 +186,36 @@ def test_liger_parts_deal_the_cases_round_robin():
     for bad in ("0/4", "5/4", "2", "a/b"):
         with pytest.raises(SystemExit, match="--part"):
             liger_bench.part_of(names, bad)
+
+
+def test_recorded_launches_come_back_as_the_variants_they_were(tmp_path, monkeypatch):
+    """bench/launches.py writes what a run launched; bench/registers.py --launches compiles
+    exactly those variants (kernel, signature with its hints, constexprs of every type,
+    launch options) with aotk and Triton. Recorded here on the interpreter at the test
+    sizes (on a GPU: the benchmark's sizes)."""
+    pytest.importorskip("liger_kernel")
+    pytest.importorskip("triton")
+    monkeypatch.setenv("AOTK_INTERPRET", "1")
+    import launches as launches_bench   # bench/launches.py
+    import registers
+    import aotk
+    from tests.compat import liger
+    # rms_norm's backward takes a dtype constexpr; the SwiGLU MLP's forward tensor descriptors.
+    document = launches_bench.record("liger", {"rms_norm", "mlp"}, device="cpu")
+    path = tmp_path / "launches.json"
+    path.write_text(json.dumps(document))
+    found, library = registers.recorded(path)
+    assert library == "liger" and len(found) == len(document["launches"]) >= 3
+    ops = liger.load_ops(redirect=True)
+    cases = {case.name: case for case in liger.cases()}
+    with aotk.record_launches() as direct:
+        for name in ("rms_norm", "mlp"):
+            cases[name].run(ops, cases[name].make_inputs("cpu", False))
+    assert {launch.specialization() for _, launch in found} == \
+        {launch.specialization() for launch in direct}
+    constants = [value for _, launch in found for value in launch.constants.values()]
+    assert {"DType", "HostDescriptorLayout"} <= {type(value).__name__ for value in constants}
+    rows = registers.measure(["sm_90"], "liger", found)
+    assert len(rows) == len(found)
+    for row in rows:
+        assert "registers" in row["aotk"] and "registers" in row["triton"], row
