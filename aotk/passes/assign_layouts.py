@@ -15,7 +15,9 @@ Ampere's ``mma.sync`` shapes. Out: a ``LayoutPlan`` (``passes.layouts``): data o
    in, the layouts it wants of its operands, and whether its result gets a *home* (it is
    computed once there; every other layout it is wanted in is a conversion through shared
    memory). Elementwise ops take their result's layout, ``expand_dims`` asks for a slice
-   of it, ``splat`` a scalar; loads, reductions, shuffles and dots have homes.
+   of it (or has a reduction's elementwise chain computed in the reduction's slice, its
+   home, and converted there), ``splat`` a scalar; loads, reductions, shuffles and dots
+   have homes.
 3. The solver: roots (stores, side effects, region terminators) want their operands in
    their natural layout; demands flow backward through the table, region by region. Values
    that cross a region boundary (loop-carried values, block arguments, results of ``for`` /
@@ -28,8 +30,8 @@ Ampere's ``mma.sync`` shapes. Out: a ``LayoutPlan`` (``passes.layouts``): data o
 """
 from __future__ import annotations
 
-from ..ir.kir import (ATOMICS, COMBINING, ELEMENTWISE_OPS, SHUFFLES, SIDE_EFFECT_OPS,
-                      TERMINATORS, Function, walk)
+from ..ir.kir import (ATOMICS, COMBINING, ELEMENTWISE_OPS, REDUCTIONS, SHUFFLES,
+                      SIDE_EFFECT_OPS, TERMINATORS, Function, walk)
 from .layout_facts import (access_layouts, blocked_layouts, column_read_operands,
                            copy_layouts, transposed_operand_views)
 from .layouts import (SCALAR, THREADS_PER_WARP, Layout, LayoutPlan, memory_vector_dim,
@@ -213,6 +215,12 @@ def _value_op(rule):
             demands.home(op.result, epilogue)
             for value in op.operands:
                 demands.want(value, epilogue)
+            return
+        home = demands.homes.get(op.result)
+        if home is not None and op.opcode in ELEMENTWISE_OPS:
+            # Computed once where a consumer placed it (``_expand_dims``), converted from
+            # there to the other layouts it is wanted in.
+            rule(demands, op, [home])
             return
         rule(demands, op, demands.wanted[op.result])
     return apply
@@ -404,13 +412,65 @@ def _splat(demands, op, wanted):
 
 @_value_op
 def _expand_dims(demands, op, wanted):
+    """The operand in the slice of each layout the result is wanted in. Where the operand is
+    elementwise ops on a reduction's result and the reduction's slice holds it in fewer
+    registers a thread (``_reduced_source``), the chain is computed there (the operand's
+    home) and converted once, where it is broadcast, instead of the reduction's result
+    being converted to the wide slice right away.
+
+    Why: a row of a [32, 256] tile laid out [1, 32] x [2, 2] lanes and warps is 16
+    registers a thread; of a [32, 32] tile's, 2. liger's mhc norm backward reduced a
+    [32, 32] product and loaded a [32] row, both for a factor of its [32, 256] tile, and
+    held them in the tile's slice across its two dots: 255 registers and 24 B spilled on
+    sm_90 (Triton: 255, none); computed in the reduction's slice, 246 and none."""
+    operand = op.operands[0]
     for layout in wanted:
-        if layout is SCALAR or not op.operands[0].type.shape:
+        if layout is SCALAR or not operand.type.shape:
             # A 0-d operand lives in every thread (SCALAR): the result is its splat.
-            demands.want(op.operands[0], SCALAR)
+            demands.want(operand, SCALAR)
             continue
         axis = layout.parent_axis(op.attrs["axis"])
-        demands.want(op.operands[0], Layout(layout.blocked, tuple(sorted(layout.sliced + (axis,)))))
+        sliced = Layout(layout.blocked, tuple(sorted(layout.sliced + (axis,))))
+        source = _reduced_source(demands, operand, sliced)
+        if source is not None and operand not in demands.homes:
+            demands.home(operand, source)
+        demands.want(operand, sliced)
+
+
+def _registers(layout: Layout, shape: tuple) -> int:
+    """Registers a thread holds of a block of ``shape`` laid out in ``layout``."""
+    count = 1
+    for axis, size in enumerate(layout.embed(shape)):
+        count *= len(layout.blocked.slot_offsets(axis, size))
+    return count
+
+
+def _reduced_source(demands, value, wanted: Layout):
+    """In: an elementwise ``value`` wanted in the slice ``wanted``. Out: the slice (a
+    reduction's home) that a reduction reached back through elementwise ops of ``value``'s
+    shape leaves its result in, where it holds fewer registers a thread than ``wanted``
+    (the fewest of several), or None. Reductions across accumulator fragments and values an
+    accumulator epilogue computes keep the layouts ``mma_residency`` gave them."""
+    if isinstance(wanted.blocked, Mma) or value.owner is None or \
+            value.owner.opcode not in ELEMENTWISE_OPS or value in demands.epilogue:
+        return None
+    shape = value.type.shape
+    pending, seen = [value], set()
+    best = None
+    while pending:
+        link = pending.pop()
+        if id(link) in seen or link.owner is None or link.type.shape != shape:
+            continue
+        seen.add(id(link))
+        owner = link.owner
+        if owner.opcode in ELEMENTWISE_OPS:
+            pending.extend(owner.operands)
+        elif owner.opcode in REDUCTIONS and owner.results[0] not in demands.resident:
+            source = demands.plan.natural(owner.operands[0])
+            home = Layout(source.blocked, (owner.attrs["axis"],))
+            if _registers(home, shape) < _registers(best or wanted, shape):
+                best = home
+    return best
 
 
 @_value_op

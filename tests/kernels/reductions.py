@@ -58,6 +58,20 @@ def row_broadcast_kernel(x_ptr, out_ptr, M, N, BLOCK_M: tl.constexpr, BLOCK_N: t
 
 
 @aotk.jit
+def row_sums_scale_wide_tile_kernel(s_ptr, x_ptr, out_ptr, BLOCK_M: tl.constexpr,
+                                    BLOCK_S: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Row sums of a narrow [BLOCK_M, BLOCK_S] tile, changed elementwise, scale the rows of a
+    wide [BLOCK_M, BLOCK_N] one, whose layout would hold 16 of the 32 rows in each thread
+    (liger's mhc norm backward: its factor from g_acc and invr)."""
+    rows = tl.arange(0, BLOCK_M)
+    s = tl.load(s_ptr + rows[:, None] * BLOCK_S + tl.arange(0, BLOCK_S)[None, :])
+    inv = tl.load(s_ptr + rows * BLOCK_S)
+    offsets = rows[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    scale = (tl.sum(s, axis=1) / inv) * inv * inv / BLOCK_N
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets) * scale[:, None])
+
+
+@aotk.jit
 def total_kernel(x_ptr, out_ptr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     offsets = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
     x = tl.load(x_ptr + offsets)
@@ -170,6 +184,14 @@ CASES = [
        (1,), {"BLOCK_M": 32, "BLOCK_N": 64},
        lambda a: {"out_ptr": (lambda x: (x - x.max(1, keepdims=True) + x.sum(0)[None, :]).ravel())(
            a["x_ptr"].reshape(30, 40)).astype(np.float32)}, exact=False),
+    _c("row-sums-scale-a-wide-tile", row_sums_scale_wide_tile_kernel,
+       lambda rng: {"s_ptr": rng.uniform(1, 2, 32 * 32).astype(np.float32),
+                    "x_ptr": rng.standard_normal(32 * 256).astype(np.float32),
+                    "out_ptr": np.zeros(32 * 256, np.float32)},
+       (1,), {"BLOCK_M": 32, "BLOCK_S": 32, "BLOCK_N": 256},
+       lambda a: {"out_ptr": (lambda s, x: x * ((s.sum(1) / s[:, 0]) * s[:, 0] * s[:, 0] / 256)[
+           :, None])(a["s_ptr"].reshape(32, 32), a["x_ptr"].reshape(32, 256)).ravel()},
+       exact=False),
     _c("reduce-axis-none-and-indices", total_kernel,
        lambda rng: {"x_ptr": rng.integers(-50, 50, 16 * 32).astype(np.int16),
                     "out_ptr": np.zeros(1, np.float32)},
