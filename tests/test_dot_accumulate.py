@@ -107,3 +107,31 @@ def test_a_folded_wgmma_loop_keeps_its_group_in_flight():
                                    num_stages=3, target="sm_90").ptx
     assert "wgmma.wait_group.sync.aligned 1;" in ptx[False]
     assert ptx[False].count("add.f32") == ptx[True].count("add.f32")
+
+
+@aotk.jit
+def _chained(a_ptr, b_ptr, d_ptr, out_ptr):
+    """``acc = 0; acc += a @ b; out = acc + d`` (liger's mhc norm backward, unrolled)."""
+    rows, depth = tl.arange(0, 16), tl.arange(0, 32)
+    offsets = rows[:, None] * 16 + rows[None, :]
+    acc = tl.zeros((16, 16), dtype=tl.int32)
+    acc += tl.dot(tl.load(a_ptr + rows[:, None] * 32 + depth[None, :]),
+                  tl.load(b_ptr + depth[:, None] * 16 + rows[None, :]), out_dtype=tl.int32)
+    tl.store(out_ptr + offsets, acc + tl.load(d_ptr + offsets))
+
+
+def test_a_sum_with_a_folded_dot_folds_too():
+    """The first fold leaves ``dot(a, b, 0)``, read by the second add alone: that add
+    folds as well (each fold's users are the kir's as it now is), and the dot starts from
+    ``d``, in the second add's place, as Triton's combiner leaves it. mhc's norm backward
+    kept its [32, 256] product live across its second dot otherwise (sm_90, with its rows
+    in the reduction's slice: 246 registers; folded, 239)."""
+    function = copy.deepcopy(_chained.kir("*i8:16, *i8:16, *i32:16, *i32:16"))
+    original = copy.deepcopy(function)
+    assert fold_dot_accumulators(function) == 2
+    (dot,) = _dots(function)
+    assert dot.operands[2].owner.opcode == "load"
+    assert not any(op.opcode == "add" and any(v.owner is not None and v.owner.opcode in
+                                              ("dot", "load") for v in op.operands)
+                   for op in function.body)
+    np.testing.assert_array_equal(_run(function), _run(original))

@@ -53,9 +53,10 @@ def fold_dot_accumulators(function: kir.Function) -> int:
                 body[body.index(add)] = dot
                 _replace_uses(function.body, add.result, dot.result)
                 folded += 1
+                # The dot now has the add's users: a later add of its result folds too
+                # (``acc = 0; acc += dot(a, b); acc + d``), which a stale map would refuse.
+                users = users_of(function.body)
                 break
-        if folded:
-            users = users_of(function.body)
     return folded
 
 
