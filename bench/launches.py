@@ -96,7 +96,10 @@ def _cases(library: str, device: str):
 
 
 def record(library: str, wanted: set = frozenset(), part: str | None = None,
-           device: str = "cuda") -> dict:
+           device: str = "cuda", out: pathlib.Path | None = None) -> dict:
+    """The document of ``library``'s cases (``wanted``, or those of ``part``), recorded on
+    ``device``; written to ``out`` after each case, if given (a run cut short keeps what it
+    recorded)."""
     import aotk
     import torch
     from bench.liger import part_of
@@ -107,6 +110,9 @@ def record(library: str, wanted: set = frozenset(), part: str | None = None,
         cases = [(name, make) for name, make in cases if name in chosen]
     names = {id(kernel): name for name, kernel in library_kernels(library, ops).items()}
     records: dict = {}
+    document = {"library": library,
+                "gpu": torch.cuda.get_device_name() if device == "cuda" else "interpreter",
+                "launches": []}
     for case_name, make in cases:
         if wanted and case_name not in wanted:
             continue
@@ -129,9 +135,10 @@ def record(library: str, wanted: set = frozenset(), part: str | None = None,
                 entry["cases"].append(case_name)
         print(f"{case_name}: {len({launch.specialization() for launch in launches})} variants",
               flush=True)
-    return {"library": library,
-            "gpu": torch.cuda.get_device_name() if device == "cuda" else "interpreter",
-            "launches": list(records.values())}
+        document["launches"] = list(records.values())
+        if out is not None:
+            out.write_text(json.dumps(document, indent=1))
+    return document
 
 
 def main(argv=None):
@@ -140,10 +147,13 @@ def main(argv=None):
     parser.add_argument("--cases", default="")
     parser.add_argument("--part", default=None, metavar="K/N")
     parser.add_argument("--out", required=True)
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
+                        help="cpu: the test sizes on the interpreter (AOTK_INTERPRET=1)")
     args = parser.parse_args(argv)
-    document = record(args.library, set(filter(None, args.cases.split(","))), args.part)
     out = pathlib.Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    document = record(args.library, set(filter(None, args.cases.split(","))), args.part,
+                      args.device, out)
     out.write_text(json.dumps(document, indent=1))
     print(f"{len(document['launches'])} variants -> {out}")
 

@@ -129,17 +129,26 @@ def summary(rows) -> list:
 LIBRARIES = {"liger": "liger-kernel", "fla": "flash-linear-attention (fla-core)"}
 
 
-def recorded(path) -> tuple:
-    """([(kernel name, launch)], library) of a file bench/launches.py wrote."""
+def recorded(paths) -> tuple:
+    """([(kernel name, launch)], library) of files bench/launches.py wrote (one library),
+    each variant once."""
     from bench.launches import recorded_launches
-    library = json.loads(pathlib.Path(path).read_text())["library"]
+    paths = [paths] if isinstance(paths, (str, pathlib.Path)) else list(paths)
+    libraries = {json.loads(pathlib.Path(p).read_text())["library"] for p in paths}
+    if len(libraries) != 1:
+        raise SystemExit(f"--launches: files of one library, got {sorted(libraries)}")
+    library = libraries.pop()
     if library == "liger":
         from tests.compat import liger
         ops = liger.load_ops(redirect=True)
     else:
         from tests.compat import fla
         ops = fla.load_ops(redirect=True)
-    return recorded_launches(path, ops), library
+    found = {}
+    for path in paths:
+        for name, launch in recorded_launches(path, ops):
+            found.setdefault(launch.specialization(), (name, launch))
+    return list(found.values()), library
 
 
 def main(argv=None):
@@ -147,8 +156,9 @@ def main(argv=None):
     parser.add_argument("--out", default="bench/results/registers")
     parser.add_argument("--targets", default="sm_90,sm_80")
     parser.add_argument("--library", choices=["liger", "fla"], default="liger")
-    parser.add_argument("--launches", default=None, metavar="FILE.json",
-                        help="the launches bench/launches.py recorded on a GPU (its library)")
+    parser.add_argument("--launches", nargs="+", default=None, metavar="FILE.json",
+                        help="the launches bench/launches.py recorded on a GPU (one library; "
+                             "several files: the parts of one recording)")
     args = parser.parse_args(argv)
     import triton
     launches = None
@@ -167,7 +177,7 @@ def main(argv=None):
                      f"{a.get('spills', '')} | {t.get('registers', t.get('error'))} | "
                      f"{t.get('spills', '')} |")
     lines = summary(rows)
-    source = f"launches recorded in {args.launches}" if args.launches else \
+    source = f"launches recorded in {', '.join(args.launches)}" if args.launches else \
         "the launches of the CPU test cases"
     (out / "registers.md").write_text(
         f"# Registers and spills, {LIBRARIES[args.library]}, aotk vs Triton "
