@@ -1,4 +1,4 @@
-"""Where a load is computed (``passes.assign_layouts._load``). A load whose value is wanted
+"""Where a load is computed (``passes.layout_demands._load``). A load whose value is wanted
 only in a dot's mma layout is loaded in a blocked layout and converted: a tile added to the
 accumulator a K loop keeps in its mma layout crashed the backend ('Mma' object has no
 attribute 'order') before. A load wanted only in a slice that many threads share is loaded

@@ -1,5 +1,5 @@
 """Where a row vector computed from a reduction is broadcast into a wider tile
-(``passes.assign_layouts._expand_dims``): its elementwise chain is computed in the slice the
+(``passes.layout_demands._expand_dims``): its elementwise chain is computed in the slice the
 reduction leaves it in, two rows a thread, and converted once where it is broadcast, not in
 the wide tile's slice, 16 rows a thread live from the reduction on. liger's mhc norm
 backward held three such rows across its two dots and spilled (sm_90: 255 registers, 24 B;

@@ -1,7 +1,7 @@
 """Dot operands that are transposes of tiles read along their rows (``tl.dot(a,
 tl.trans(k))``: fla's k @ k^T, attention's q @ k^T outside a pipelined loop): the dot
 stores k's rows as its K-major B and the transpose moves no element
-(``layout_facts.transposed_operand_views``, ``assign_layouts._permute``). Compiled for
+(``layout_facts.transposed_operand_views``, ``layout_demands._permute``). Compiled for
 sm_80 and sm_90 without a GPU; the gram-block cases also run on the interpreter and the
 GPU with the other dot cases (tests/test_gpu.py)."""
 import re

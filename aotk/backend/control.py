@@ -141,7 +141,7 @@ def lower_while(ctx, op) -> list:
     b = ctx.builder
     natural = ctx.plan.natural
     before_region, after_region = op.regions
-    # Each value in the layout of the block argument receiving it (assign_layouts._branches).
+    # Each value in the layout of the block argument receiving it (layout_demands._branches).
     inits = [ctx.regs(v, natural(arg)) for v, arg in zip(op.operands, before_region.args)]
     carried, body, exit_block = _enter_loop(ctx, "while", inits)
     entered = ctx.shared.control_state()

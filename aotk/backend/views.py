@@ -87,7 +87,7 @@ def shuffle_scratch_bytes(plan, op) -> int:
 def _relabels(plan, op) -> bool:
     """Whether ``op`` is a reshape or permute the layout pass keeps in registers (a reshape
     that adds or drops size-1 dimensions only, a transpose a dot stores K-major:
-    ``assign_layouts._reshape`` and ``_permute``): it then has no home."""
+    ``layout_demands._reshape`` and ``_permute``): it then has no home."""
     return op.opcode in ("reshape", "permute") and op.result in plan.demands and \
         op.result not in plan.homes
 

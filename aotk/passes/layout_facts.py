@@ -157,7 +157,7 @@ def transposed_operand_views(function: Function, vector_dim: dict, vector_width:
     fla's k @ k^T, attention's q @ k^T; for A, 16-bit elements only, as for
     ``column_read_operands``). Such a B is, in the transposed view of its value's layout,
     read down its columns: the dot stores it K-major from there (the value's rows as they
-    are), and the permute moves no element (``assign_layouts._permute``), where it went
+    are), and the permute moves no element (``layout_demands._permute``), where it went
     through shared memory once to transpose and once more to be stored."""
     found = {}
     for op in walk(function.body):
