@@ -97,7 +97,7 @@ def kernels(ops: dict) -> tuple[dict, dict]:
     return found_kernels, device_functions
 
 
-CASE_GROUPS = ("norms", "losses", "attention", "matmul")
+CASE_GROUPS = ("norms", "losses", "rl", "attention", "matmul")
 
 
 def cases() -> list:

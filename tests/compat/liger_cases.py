@@ -56,6 +56,20 @@ def with_grads(fn, tensors: dict, grad_of: tuple, seed: int = 1):
     return (out.detach(), *[inputs[k].grad for k in grad_of])
 
 
+def with_outputs(fn, tensors, grad_of):
+    """``with_grads`` that also returns the other tensor outputs of ``fn`` (after the first,
+    the one back-propagated): (output, *other outputs, *gradients)."""
+    others = []
+
+    def first(*args):
+        outputs = fn(*args)
+        others.extend(o.detach() for o in outputs[1:] if isinstance(o, torch.Tensor))
+        return outputs[0]
+
+    output, *grads = with_grads(first, tensors, grad_of)
+    return (output, *others, *grads)
+
+
 H100_SMS = 132
 
 
