@@ -65,10 +65,13 @@ def recorded_launches(path, ops: dict) -> list:
     kernels = library_kernels(document["library"], ops)
     launches = []
     for record in document["launches"]:
+        kernel = kernels.get(record["kernel"])
+        if kernel is None:
+            raise SystemExit(f"{path}: kernel {record['kernel']!r} is not in the installed "
+                             f"{document['library']} (recorded with another version?)")
         signature, constants = pickle.loads(base64.b64decode(record["spec"]))
-        launches.append((record["kernel"], Launch(kernels[record["kernel"]], (), signature,
-                                                  constants, record["num_warps"],
-                                                  record["num_stages"])))
+        launches.append((record["kernel"], Launch(kernel, (), signature, constants,
+                                                  record["num_warps"], record["num_stages"])))
     return launches
 
 

@@ -219,3 +219,8 @@ def test_recorded_launches_come_back_as_the_variants_they_were(tmp_path, monkeyp
     assert len(rows) == len(found)
     for row in rows:
         assert "registers" in row["aotk"] and "registers" in row["triton"], row
+    # A file naming a kernel the installed library lacks: one clear error, naming both.
+    document["launches"][0]["kernel"] = "rms_norm._no_such_kernel"
+    path.write_text(json.dumps(document))
+    with pytest.raises(SystemExit, match="_no_such_kernel.*not in the installed liger"):
+        registers.recorded(path)
