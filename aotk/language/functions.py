@@ -9,11 +9,7 @@ from .. import semantic
 # imports aotk.language, which imports this file, when a program imports aotk.semantic or
 # aotk.jit before aotk.language).
 from ..semantic.math import ALL_MATH_FUNCTIONS
-from .core import builtin, constexpr, tensor, tensor_member
-
-
-def _value(x):
-    return x.value if isinstance(x, constexpr) else x
+from .core import builtin, constexpr, tensor, tensor_member, unwrap
 
 
 @builtin
@@ -38,13 +34,13 @@ def where(condition, x, y):
 
 @builtin
 def cast(input, dtype, fp_downcast_rounding=None, bitcast=False):
-    return semantic.cast(input, _value(dtype), bitcast=bool(_value(bitcast)),
-                         fp_downcast_rounding=_value(fp_downcast_rounding))
+    return semantic.cast(input, unwrap(dtype), bitcast=bool(unwrap(bitcast)),
+                         fp_downcast_rounding=unwrap(fp_downcast_rounding))
 
 
 @builtin
 def full(shape, value, dtype):
-    return semantic.full(shape, _value(value), dtype)
+    return semantic.full(shape, unwrap(value), dtype)
 
 
 @builtin
@@ -60,8 +56,8 @@ def zeros_like(input):
 
 @builtin
 def broadcast_to(input, *shape):
-    if len(shape) == 1 and isinstance(_value(shape[0]), (list, tuple)):
-        shape = _value(shape[0])
+    if len(shape) == 1 and isinstance(unwrap(shape[0]), (list, tuple)):
+        shape = unwrap(shape[0])
     return semantic.broadcast_to(input, shape)
 
 
@@ -73,13 +69,13 @@ def broadcast(input, other):
 
 @builtin
 def expand_dims(input, axis):
-    return semantic.expand_dims(input, _value(axis))
+    return semantic.expand_dims(input, unwrap(axis))
 
 
 @builtin
 def cdiv(x, div):
     if not isinstance(x, tensor) and not isinstance(div, tensor):
-        return constexpr((_value(x) + _value(div) - 1) // _value(div))
+        return constexpr((unwrap(x) + unwrap(div) - 1) // unwrap(div))
     return (x + div - 1) // div
 
 
@@ -175,7 +171,7 @@ def mul(x, y, sanitize_overflow=True):
 def fdiv(x, y, ieee_rounding=False):
     """x / y of floats: rounded to nearest with ``ieee_rounding``, else as fast as the
     hardware divides (fp32: within 2 ulp)."""
-    return semantic.fdiv(x, y, bool(_value(ieee_rounding)))
+    return semantic.fdiv(x, y, bool(unwrap(ieee_rounding)))
 
 
 @builtin
@@ -205,14 +201,14 @@ def max_constancy(input, values):
 
 @builtin
 def static_assert(cond, msg=""):
-    if not _value(cond):
-        raise AssertionError(f"static_assert failed: {_value(msg)}" if _value(msg)
+    if not unwrap(cond):
+        raise AssertionError(f"static_assert failed: {unwrap(msg)}" if unwrap(msg)
                              else "static_assert failed")
 
 
 @builtin
 def static_print(*values):
-    print(*[_value(v) for v in values])
+    print(*[unwrap(v) for v in values])
 
 
 class static_range:
@@ -220,8 +216,8 @@ class static_range:
 
     def __init__(self, arg1, arg2=None, step=None):
         start, end = (0, arg1) if arg2 is None else (arg1, arg2)
-        self.range = builtins.range(int(_value(start)), int(_value(end)),
-                                    1 if step is None else int(_value(step)))
+        self.range = builtins.range(int(unwrap(start)), int(unwrap(end)),
+                                    1 if step is None else int(unwrap(step)))
 
 
 class range:
@@ -235,8 +231,8 @@ class range:
                  disable_licm=False):
         self.start, self.end = (constexpr(0), arg1) if arg2 is None else (arg1, arg2)
         self.step = constexpr(1) if step is None else step
-        self.num_stages = _value(num_stages)
-        self.loop_unroll_factor = _value(loop_unroll_factor)
+        self.num_stages = unwrap(num_stages)
+        self.loop_unroll_factor = unwrap(loop_unroll_factor)
 
 
 @builtin
@@ -251,7 +247,7 @@ def trans(input, *dims):
 
 @builtin
 def reshape(input, *shape, can_reorder=False):
-    return semantic.reshape(input, *shape, can_reorder=_value(can_reorder))
+    return semantic.reshape(input, *shape, can_reorder=unwrap(can_reorder))
 
 
 @builtin
@@ -351,7 +347,7 @@ def device_print(prefix, *args, hex=False):
 
 @builtin
 def device_assert(cond, msg="", mask=None):
-    semantic.device_assert(cond, msg, _value(mask))
+    semantic.device_assert(cond, msg, unwrap(mask))
 
 
 @builtin
@@ -375,13 +371,13 @@ def topk(x, k, dim=None, descending=True):
 @builtin
 def gather(src, index, axis):
     """``src``'s elements named by ``index`` along ``axis`` (a block of the index's shape)."""
-    return semantic.gather(src, index, _value(axis))
+    return semantic.gather(src, index, unwrap(axis))
 
 
 @builtin
 def histogram(input, num_bins, mask=None):
     """int32 counts of the values 0 .. num_bins - 1 in the 1-d ``input`` (where ``mask``)."""
-    return semantic.histogram(input, _value(num_bins), _value(mask))
+    return semantic.histogram(input, unwrap(num_bins), unwrap(mask))
 
 
 @builtin
