@@ -1,6 +1,7 @@
 """PTX whose shape follows Triton's lowering of the same source, without a GPU: fp32 exp and
 exp2 as Triton emits them, reductions in Triton's combine order, mask constancy only where a
-comparison's boundary falls between aligned runs, elementwise work once per constant run,
+comparison's boundary falls between aligned runs, elementwise work once per constant run
+(within a thread's vector and across the rows the warps tile),
 and loop-invariant work hoisted past memory instructions."""
 import re
 
@@ -209,6 +210,33 @@ def test_elementwise_ops_compute_once_per_constant_run():
     unaligned = aotk.compile(_where_mask_kernel, "*fp32:16, *fp32:16, i32", {"BLOCK": 2048},
                              num_warps=4).ptx
     assert len(re.findall(r"setp\.\w+\.s32", unaligned)) == 16
+
+
+@aotk.jit
+def _row_mask_kernel(x_ptr, h_ptr, y_ptr, n, BLOCK_N: tl.constexpr, BLOCK_C: tl.constexpr):
+    """liger's mhc pre-mix in small: a row mask on a [32, 128] tile and on its [32] row
+    scales (a slice of the tile's layout)."""
+    rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    cols = tl.arange(0, BLOCK_C)
+    h = tl.load(h_ptr + rows, mask=rows < n, other=0.0)
+    offsets = rows[:, None] * BLOCK_C + cols[None, :]
+    x = tl.load(x_ptr + offsets, mask=rows[:, None] < n, other=0.0)
+    tl.store(y_ptr + offsets, x * h[:, None], mask=rows[:, None] < n)
+
+
+def test_a_row_mask_is_computed_once_per_run_across_the_threads_rows():
+    """With 4 warps over a [32, 128] tile a thread holds rows w, w + 4, ..., w + 28. rows <
+    n with n:16 is constant over rows 0-15 and 16-31 (axis info's constancy 16, a multiple
+    of the 4 rows the warps tile), so whatever w is, the thread's first four rows share
+    one value and its last four another: 2 compares, in the tile's layout and in the
+    slice the row scales are loaded in; 8 without the hint (constancy 1)."""
+    constants = {"BLOCK_N": 32, "BLOCK_C": 128}
+    hinted = aotk.compile(_row_mask_kernel, "*fp32:16, *fp32:16, *fp32:16, i32:16", constants,
+                          num_warps=4, target="sm_90").ptx
+    assert len(re.findall(r"setp\.\w+\.s32", hinted)) == 2
+    unhinted = aotk.compile(_row_mask_kernel, "*fp32:16, *fp32:16, *fp32:16, i32", constants,
+                            num_warps=4, target="sm_90").ptx
+    assert len(re.findall(r"setp\.\w+\.s32", unhinted)) == 8
 
 
 @aotk.jit

@@ -30,24 +30,43 @@ def apply_per_register(ctx, op, layout, rule) -> list:
 
 def constant_runs(ctx, value, layout, count: int) -> list:
     """For each of a thread's ``count`` registers of ``value`` in ``layout``, the first
-    register holding the same value by axis info's constancy. A thread's elements along an
-    axis start at a multiple of min(size per thread, extent) (its base) and sit at fixed
-    offsets from it, so registers whose offsets share a block of gcd(constancy, that) are
-    in one run of equal values."""
+    register holding the same value by axis info's constancy (runs of equal values aligned
+    on multiples of it): registers whose offsets from the thread's base fall in one block
+    of ``run_width`` along every axis."""
     unchanged = list(range(count))
     info = ctx.infos.get(value)
     shape = value.type.shape
     if info is None or not shape or len(info.constancy) != len(shape) \
             or all(c == 1 for c in info.constancy) or not isinstance(layout, Layout) \
-            or layout.sliced or not isinstance(layout.blocked, Blocked):
+            or not isinstance(layout.blocked, Blocked):
         return unchanged
     distribution = ctx.threads.distribution(layout, shape)
     slots = distribution.slots()
     if len(slots) != count:
         return unchanged
-    widths = [math.gcd(info.constancy[d], min(layout.blocked.size_per_thread[d], shape[d]))
-              for d in range(len(shape))]
+    # Per parent axis (a slice's removed axes hold one offset, 0): the width of a run.
+    widths = [1] * layout.blocked.rank
+    for d in range(len(shape)):
+        axis = layout.parent_axis(d)
+        widths[axis] = run_width(layout.blocked, axis, shape[d], info.constancy[d])
     first = {}
-    return [first.setdefault(tuple(distribution.slot_offsets[d][slot[d]] // widths[d]
-                                   for d in range(len(shape))), index)
+    return [first.setdefault(tuple(distribution.slot_offsets[a][slot[a]] // widths[a]
+                                   for a in range(layout.blocked.rank)), index)
             for index, slot in enumerate(slots)]
+
+
+def run_width(blocked, axis: int, size: int, constancy: int) -> int:
+    """A width such that a thread's elements along ``axis`` whose offsets (from its base)
+    agree when divided by it are in one run of ``constancy`` equal values.
+
+    The base is a multiple of min(size per thread, extent) and the offsets ``r * tile +
+    s`` (``Blocked.slot_offsets``), so elements within a block of gcd(constancy, that)
+    share a run. Where the threads and warps tile the axis without wrapping (base + s <
+    tile) and the runs are whole tiles, the element at offset ``o`` lies in run
+    ``o // constancy`` whatever the thread: liger's mhc pre-mix masks each of a thread's 8
+    rows of a [32, 128] tile with ``n_offs < N``, one run of 32 rows; computed per row, 8
+    predicates a thread (112 registers; Triton, which keeps one, 64)."""
+    tile = blocked.tile(axis)
+    if tile <= size and constancy % tile == 0:
+        return constancy
+    return math.gcd(constancy, min(blocked.size_per_thread[axis], size))
