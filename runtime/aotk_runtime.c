@@ -300,9 +300,14 @@ int64_t aotk_device_sms(int *bad)
     return count;
 }
 
-/* CUtensorMapSwizzle / CUtensorMapL2promotion / CUtensorMapFloatOOBfill values. */
+/* CUtensorMapSwizzle / CUtensorMapL2promotion / CUtensorMapFloatOOBfill values. L2
+ * promotion by 128 bytes, as Triton's launcher sets it: with rows 16- but not 128-byte
+ * aligned (a row stride of 3000 halves), every 128-byte box row touches two lines, and
+ * promoting to 256 bytes made the L2 fetch more of them; an H200 took 104 us for a 2816x3000x3000
+ * fp16 matmul through TMA with 256-byte promotion, 92 with 128 (74 with both at aligned rows;
+ * bench/results/2026-11-28_nvidia-h200_matmul-3000-b-rows.md). */
 #define CU_TENSOR_MAP_SWIZZLE_128B 3
-#define CU_TENSOR_MAP_L2_PROMOTION_L2_256B 3
+#define CU_TENSOR_MAP_L2_PROMOTION_L2_128B 2
 #define CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE 0
 
 int aotk_encode_tensor_map(aotk_variant *variant, aotk_tensor_map *map, const char *name,
@@ -329,7 +334,7 @@ int aotk_encode_tensor_map(aotk_variant *variant, aotk_tensor_map *map, const ch
     }
     CUresult result = driver.tensor_map_encode_tiled(
         map, data_type, (unsigned)rank, (void *)base, dims, strides, box, element_strides, 0,
-        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (result != 0) {
         char what[200];
