@@ -48,6 +48,14 @@ class LoweringContext:
         # (``backend.sink_to_use``).
         self.placed_in_order: set = set()
         self.inputs_sunk_to: set = set()
+        self._value_users = None
+
+    def value_users(self) -> dict:
+        """kir value -> the ops of the kernel (nested ones included) that take it."""
+        if self._value_users is None:
+            from ..passes.rewrite import users_of
+            self._value_users = users_of(self.function.body)
+        return self._value_users
 
     @property
     def prologue(self):

@@ -268,7 +268,98 @@ def lower_elementwise(ctx, op, layout):
         registers = ctx.regs(op.operands[0], layout)
         return _narrow_in_pairs(ctx, op, registers,
                                 constant_runs(ctx, op.result, layout, len(registers)))
+    if _ends_accumulation(ctx, op):
+        return ctx.emitted_in_order(
+            lambda: apply_per_register(ctx, op, layout, RULES[op.opcode]), sink_inputs=True)
     return apply_per_register(ctx, op, layout, RULES[op.opcode])
+
+
+ACCUMULATION_MIN_LINKS = 2
+_ACCUMULATES = ("add", "sub")
+
+
+def _accumulator(users, op):
+    """The operand of float add/sub ``op`` that an earlier add/sub of the same type makes
+    and only ``op`` takes (``acc`` of ``acc += t``), or None."""
+    for operand in op.operands:
+        owner = operand.owner
+        if owner is not None and owner.opcode in _ACCUMULATES \
+                and operand.type == op.result.type and users.get(operand) == [op]:
+            return owner
+    return None
+
+
+def _ends_accumulation(ctx, op) -> bool:
+    """Is float add/sub ``op`` the last of a chain of at least ``ACCUMULATION_MIN_LINKS``
+    (``acc += x_s * h_s`` over a static_range, unrolled)? Its inputs are then computed just
+    before it, one register's chain at a time (``backend.sink_to_use``), after every load
+    of the steps: in program order each step's products were added right after its loads,
+    and ptxas 13 then kept the loads of all steps and the partial sums live at once
+    (liger's mhc_pre fwd, 4 steps of a 32x128 fp32 tile: 120 registers, Triton 64, whose
+    SLP vectorizer happens to move the arithmetic after the loads)."""
+    if op.opcode not in _ACCUMULATES or not op.result.shape \
+            or not op.result.element.is_floating():
+        return False
+    users = ctx.value_users()
+    for user in users.get(op.result, ()):
+        if user.opcode in _ACCUMULATES and _accumulator(users, user) is op:
+            return False   # not the last link
+    links, current, size = [], op, _numel(op.result)
+    while current is not None:
+        links.append(current)
+        current = _accumulator(users, current)
+    if len(links) < ACCUMULATION_MIN_LINKS:
+        return False
+    inside = {id(link) for link in links}
+    for link in links:
+        accumulator = _accumulator(users, link)
+        terms = [v for v in link.operands if accumulator is None or v is not accumulator.result]
+        if not all(_streamed_term(users, term, inside, size) for term in terms):
+            return False
+    return True
+
+
+_TERM_OPS = frozenset(RULES) | {"broadcast", "expand_dims", "splat", "constant", "fma"}
+BROADCAST_SHARE = 8
+
+
+def _numel(value) -> int:
+    n = 1
+    for d in value.shape:
+        n *= d
+    return n
+
+
+def _streamed_term(users, term, inside: set, size: int) -> bool:
+    """Is ``term`` (what one step adds) elementwise arithmetic on loads that nothing else
+    takes? Sunk to the chain's end, such a term holds its loads from the step to the chain,
+    which ptxas schedules well where each register of the tile feeds one chain (the term's
+    full-size load) and what a broadcast shares among a thread's chains is small (a row or
+    column vector: at most 1/BROADCAST_SHARE of the accumulator). Not: a step's reduction
+    or dot (liger's mhc_mm_norm fwd: its x tiles then stayed live for every step's sum of
+    squares, 178 -> 255 registers), a tile broadcast over another axis (mhc_post_res fwd:
+    each x tile feeds HC chains, 216 B spilled), a value something else also takes."""
+    work, seen = [term], set()
+    while work:
+        value = work.pop()
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        owner = value.owner
+        if owner is None or not value.shape:
+            continue   # a parameter or a scalar
+        if any(id(user) not in inside and id(user.result) not in seen
+               for user in users.get(value, ()) if user.result is not None) \
+                or any(user.result is None for user in users.get(value, ())):
+            return False   # something else takes it too
+        if owner.opcode == "load":
+            if _numel(value) < size and _numel(value) * BROADCAST_SHARE > size:
+                return False
+            continue
+        if owner.opcode not in _TERM_OPS:
+            return False
+        work.extend(owner.operands)
+    return True
 
 
 def _narrows_in_pairs(ctx, op) -> bool:
