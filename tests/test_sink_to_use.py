@@ -174,3 +174,34 @@ def test_a_sum_of_products_is_emitted_level_by_level_a_sum_of_exponentials_depth
     exps = [i for i, line in enumerate(lines) if "ex2" in line and " call " in line]
     assert len(exps) == 32
     assert any(" fadd " in line for line in lines[exps[0]:exps[-1]])
+
+
+@aotk.jit
+def _weighted_steps(x_ptr, w_ptr, out_ptr, STEPS: tl.constexpr, ROWS: tl.constexpr,
+                    COLS: tl.constexpr):
+    """out[r, c] = sum over s of x[s, r, c] * w[r, s]: an unrolled accumulation whose steps
+    each load a tile and a column of weights broadcast along it."""
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    cols = tl.arange(0, COLS)
+    acc = tl.zeros((ROWS, COLS), dtype=tl.float32)
+    for s in tl.static_range(STEPS):
+        w = tl.load(w_ptr + rows * STEPS + s)
+        x = tl.load(x_ptr + s * 4096 * COLS + rows[:, None] * COLS + cols[None, :])
+        acc += x * w[:, None]
+    tl.store(out_ptr + rows[:, None] * COLS + cols[None, :], acc)
+
+
+def test_an_unrolled_accumulation_adds_after_every_steps_loads():
+    """Lowered in program order, each step's products were added right after its loads and
+    ptxas kept every step's loads and partial sums live (liger's mhc_pre fwd: 120 registers
+    against Triton's 64). The chain's terms now come at its last add, one register's chain
+    at a time: every load first, then the arithmetic."""
+    compiled = aotk.compile(_weighted_steps, "*fp32:16, *fp32:16, *fp32:16",
+                            constants={"STEPS": 4, "ROWS": 32, "COLS": 128}, target="sm_90")
+    lines = compiled.asm["ptx"].splitlines()
+    loads = [i for i, line in enumerate(lines) if "ld.global" in line]
+    arithmetic = [i for i, line in enumerate(lines)
+                  if line.strip().startswith(("fma.rn.f32", "add.f32", "mul.f32"))]
+    assert len(loads) >= 4 * 8 and arithmetic
+    assert max(loads) < min(arithmetic)
+    assert compiled.metadata["registers"] <= 64   # 52 on ptxas 13.5
