@@ -304,7 +304,7 @@ def _ends_accumulation(ctx, op) -> bool:
     for user in users.get(op.result, ()):
         if user.opcode in _ACCUMULATES and _accumulator(users, user) is op:
             return False   # not the last link
-    links, current, size = [], op, _numel(op.result)
+    links, current, size = [], op, op.result.type.numel
     while current is not None:
         links.append(current)
         current = _accumulator(users, current)
@@ -321,13 +321,6 @@ def _ends_accumulation(ctx, op) -> bool:
 
 _TERM_OPS = frozenset(RULES) | {"broadcast", "expand_dims", "splat", "constant", "fma"}
 BROADCAST_SHARE = 8
-
-
-def _numel(value) -> int:
-    n = 1
-    for d in value.shape:
-        n *= d
-    return n
 
 
 def _streamed_term(users, term, inside: set, size: int) -> bool:
@@ -353,7 +346,7 @@ def _streamed_term(users, term, inside: set, size: int) -> bool:
                 or any(user.result is None for user in users.get(value, ())):
             return False   # something else takes it too
         if owner.opcode == "load":
-            if _numel(value) < size and _numel(value) * BROADCAST_SHARE > size:
+            if value.type.numel < size and value.type.numel * BROADCAST_SHARE > size:
                 return False
             continue
         if owner.opcode not in _TERM_OPS:
