@@ -6,7 +6,8 @@
    (on a GPU with triton) Triton's first-call compile of the same kernel sources;
 2. on a GPU: every example kernel through the built library (aotk.load), under Triton's
    JIT (same source, imports swapped) and torch: outputs checked before any time is
-   kept, CUDA-event medians, rotated inputs; GB/s and the ratios. The matmuls again from
+   kept, CUDA-event medians with the implementations taking turns (timing.time_interleaved),
+   rotated inputs; GB/s and the ratios. The matmuls again from
    the library built for sm_80 only, whose PTX the driver compiles for the GPU: on an
    H100/H200 that is the mma.sync path beside the sm_90a (wgmma) one;
 3. on a GPU: launch cost, C dispatch vs raw cuLaunchKernel, Python lib.add vs Triton.
@@ -110,7 +111,7 @@ def kernel_rows(library: pathlib.Path, log2n: int, rotations: int = 3, only=None
     import torch
 
     import aotk
-    from timing import time_ms, triton_port
+    from timing import time_interleaved, triton_port
     from workloads import WORKLOADS
     libraries = [("", aotk.load(library))]
     if mma_sync_library is not None:
@@ -128,9 +129,8 @@ def kernel_rows(library: pathlib.Path, log2n: int, rotations: int = 3, only=None
             ways = {"aotk": lambda a, lib=lib: workload.aotk(lib, a), "torch": workload.torch}
             if module is not None:
                 ways["triton"] = lambda a, m=module: workload.triton(m, a)
-            for impl in harness.IMPLEMENTATIONS:
-                if impl not in ways:
-                    continue
+            present = [impl for impl in harness.IMPLEMENTATIONS if impl in ways]
+            for impl in present:
                 for inputs in sets:   # correctness before any time is kept
                     inputs["out"].fill_(float("nan"))
                     ways[impl](inputs)
@@ -138,9 +138,12 @@ def kernel_rows(library: pathlib.Path, log2n: int, rotations: int = 3, only=None
                     torch.testing.assert_close(inputs["out"], workload.expected(inputs),
                                                msg=lambda m: f"{workload.kernel}/{impl}: {m}",
                                                **(workload.tolerance or {}))
-                turn = iter(range(1 << 62))
-                ms = time_ms(lambda: ways[impl](sets[next(turn) % rotations]))
-                rows.append(harness.kernel_row(workload.kernel + suffix, impl, ms,
+            # The implementations take turns (``time_interleaved``), each rotating its sets.
+            turn = {impl: iter(range(1 << 62)) for impl in present}
+            timed = time_interleaved({impl: lambda impl=impl: ways[impl](
+                sets[next(turn[impl]) % rotations]) for impl in present})
+            for impl in present:
+                rows.append(harness.kernel_row(workload.kernel + suffix, impl, timed[impl],
                                                workload.metric, workload.bytes_moved(sets[0])))
         sets = None   # the inputs of this workload go before the next one's are made
         torch.cuda.empty_cache()

@@ -45,6 +45,39 @@ def time_ms(fn, warmup=10, reps=30, back_to_back=10) -> float:
     return statistics.median(times)
 
 
+def turns(names: list, rounds: int) -> list:
+    """The order the implementations take their turns in, round by round: each once a
+    round, the first of one round the last of the next, so each goes first as often."""
+    names = list(names)
+    return [names[r % len(names):] + names[:r % len(names)] for r in range(rounds)]
+
+
+def time_interleaved(fns: dict, warmup=10, reps=30, back_to_back=10) -> dict:
+    """{name: ms} as ``time_ms`` gives each of ``fns``, the implementations taking turns:
+    one block of ``back_to_back`` queued launches each per round, in ``turns`` order.
+    Timed one after the other, a card whose clocks drift favors whichever goes first:
+    bench/run.py (aotk timed first) put the descriptor matmul at 1.11x torch at 4096^3,
+    where probes timing cuBLAS first put it at 0.82-0.91x (H200s, 2026-11-27/28); the
+    order is one difference between the two, so the implementations take turns."""
+    import torch
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    torch.cuda.synchronize()
+    times = {name: [] for name in fns}
+    for order in turns(list(fns), reps):
+        for name in order:
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(back_to_back):
+                fns[name]()
+            end.record()
+            end.synchronize()
+            times[name].append(start.elapsed_time(end) / back_to_back)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
 def host_us(fn, calls=500, rounds=20) -> float:
     """Host cost per call: rounds of few calls of a one-program kernel so the launch queue
     never fills (a full queue would time the GPU instead); best round."""

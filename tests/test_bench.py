@@ -224,3 +224,13 @@ def test_recorded_launches_come_back_as_the_variants_they_were(tmp_path, monkeyp
     path.write_text(json.dumps(document))
     with pytest.raises(SystemExit, match="_no_such_kernel.*not in the installed liger"):
         registers.recorded(path)
+
+
+def test_implementations_take_turns_each_first_as_often():
+    """bench.timing.turns: every round times each implementation once, and the first of a
+    round rotates, so a drifting clock favors none of them."""
+    from bench.timing import turns
+    order = turns(["aotk", "triton", "torch"], 6)
+    assert all(sorted(round_) == ["aotk", "torch", "triton"] for round_ in order)
+    firsts = [round_[0] for round_ in order]
+    assert firsts.count("aotk") == firsts.count("triton") == firsts.count("torch") == 2
