@@ -6,7 +6,8 @@ against torch before it is timed.
     PYTHONPATH=. python3 bench/attention.py [--out DIR] [--seqs 1024,4096,16384]
 
 Batch 4, 32 heads (Triton's tutorial benchmark), fp16, head dims 64 and 128, causal and not.
-Time: bench/timing.time_ms (CUDA events, median of back-to-back launches). TFLOP/s count
+Time: bench/timing.time_interleaved (CUDA events, median of back-to-back launches, the
+implementations taking turns). TFLOP/s count
 the two matmuls, halved when causal. Writes attention.json and attention.md.
 """
 from __future__ import annotations
@@ -20,7 +21,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from timing import KERNELS, time_ms, triton_port  # noqa: E402
+from timing import KERNELS, time_interleaved, triton_port  # noqa: E402
 
 BATCH, HEADS = 4, 32
 # head dim -> (BLOCK_M, BLOCK_N, num_warps, num_stages): one configuration per head dim,
@@ -59,17 +60,20 @@ def run(seqs: list) -> dict:
                        "config": dict(zip(("BLOCK_M", "BLOCK_N", "num_warps", "num_stages"),
                                           config))}
                 flops = 4 * BATCH * HEADS * n_ctx * n_ctx * head_dim * (0.5 if causal else 1)
+                launches = {}
                 for name, kernel in (("aotk", aotk_kernel), ("triton", triton_kernel)):
                     out = torch.empty_like(q)
                     lse = torch.empty((BATCH * HEADS, n_ctx), device="cuda", dtype=torch.float32)
-                    launch = _launcher(kernel, q, k, v, out, lse, sm_scale, causal, config)
+                    launch = launches[name] = _launcher(kernel, q, k, v, out, lse, sm_scale,
+                                                        causal, config)
                     launch()
                     torch.cuda.synchronize()
                     row[f"{name}_matches_torch"] = bool(torch.allclose(out, expected, rtol=2e-2,
                                                                       atol=2e-2))
-                    row[f"{name}_ms"] = time_ms(launch)
-                row["torch_ms"] = time_ms(lambda: torch.nn.functional.scaled_dot_product_attention(
-                    q, k, v, is_causal=causal, scale=sm_scale))
+                launches["torch"] = lambda: torch.nn.functional.scaled_dot_product_attention(
+                    q, k, v, is_causal=causal, scale=sm_scale)
+                for name, ms in time_interleaved(launches).items():
+                    row[f"{name}_ms"] = ms
                 for name in ("aotk", "triton", "torch"):
                     row[f"{name}_tflops"] = flops / row[f"{name}_ms"] / 1e9
                 row["triton_over_aotk"] = row["triton_ms"] / row["aotk_ms"]

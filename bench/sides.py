@@ -12,7 +12,7 @@ import json
 import pathlib
 import statistics
 
-from bench.timing import time_ms
+from bench.timing import time_interleaved
 
 
 def kernel_gpu_us(fn, kernel_names: set, reps: int = 10) -> dict:
@@ -53,8 +53,9 @@ def time_sides(run_aotk, run_triton, kernel_names: set) -> dict:
     together) and, per kernel, aotk_per_kernel_us / triton_per_kernel_us."""
     per_kernel = {side: kernel_gpu_us(run, kernel_names)
                   for side, run in (("aotk", run_aotk), ("triton", run_triton))}
-    return {"aotk_ms": time_ms(run_aotk, warmup=3, reps=15, back_to_back=3),
-            "triton_ms": time_ms(run_triton, warmup=3, reps=15, back_to_back=3),
+    whole = time_interleaved({"aotk": run_aotk, "triton": run_triton}, warmup=3, reps=15,
+                             back_to_back=3)
+    return {"aotk_ms": whole["aotk"], "triton_ms": whole["triton"],
             "aotk_kernel_us": sum(per_kernel["aotk"].values()),
             "triton_kernel_us": sum(per_kernel["triton"].values()),
             "aotk_per_kernel_us": per_kernel["aotk"],

@@ -12,7 +12,7 @@ signatures: sizes and row strides divisible by 8, so 3000 qualifies) and, for st
 source runs beside it (same launch; Triton specializes on divisibility by 16 only, so at
 3000 it gets no 16-byte vectors). Every output is checked against torch.matmul before it is
 timed. The workspace and counters are allocated once per size and reused by every launch
-(the kernel leaves the counters zero). Time: bench/timing.time_ms (CUDA events, median of
+(the kernel leaves the counters zero). Time: bench/timing.time_interleaved (CUDA events, median of
 back-to-back launches). Writes streamk.json and streamk.md.
 """
 from __future__ import annotations
@@ -26,7 +26,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from timing import KERNELS, time_ms, triton_port  # noqa: E402
+from timing import KERNELS, time_interleaved, triton_port  # noqa: E402
 
 SIZES = [(3000, 3000, 3000), (3072, 3000, 3000), (3072, 3072, 3072), (4096, 4096, 4096),
          (5120, 1000, 3000), (3072, 2816, 3000)]
@@ -126,8 +126,8 @@ def run(sizes) -> dict:
             except Exception as error:   # a failed variant is reported, not timed
                 row[f"{name}_error"] = f"{type(error).__name__}: {error}"[:300]
                 del launchers[name]
-        for name, launch in launchers.items():
-            row[f"{name}_ms"] = time_ms(launch)
+        for name, ms in time_interleaved(launchers).items():
+            row[f"{name}_ms"] = ms
         for name in launchers:
             row[f"{name}_vs_cublas"] = row["cublas_ms"] / row[f"{name}_ms"]
         print(json.dumps(row), flush=True)

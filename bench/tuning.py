@@ -27,7 +27,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from timing import KERNELS, time_ms, triton_port  # noqa: E402
+from timing import KERNELS, time_interleaved, triton_port  # noqa: E402
 
 MANIFEST = ROOT / "examples" / "tuned" / "aotk.toml"
 
@@ -92,8 +92,8 @@ def main(argv=None):
         for name, got in (("aotk", c_aotk), ("triton", c_triton)):
             torch.testing.assert_close(got, expected, atol=0.5, rtol=0.05,
                                        msg=lambda text, name=name: f"{name} {point}: {text}")
-        times = {name: time_ms(fn) for name, fn in
-                 (("aotk", run_aotk), ("triton", run_triton), ("cublas", run_cublas))}
+        times = time_interleaved({"aotk": run_aotk, "triton": run_triton,
+                                  "cublas": run_cublas})
         select = library.matmul.select(a, b, c_aotk, m, n, k, *strides)
         rows.append({"M": m, "N": n, "K": k, **{f"{name}_ms": t for name, t in times.items()},
                      "aotk_tflops": 2 * m * n * k / times["aotk"] / 1e9,
