@@ -12,7 +12,7 @@ import json
 import pathlib
 import statistics
 
-from bench.timing import time_interleaved
+from bench.timing import time_interleaved, turns
 
 
 def kernel_gpu_us(fn, kernel_names: set, reps: int = 10) -> dict:
@@ -28,6 +28,18 @@ def kernel_gpu_us(fn, kernel_names: set, reps: int = 10) -> dict:
         torch.cuda.synchronize()
     return {event.key: event.device_time_total / reps for event in prof.key_averages()
             if event.key in kernel_names}
+
+
+def kernel_gpu_us_in_turns(runs: dict, kernel_names: set, reps: int = 10) -> dict:
+    """{side: ``kernel_gpu_us`` of its run}, the sides taking turns one call at a time
+    (``timing.turns``) so that a drifting clock favors neither; each call is profiled on
+    its own (the two sides' kernels have the same names)."""
+    totals = {side: {} for side in runs}
+    for order in turns(list(runs), reps):
+        for side in order:
+            for name, us in kernel_gpu_us(runs[side], kernel_names, reps=1).items():
+                totals[side][name] = totals[side].get(name, 0.0) + us / reps
+    return totals
 
 
 def autotuned_choices(modules, kernel_names: set | None = None) -> dict:
@@ -51,8 +63,8 @@ def autotuned_choices(modules, kernel_names: set | None = None) -> dict:
 def time_sides(run_aotk, run_triton, kernel_names: set) -> dict:
     """aotk_ms / triton_ms (whole op), aotk_kernel_us / triton_kernel_us (the kernels
     together) and, per kernel, aotk_per_kernel_us / triton_per_kernel_us."""
-    per_kernel = {side: kernel_gpu_us(run, kernel_names)
-                  for side, run in (("aotk", run_aotk), ("triton", run_triton))}
+    per_kernel = kernel_gpu_us_in_turns({"aotk": run_aotk, "triton": run_triton},
+                                        kernel_names)
     whole = time_interleaved({"aotk": run_aotk, "triton": run_triton}, warmup=3, reps=15,
                              back_to_back=3)
     return {"aotk_ms": whole["aotk"], "triton_ms": whole["triton"],
