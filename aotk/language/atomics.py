@@ -3,15 +3,14 @@ unpacks its arguments and calls ``aotk.semantic`` (``semantic.atomics``)."""
 from __future__ import annotations
 
 from .. import semantic
-from .core import builtin, tensor_member, unwrap
+from .core import builtin, named_builtin, tensor_member, unwrap
 
 
 def _atomic(kind):
     def fn(pointer, val, mask=None, sem=None, scope=None):
         return semantic.atomic_rmw(kind, pointer, unwrap(val), unwrap(mask), sem, scope)
-    fn.__name__ = f"atomic_{kind}"
-    fn.__doc__ = f"Atomic {kind} at ``pointer``; returns the values it held before."
-    return builtin(fn)
+    return named_builtin(fn, f"atomic_{kind}",
+                         f"Atomic {kind} at ``pointer``; returns the values it held before.")
 
 
 atomic_add = _atomic("add")

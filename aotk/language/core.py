@@ -362,10 +362,18 @@ def builtin(fn):
     return fn
 
 
+def named_builtin(fn, name: str, doc: str):
+    """``builtin`` for a function a factory made (one per opcode, kind or libdevice
+    name): it takes ``name`` (as ``tl``'s attribute and in error messages) and ``doc``."""
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = doc
+    return builtin(fn)
+
+
 def is_builtin(fn) -> bool:
     return getattr(fn, "__aotk_builtin__", False)
 
 
-__all__ = ["constexpr", "constexpr_type", "condition", "const", "tensor", "tensor_descriptor", "aggregate", "block_pointer", "builtin", "is_builtin", "tensor_member",
+__all__ = ["constexpr", "constexpr_type", "condition", "const", "tensor", "tensor_descriptor", "aggregate", "block_pointer", "builtin", "named_builtin", "is_builtin", "tensor_member",
            "PropagateNan", "constexpr_function", "is_constexpr_function",
            "unwrap", "install_semantic", "DType", "PointerType", "BlockType"]

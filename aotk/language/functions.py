@@ -9,7 +9,7 @@ from .. import semantic
 # imports aotk.language, which imports this file, when a program imports aotk.semantic or
 # aotk.jit before aotk.language).
 from ..semantic.math import ALL_MATH_FUNCTIONS
-from .core import builtin, constexpr, tensor, tensor_member, unwrap
+from .core import builtin, constexpr, named_builtin, tensor, tensor_member, unwrap
 
 
 @builtin
@@ -97,9 +97,7 @@ def clamp(x, min, max, propagate_nan=None):
 def _math(opcode):
     def fn(x):
         return semantic.unary_math(opcode, x)
-    fn.__name__ = opcode
-    fn.__doc__ = f"Elementwise {opcode}."
-    return builtin(fn)
+    return named_builtin(fn, opcode, f"Elementwise {opcode}.")
 
 
 exp = _math("exp")
@@ -125,9 +123,8 @@ def _math_function(name: str, arity: int):
     else:   # libdevice's functions of 3 and 4 operands (fma_rz, norm3d, ...)
         def fn(*operands):
             return semantic.math_function(name, *operands)
-    fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = f"Elementwise {name} (libdevice's), of {arity} operand{'s' * (arity > 1)}."
-    return builtin(fn)
+    return named_builtin(fn, name, f"Elementwise {name} (libdevice's), of {arity} "
+                                   f"operand{'s' * (arity > 1)}.")
 
 
 # One builtin per row of aotk.semantic's ALL_MATH_FUNCTIONS: tl.math and tl.extra.libdevice
@@ -298,9 +295,7 @@ def flip(x, dim=None):
 def _random_builtin(name):
     def forward(*args, **kwargs):
         return getattr(semantic, name)(*args, **kwargs)
-    forward.__name__ = name
-    forward.__doc__ = f"Triton's tl.{name} (aotk.semantic.random.{name})."
-    return builtin(forward)
+    return named_builtin(forward, name, f"Triton's tl.{name} (aotk.semantic.random.{name}).")
 
 
 RANDOM_BUILTINS = ("philox", "philox_impl", "randint", "randint4x", "rand", "rand4x", "randn",
