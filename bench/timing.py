@@ -28,21 +28,9 @@ def triton_port(path: pathlib.Path, use_triton: bool = True):
 
 def time_ms(fn, warmup=10, reps=30, back_to_back=10) -> float:
     """Median over ``reps`` of the mean kernel time of ``back_to_back`` queued launches
-    (CUDA events): queued launches hide each implementation's host cost equally."""
-    import torch
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(back_to_back):
-            fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / back_to_back)
-    return statistics.median(times)
+    (CUDA events): queued launches hide each implementation's host cost equally. One
+    implementation's ``time_interleaved``."""
+    return time_interleaved({"fn": fn}, warmup, reps, back_to_back)["fn"]
 
 
 def turns(names: list, rounds: int) -> list:
