@@ -33,9 +33,19 @@ def special_register(builder, register: str, name: str):
     return builder.call(function, [], name=name)
 
 
-def _blocked_thread_base(layout: Blocked, builder, lane, warp, axis: int):
+def _blocked_thread_base(layout: Blocked, builder, lane, warp, axis: int, tid=None):
     """First index along ``axis`` of this thread's elements, before wrapping."""
     lane_stride, warp_stride = layout.strides(axis)
+    tpw, wpc = layout.threads_per_warp[axis], layout.warps_per_cta[axis]
+    if tid is not None and tpw > 1 and wpc > 1 and lane_stride * tpw == 32 and warp_stride == 1:
+        # The axis takes the top lane bits and the bottom warp bits: one run of tid's bits,
+        # read with one shift and mask, as Triton's. Composed as (warp << a) | (lane >> b)
+        # instead, the index of register k (base + k * tile, zero-extended for 64-bit
+        # addresses) was a three-term sum to SCEV, which then proved no nuw for it: loop
+        # strength reduction kept one 64-bit induction variable per register row instead
+        # of one base plus immediates (fla chunk_fwd_kernel_h, sm_90: 94 -> 64 registers).
+        thread = builder.urem(builder.udiv(tid, _i32(lane_stride)), _i32(tpw * wpc))
+        return builder.mul(thread, _i32(layout.size_per_thread[axis]), name=f"base{axis}")
     lane_coord = builder.urem(builder.udiv(lane, _i32(lane_stride)),
                               _i32(layout.threads_per_warp[axis]))
     warp_coord = builder.urem(builder.udiv(warp, _i32(warp_stride)),
@@ -100,7 +110,11 @@ class ThreadGeometry:
         key = (parent, axis)
         if key not in self._bases:
             emit = _mma_thread_base if isinstance(parent, Mma) else _blocked_thread_base
-            self._bases[key] = emit(parent, self.prologue, self.lane, self.warp, axis)
+            if emit is _blocked_thread_base:
+                self._bases[key] = emit(parent, self.prologue, self.lane, self.warp, axis,
+                                        self.tid)
+            else:
+                self._bases[key] = emit(parent, self.prologue, self.lane, self.warp, axis)
         return self._bases[key]
 
     def distribution(self, layout: Layout, shape: tuple) -> "Distribution":
