@@ -227,7 +227,8 @@ def test_a_trip_addresses_its_copies_from_one_register_per_operand(head_dim, war
         assert len(destinations) == 2 * 64 * head_dim * 2 // 16 // (32 * warps)
         assert len(firsts) == 2, firsts   # k and v
     if head_dim == 128 and not causal:
-        assert compiled.metadata["registers"] <= 163, compiled.metadata
+        # 167 with a thread's row index read as one run of tid's bits (see the next test)
+        assert compiled.metadata["registers"] <= 167, compiled.metadata
 
 
 @pytest.mark.parametrize("head_dim, warps, causal", [(64, 4, False), (128, 8, False),
@@ -245,6 +246,10 @@ def test_a_trip_advances_one_offset_per_operand_not_its_pointers(head_dim, warps
         advanced = re.findall(r"add\.s64 \t(%rd\d+), \1, [^;]+;", loop)
         assert len(advanced) == 2, advanced
     if head_dim == 128:
-        # 167 (not causal) and 226 (causal) before; Triton 3.8, not causal: 165.
-        assert compiled.metadata["registers"] <= (160 if not causal else 190), \
+        # 167 (not causal) and 226 (causal) before; Triton 3.8, not causal: 165. Then 160
+        # and 190; 167 and 198 since a thread's row index is one run of tid's bits
+        # (geometry._blocked_thread_base): ptxas schedules the same loop into 7 more
+        # registers, one CTA per SM either way, and the H200 times it the same (bench/results
+        # 2026-11-28_nvidia-h200-x2_thread-base_attention-fla.md).
+        assert compiled.metadata["registers"] <= (167 if not causal else 198), \
             compiled.metadata
