@@ -148,8 +148,10 @@ def _lower(generated, kernel_options: CompileOptions, target: str, budget: int) 
     lower_descriptors(function, keep=tma_copied | tma_stored)
     if num_stages > 1:
         if pipelined:
+            # num_ctas=2: the producer warps of a pair of programs share the TMA tiles
+            # both copy (``passes.multicast``; warp-specialized loops only).
             pipeline_dot_loops(function, axis_info.analyze(function), num_warps, num_stages,
-                               wgmma, budget)
+                               wgmma, budget, multicast=wgmma and kernel_options.num_ctas == 2)
         prefetch_dot_operands(function, num_warps)
     tma_stores(function, tma_stored)
     left = [op for op in walk(function.body) if op.opcode == "descriptor_load"]
@@ -300,18 +302,26 @@ def _compile(kernel, signature, constants, num_warps, num_stages, target, debug,
             f"{target} may use at most {limit}: use smaller blocks, fewer num_stages or "
             "num_warps, or leave this target out", source.filename, source.first_line)
     llvm_text = grid_constant_params(str(lowered.module), len(function.tensor_maps))
+    # A producer warp (``passes.warp_specialize``) runs beside the num_warps compute warps.
+    producer_warps = int(any(op.opcode == "producer_warp" for op in walk(function.body)))
+    # Programs that compare their tiles with a partner's (``passes.multicast``) launch in
+    # clusters of two where the grid's x is even; alone, they share nothing.
+    cluster = 2 if any(op.opcode == "cluster_pair" for op in walk(function.body)) else 1
     if older is not None and shares_ptx(older, llvm_text, options):
         llir, ptx_arch = older.llir, older.metadata["ptx_arch"]
         ptx, cubin, ptxas_info = assemble_with_register_room(older.ptx, arch)
     else:
         ptx_arch = arch
         llir, ptx, cubin, ptxas_info = _machine_code(llvm_text, arch, function.name,
-                                                     num_warps, options.maxnreg,
+                                                     num_warps + producer_warps,
+                                                     options.maxnreg,
                                                      options.enable_fp_fusion)
     vector_widths = sorted({w for w in plan.vector_width.values()})
     metadata = {
         "name": function.name, "target": target, "arch": arch, "ptx_arch": ptx_arch,
         "num_warps": num_warps,
+        "threads": 32 * (num_warps + producer_warps),
+        "cluster": cluster,
         "num_stages": num_stages, "shared": int(shared_bytes),
         "registers": ptxas_info.get("registers"), "spills": ptxas_info.get("spills"),
         "wgmma_serialized": ptxas_info.get("wgmma_serialized", False),

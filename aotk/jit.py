@@ -163,7 +163,7 @@ class JITFunction(KernelFunction):
         if place == "mixed":
             raise TypeError(f"{self.name}: cannot mix numpy arrays and CUDA arrays in one launch")
         return launch_on_device(self, grid, runtime_args, constants, num_warps, num_stages, stream,
-                                maxnreg, fp_fusion, compile_only=warmup)
+                                maxnreg, fp_fusion, compile_only=warmup, num_ctas=num_ctas)
 
     def _split_arguments(self, args, kwargs):
         param_names, param_set = self.param_names, self._param_set

@@ -27,7 +27,9 @@ class CompileOptions:
     debug: bool | None = None   # device asserts; None: the kernel's own setting
     tma: bool = True            # False: tensor-descriptor loads stay pointer loads
     maxnreg: int | None = None  # the most registers a thread may use (PTX .maxnreg)
-    num_ctas: int = 1           # CTAs per cluster: only 1 (thread-block clusters are not built)
+    # 2: programs 2i and 2i + 1 along x run as a cluster of two CTAs on sm_90, whose
+    # producer warps share the TMA tiles both load (``passes.multicast``); 1 elsewhere.
+    num_ctas: int = 1
     # a * b + c may become one FMA (Triton's default); False keeps every rounding step.
     enable_fp_fusion: bool = True
 
@@ -48,9 +50,9 @@ class CompileOptions:
         if not isinstance(self.enable_fp_fusion, bool):
             raise ValueError(f"enable_fp_fusion must be True or False, got "
                              f"{self.enable_fp_fusion!r}")
-        if self.num_ctas != 1:
-            raise ValueError(f"num_ctas={self.num_ctas}: aotk builds one CTA per program "
-                             "(thread-block clusters are not supported); use num_ctas=1")
+        if self.num_ctas not in (1, 2):
+            raise ValueError(f"num_ctas={self.num_ctas!r}: aotk runs programs alone (1) or "
+                             "in pairs sharing their TMA tiles (2); use 1 or 2")
 
     @classmethod
     def from_keywords(cls, **keywords) -> "CompileOptions":
@@ -72,8 +74,11 @@ class CompileOptions:
             key["maxnreg"] = self.maxnreg
         if not self.enable_fp_fusion:
             key["enable_fp_fusion"] = False
+        if self.num_ctas != 1:
+            key["num_ctas"] = self.num_ctas
         return key
 
 
 def _is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+

@@ -18,6 +18,25 @@ typedef void *CUstream;
 
 #define CU_FUNC_ATTRIBUTE_BINARY_VERSION 6
 #define CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES 8
+#define CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION 4
+
+/* cuda.h's CUlaunchAttribute and CUlaunchConfig (CUDA 12.0 on), for cuLaunchKernelEx. */
+typedef struct {
+    int id;
+    char pad[4];
+    union {
+        char bytes[64];
+        struct { unsigned x, y, z; } cluster;
+    } value;
+} launch_attribute;
+typedef struct {
+    unsigned grid[3], block[3], shared;
+    CUstream stream;
+    launch_attribute *attributes;
+    unsigned attribute_count;
+} launch_config;
+_Static_assert(sizeof(launch_attribute) == 72 && sizeof(launch_config) == 56,
+               "cuda.h's CUlaunchAttribute and CUlaunchConfig layouts (64-bit)");
 
 static struct {
     CUresult (*init)(unsigned);
@@ -31,6 +50,8 @@ static struct {
     CUresult (*func_get_attribute)(int *, int, CUfunction);
     CUresult (*launch_kernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
                               unsigned, unsigned, CUstream, void **, void **);
+    CUresult (*launch_kernel_ex)(const launch_config *, CUfunction, void **,
+                                 void **);                     /* CUDA 12.0+, else NULL */
     CUresult (*get_error_name)(CUresult, const char **);
     CUresult (*get_error_string)(CUresult, const char **);
     CUresult (*ctx_get_id)(CUcontext, unsigned long long *);   /* CUDA 12.0+, else NULL */
@@ -96,6 +117,7 @@ static void load_driver(void)
     }
     driver.ctx_get_id = (CUresult (*)(CUcontext, unsigned long long *))dlsym(library, "cuCtxGetId");
     *(void **)&driver.tensor_map_encode_tiled = dlsym(library, "cuTensorMapEncodeTiled");
+    *(void **)&driver.launch_kernel_ex = dlsym(library, "cuLaunchKernelEx");
     *(void **)&driver.ctx_get_device = dlsym(library, "cuCtxGetDevice");
     *(void **)&driver.device_get_attribute = dlsym(library, "cuDeviceGetAttribute");
     CUresult result = driver.init(0);
@@ -131,25 +153,34 @@ static int find_loaded(aotk_variant *variant, int count, CUcontext context,
     return -1;
 }
 
-/* The dynamic shared memory the loaded cubin of ``function`` needs: the driver picked one
- * of the fatbin's cubins (or compiled its PTX) for this GPU, and says which by its binary
- * version. */
-static unsigned shared_for(const aotk_variant *variant, CUfunction function)
+/* How the loaded cubin of ``function`` launches (``slot``'s shared, threads, cluster): the
+ * driver picked one of the fatbin's cubins (or compiled its PTX) for this GPU, and says
+ * which by its binary version. Without cuLaunchKernelEx (before CUDA 12) every launch is
+ * alone: programs built in pairs then share nothing (``passes.multicast``). */
+static void launch_for(const aotk_variant *variant, CUfunction function, aotk_loaded *slot)
 {
     int version = 0;
-    if (!variant->shared_by_arch ||
-        driver.func_get_attribute(&version, CU_FUNC_ATTRIBUTE_BINARY_VERSION, function) != 0)
-        return variant->dynamic_shared;
-    const unsigned *entry = variant->shared_by_arch;
-    while (entry[0] != 0 && entry[0] != (unsigned)version)
-        entry += 2;
-    return entry[1];   /* the matching cubin's, else the most any needs */
+    slot->shared = variant->dynamic_shared;
+    slot->threads = variant->threads;
+    slot->cluster = variant->cluster;
+    if (variant->launch_by_arch &&
+        driver.func_get_attribute(&version, CU_FUNC_ATTRIBUTE_BINARY_VERSION, function) == 0) {
+        const unsigned *entry = variant->launch_by_arch;
+        while (entry[0] != 0 && entry[0] != (unsigned)version)
+            entry += 4;
+        /* the matching cubin's, else the most shared memory any needs */
+        slot->shared = entry[1];
+        slot->threads = entry[2];
+        slot->cluster = entry[3];
+    }
+    if (!driver.launch_kernel_ex)
+        slot->cluster = 1;
 }
 
-/* The variant's function in the current context, loading its module on first use; *shared:
- * the dynamic shared memory to launch it with there. */
+/* The variant's function in the current context, loading its module on first use;
+ * *launch: how to launch it there (``launch_for``). */
 static int function_for_context(aotk_variant *variant, CUcontext context, CUfunction *function,
-                                unsigned *shared)
+                                aotk_loaded *launch)
 {
     unsigned long long context_id = 0;
     if (driver.ctx_get_id && driver.ctx_get_id(context, &context_id) != 0)
@@ -159,7 +190,7 @@ static int function_for_context(aotk_variant *variant, CUcontext context, CUfunc
     int slot = find_loaded(variant, count, context, context_id, &stale);
     if (slot >= 0) {
         *function = variant->loaded[slot].function;
-        *shared = variant->loaded[slot].shared;
+        *launch = variant->loaded[slot];
         return 0;
     }
     pthread_mutex_lock(&load_lock);
@@ -169,7 +200,7 @@ static int function_for_context(aotk_variant *variant, CUcontext context, CUfunc
     slot = find_loaded(variant, count, context, context_id, &stale);
     if (slot >= 0) {
         *function = variant->loaded[slot].function;
-        *shared = variant->loaded[slot].shared;
+        *launch = variant->loaded[slot];
         goto done;
     }
     if (stale < 0 && count == AOTK_MAX_CONTEXTS) {
@@ -188,10 +219,10 @@ static int function_for_context(aotk_variant *variant, CUcontext context, CUfunc
         status = driver_error(result, variant, "finding the kernel");
         goto done;
     }
-    *shared = shared_for(variant, *function);
-    if (*shared > 48 * 1024) {
+    launch_for(variant, *function, launch);
+    if (launch->shared > 48 * 1024) {
         result = driver.func_set_attribute(*function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                           (int)*shared);
+                                           (int)launch->shared);
         if (result != 0) {
             status = driver_error(result, variant, "raising the shared-memory limit");
             goto done;
@@ -202,7 +233,9 @@ static int function_for_context(aotk_variant *variant, CUcontext context, CUfunc
     slot = stale >= 0 ? stale : count;
     __atomic_add_fetch(&modules_loaded, 1, __ATOMIC_RELAXED);
     variant->loaded[slot].function = *function;
-    variant->loaded[slot].shared = *shared;
+    variant->loaded[slot].shared = launch->shared;
+    variant->loaded[slot].threads = launch->threads;
+    variant->loaded[slot].cluster = launch->cluster;
     variant->loaded[slot].context = context;
     __atomic_store_n(&variant->loaded[slot].context_id, context_id, __ATOMIC_RELEASE);
     if (stale < 0)
@@ -245,12 +278,24 @@ int aotk_launch(aotk_variant *variant, void *stream, const int64_t grid[3], void
             return driver_error(result, variant, "setting up a CUDA context");
     }
     CUfunction function;
-    unsigned shared;
-    int status = function_for_context(variant, context, &function, &shared);
+    aotk_loaded launch;
+    int status = function_for_context(variant, context, &function, &launch);
     if (status != 0)
         return status;
+    if (launch.cluster > 1 && grid[0] % launch.cluster == 0) {
+        /* Programs 2i and 2i + 1 as one cluster; an odd grid's run alone. */
+        launch_attribute pairs = {.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION};
+        pairs.value.cluster.x = launch.cluster;
+        pairs.value.cluster.y = pairs.value.cluster.z = 1;
+        launch_config config = {{(unsigned)grid[0], (unsigned)grid[1], (unsigned)grid[2]},
+                                {launch.threads, 1, 1}, launch.shared, stream, &pairs, 1};
+        result = driver.launch_kernel_ex(&config, function, params, NULL);
+        if (result != 0)
+            return driver_error(result, variant, "cuLaunchKernelEx");
+        return 0;
+    }
     result = driver.launch_kernel(function, (unsigned)grid[0], (unsigned)grid[1], (unsigned)grid[2],
-                                  variant->threads, 1, 1, shared, stream, params, NULL);
+                                  launch.threads, 1, 1, launch.shared, stream, params, NULL);
     if (result != 0)
         return driver_error(result, variant, "cuLaunchKernel");
     return 0;

@@ -24,7 +24,9 @@ typedef struct aotk_loaded {
     unsigned long long context_id;    /* cuCtxGetId: a destroyed context's handle may be
                                          reused by a new one, its id never is (0: no id) */
     void *function;
-    unsigned shared;                  /* dynamic shared bytes of the cubin loaded there */
+    unsigned shared;                  /* how the cubin loaded there launches: dynamic */
+    unsigned threads;                 /* shared bytes, threads per CTA, CTAs per cluster */
+    unsigned cluster;
 } aotk_loaded;
 
 typedef struct aotk_variant {
@@ -32,13 +34,16 @@ typedef struct aotk_variant {
     const char *description;          /* what this build is specialized for */
     const char *entry;                /* PTX .entry symbol */
     const unsigned char *fatbin;
-    unsigned threads;                 /* num_warps * 32 */
+    unsigned threads;                 /* num_warps * 32 (and a producer warp's 32) */
+    unsigned cluster;                 /* 2: programs 2i and 2i + 1 along x run as a cluster
+                                         of two where the grid's x is even (num_ctas=2,
+                                         sm_90 on); 1: alone */
     unsigned dynamic_shared;          /* bytes; > 48 KiB raises the function's limit */
-    const unsigned *shared_by_arch;   /* where the cubins need different amounts: {arch,
-                                         bytes} pairs (90 for sm_90 and sm_90a), then {0,
-                                         dynamic_shared} for any other binary version (PTX
-                                         compiled for a newer GPU); NULL: dynamic_shared for
-                                         every GPU */
+    const unsigned *launch_by_arch;   /* where the cubins launch differently: {arch, dynamic
+                                         shared bytes, threads, cluster} (90 for sm_90 and
+                                         sm_90a), then {0, ...} for any other binary version
+                                         (PTX compiled for a newer GPU); NULL: the three
+                                         fields above for every GPU */
     aotk_loaded loaded[AOTK_MAX_CONTEXTS];
     int loaded_count;                 /* published with release/acquire ordering */
 } aotk_variant;

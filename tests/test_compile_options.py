@@ -31,8 +31,8 @@ def test_defaults_and_frozen():
     ({"num_stages": 2.0}, r"num_stages must be an integer >= 1, got 2.0"),
     ({"maxnreg": 8}, r"maxnreg must be an integer from 16 to 255 \(registers per thread\), "
                      "got 8"),
-    ({"num_ctas": 2}, r"num_ctas=2: aotk builds one CTA per program \(thread-block clusters "
-                      r"are not supported\)"),
+    ({"num_ctas": 4}, r"num_ctas=4: aotk runs programs alone \(1\) or in pairs sharing their "
+                      r"TMA tiles \(2\); use 1 or 2"),
     ({"enable_fp_fusion": 1}, "enable_fp_fusion must be True or False, got 1"),
 ])
 def test_values_are_checked_on_construction(keywords, message):
@@ -89,8 +89,8 @@ def test_compiled_kernel_holds_every_stage_in_order(tmp_path):
     assert compiled.cubin == compiled.asm["cubin"] and compiled.cubin[:4] == b"\x7fELF"
     assert compiled.name == "add_kernel"
     assert str(compiled.signature) == SIGNATURE and compiled.options == CompileOptions()
-    assert set(compiled.metadata) == {"name", "target", "arch", "ptx_arch", "num_warps",
-                                      "num_stages", "shared", "registers", "spills",
+    assert set(compiled.metadata) == {"name", "target", "arch", "ptx_arch", "num_warps", "threads",
+                                      "cluster", "num_stages", "shared", "registers", "spills",
                                       "wgmma_serialized", "vector_widths", "tensor_maps"}
 
     written = compiled.dump(str(tmp_path / "out"))
@@ -142,8 +142,11 @@ def test_launch_options_maxnreg_and_num_ctas_as_triton_takes_them():
     out = np.zeros_like(x)
     add_kernel[(1,)](x, y, out, 256, BLOCK=256, maxnreg=64, num_ctas=1)
     np.testing.assert_array_equal(out, x + 1)
-    with pytest.raises(ValueError, match="num_ctas=2"):
-        add_kernel[(1,)](x, y, out, 256, BLOCK=256, num_ctas=2)
+    out[:] = 0   # in pairs (nothing to share here): the same result
+    add_kernel[(1,)](x, y, out, 256, BLOCK=256, num_ctas=2)
+    np.testing.assert_array_equal(out, x + 1)
+    with pytest.raises(ValueError, match="num_ctas=4"):
+        add_kernel[(1,)](x, y, out, 256, BLOCK=256, num_ctas=4)
     with pytest.raises(ValueError, match="maxnreg must be an integer from 16 to 255"):
         add_kernel[(1,)](x, y, out, 256, BLOCK=256, maxnreg=1000)
     add_kernel[(1,)](x, y, out, 256, BLOCK=256, enable_fp_fusion=False)

@@ -16,6 +16,7 @@ import aotk
 from aotk.buildsys.expressions import to_total_c
 from aotk.buildsys.manifest import ManifestError
 from tests.conftest import tree_pythonpath
+from tests.kernels.producer_matmul import pairs_manifest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -191,3 +192,56 @@ def test_a_misspelt_num_sms_is_named_in_the_error(tmp_path):
     with pytest.raises(ManifestError, match=r"kernel\.add\.grid\[0\].*names 'num_sm'.*"
                                             r"did you mean 'num_sms'"):
         aotk.build(manifest, out_dir=tmp_path / "out")
+
+
+PAIRS_LAUNCH = """
+import sys
+import aotk
+lib = aotk.load(sys.argv[1])
+for m in (512, 384, 128):
+    lib.matmul(1 << 20, 2 << 20, 3 << 20, m, 256, 512)
+"""
+
+
+@pytest.fixture(scope="module")
+def pairs(tmp_path_factory, built):
+    folder = tmp_path_factory.mktemp("pairs")
+    manifest = folder / "aotk.toml"
+    manifest.write_text(pairs_manifest())
+    return built[0], aotk.build(manifest, out_dir=folder / "out")
+
+
+@pytest.mark.parametrize("binary_version", [80, 90])
+def test_programs_in_pairs_launch_in_clusters_of_two_where_the_grid_allows(pairs,
+                                                                          binary_version):
+    """num_ctas = 2 in the manifest: on the sm_90 cubin (whose producer warps share tiles)
+    the runtime launches grids of even x in clusters of two through cuLaunchKernelEx, an odd
+    x alone (its programs then share nothing); the sm_80 cubin always alone. The launch has
+    the producer warp's threads."""
+    driver, result = pairs
+    log = result.library.parent / f"log-{binary_version}"
+    run = subprocess.run([sys.executable, "-c", PAIRS_LAUNCH, str(result.library)],
+                         capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": tree_pythonpath(),
+                              "LD_LIBRARY_PATH": str(driver), "FAKE_CUDA_LOG": str(log),
+                              "FAKE_CUDA_BINARY_VERSION": str(binary_version)})
+    assert run.returncode == 0, run.stderr
+    launches = [line for line in log.read_text().splitlines() if line.startswith("launch")]
+    shared = launches[0].split(" with ")[1].split(" bytes")[0]
+    threads = 288 if binary_version == 90 else 256
+    plain = f"launch {{}} blocks of {threads} threads with {shared} bytes of shared memory"
+    if binary_version == 90:
+        assert launches == [plain.format(4) + " in clusters of 2", plain.format(3),
+                            plain.format(1)]
+    else:
+        assert launches == [plain.format(4), plain.format(3), plain.format(1)]
+
+
+def test_num_ctas_other_than_1_or_2_names_its_key(tmp_path):
+    manifest = tmp_path / "aotk.toml"
+    manifest.write_text(pairs_manifest(num_ctas=4))
+    with pytest.raises(ManifestError, match=r"kernel\.matmul\.num_ctas: must be 1 \(programs "
+                                            r"alone\) or 2 \(programs in pairs sharing their "
+                                            r"TMA tiles\), got 4"):
+        aotk.build(manifest, out_dir=tmp_path / "out")
+    assert not (tmp_path / "out").exists()

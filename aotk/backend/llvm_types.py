@@ -118,6 +118,14 @@ def call_asm(builder, asm: ir.InlineAsm, args):
     return builder.call(asm, args, attrs=("convergent",) if _COLLECTIVE.search(asm.asm) else ())
 
 
+def cta_barrier(builder, threads=None):
+    """``bar.sync 0`` (every thread of the CTA), or with ``threads`` the named barrier 1 of
+    that many (the compute warps, once a producer warp has left: ``backend.warp_specialize``)."""
+    text = "bar.sync 0;" if threads is None else f"bar.sync 1, {threads};"
+    call_asm(builder, ir.InlineAsm(ir.FunctionType(ir.VoidType(), []), text, "",
+                                   side_effect=True), [])
+
+
 def inline_asm(builder, text: str, constraints: str, args, return_type=ir.VoidType(),
                side_effect=True):
     """Calls PTX ``text`` with ``args`` bound to its ``constraints``; returns the result."""

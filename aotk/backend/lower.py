@@ -15,8 +15,8 @@ import llvmlite.ir as ir
 
 # The op families register their lowerings when imported.
 from . import (atomics, control, creation, debug, descriptors, dot, elementwise,  # noqa: F401
-               gather, histogram, inline_asm, map_elementwise, math, memory, pipeline,
-               reduce, scan, sort, tma, views)
+               gather, histogram, inline_asm, map_elementwise, math, memory, multicast,
+               pipeline, reduce, scan, sort, tma, views, warp_specialize)
 from ..passes.layouts import SCALAR, LayoutPlan
 from ..targets import SHARED_BYTES_PER_BLOCK
 from .context import LoweringContext

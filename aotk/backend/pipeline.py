@@ -28,6 +28,7 @@ import llvmlite.ir as ir
 
 from ..ir.kir import walk
 from ..passes.layouts import SCALAR
+from ..passes.multicast import MAX_PAIR_WORDS
 from ..passes.pipeline_shape import MBARRIER_BYTES, plain_tile_bytes, staged_tile_bytes
 from .llvm_types import I32, I64, inline_asm, llvm_type
 from .memory import emit_load, vector_groups
@@ -88,7 +89,13 @@ def plan_buffers(function) -> PipelineBuffers:
                                          op.attrs["stages"], op.attrs.get("async_proxy", False),
                                          op.attrs["order"])
         if op.opcode == "tma_init":
-            tma_stages[op.attrs["loop"]] = op.attrs["stages"] * op.attrs["groups"]
+            # stages x groups of tiles; with a producer warp one more a stage (consumed).
+            # A pair: one more a stage (pair free) and the words it compares (16 at most,
+            # two to an mbarrier's 8 bytes).
+            tma_stages[op.attrs["loop"]] = op.attrs["stages"] * (
+                op.attrs["groups"] + (1 if op.attrs.get("consumers") else 0) +
+                (1 if op.attrs.get("pair") else 0)) + \
+                (MAX_PAIR_WORDS // 2 if op.attrs.get("pair") else 0)
     buffers, totals = {}, {}
     for buffer in sorted(found):
         shape, element, stages, async_proxy, order = found[buffer]

@@ -15,10 +15,9 @@ operands, an atomic's result broadcast) is live only from its first store to its
 and no two uses overlap in time; so one buffer of the largest use's size is exactly what
 allocating by liveness gives. Two kinds of tiles are the exception, and sit below every
 other use while they live: a pipelined loop's stages, for the whole loop, and the operand
-tiles that several dots read (``backend.operand_tiles``), from the start of the loop body
-(or kernel body) around their value to its last dot reading them; the barriers those tiles
-need are tracked per tile (``write_resident``, ``read_resident``), and control flow joins
-that state as it does ``in_use``.
+tiles that several dots read (``backend.operand_tiles``), from the start of the loop (or
+kernel) body around their value to its last dot; their barriers are tracked per tile
+(``write_resident``, ``read_resident``), joined at control flow as ``in_use`` is.
 """
 from __future__ import annotations
 
@@ -28,7 +27,7 @@ import llvmlite.ir as ir
 
 from ..passes.layouts import SCALAR
 from . import warp_conversions
-from .llvm_types import I8, I32, call_asm, llvm_type
+from .llvm_types import I8, I32, cta_barrier, llvm_type
 from .operand_tiles import ResidentTiles, plan_resident_tiles
 from .registry import scratch_bytes_of
 from .swizzle import SWIZZLE_ATOM_BYTES
@@ -218,9 +217,10 @@ class SharedMemory:
             self.buffer.align = SWIZZLE_ATOM_BYTES if swizzled else 16
             self.bytes = needed
 
+    barrier_threads = None   # after a producer warp left: the compute warps' (consumers_only)
+
     def barrier(self):
-        asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), []), "bar.sync 0;", "", side_effect=True)
-        call_asm(self.builder, asm, [])
+        cta_barrier(self.builder, self.barrier_threads)
         self.read_tiles = self.unpublished = frozenset()
 
     # -- resident operand tiles (``backend.operand_tiles``) -------------------------------

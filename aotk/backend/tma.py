@@ -80,10 +80,50 @@ def _every_barrier(ctx, op):
             for stage in range(op.attrs["stages"])]
 
 
-def elected_thread(ctx, in_range=None):
-    """Thread 0 of the CTA (and ``in_range``, an i1, when given)."""
+def consumed_barrier_address(ctx, op, stage):
+    """Address (i32) of the stage's mbarrier the compute warps arrive on when done with it
+    (``passes.warp_specialize``): after the groups' mbarriers."""
+    return _barrier_address(ctx, op, stage, op.attrs["groups"])
+
+
+def pair_free_address(ctx, op, stage):
+    """Address (i32) of the stage's mbarrier the other CTA's producer arrives on when its
+    compute warps are done with the stage (``passes.multicast``): after the consumed ones."""
+    return _barrier_address(ctx, op, stage, op.attrs["groups"] + 1)
+
+
+def pair_words_address(ctx, op):
+    """Address (i32) of the words the CTAs of a pair compare: after the pair's mbarriers."""
+    return _barrier_address(ctx, op, ir.Constant(I32, 0), op.attrs["groups"] + 2)
+
+
+def cluster_rank(b):
+    """This CTA's rank in its cluster (i32)."""
+    return inline_asm(b, "mov.u32 $0, %cluster_ctarank;", "=r", [], I32)
+
+
+def cluster_size(b):
+    """How many CTAs its cluster has (i32): 1 where the launch gave none."""
+    return inline_asm(b, "mov.u32 $0, %cluster_nctarank;", "=r", [], I32)
+
+
+def peer_address(b, address):
+    """The other CTA's shared::cluster address of this CTA's ``address`` (a pair)."""
+    peer = b.xor(cluster_rank(b), ir.Constant(I32, 1))
+    return inline_asm(b, "mapa.shared::cluster.u32 $0, $1, $2;", "=r,r,r", [address, peer], I32)
+
+
+def opaque_tid(b):
+    """``tid.x`` read where LLVM does not know its range: the compute warps' ``tid``
+    carries [0, 32 * num_warps), which a producer warp's threads are outside of."""
+    return inline_asm(b, "mov.u32 $0, %tid.x;", "=r", [], I32, side_effect=False)
+
+
+def elected_thread(ctx, in_range=None, thread: int = 0):
+    """Thread ``thread`` of the CTA, 0 by default (and ``in_range``, an i1, when given)."""
     b = ctx.builder
-    first = b.icmp_unsigned("==", ctx.threads.tid, ir.Constant(I32, 0))
+    tid = ctx.threads.tid if thread == 0 else opaque_tid(b)
+    first = b.icmp_unsigned("==", tid, ir.Constant(I32, thread))
     return b.and_(first, in_range) if in_range is not None else first
 
 
@@ -95,6 +135,13 @@ def lower_tma_init(ctx, op):
     with b.if_then(elected_thread(ctx)):
         for address in _every_barrier(ctx, op):
             inline_asm(b, "mbarrier.init.shared::cta.b64 [$0], 1;", "r", [address])
+        consumers = op.attrs.get("consumers")
+        for stage in range(op.attrs["stages"] if consumers else 0):
+            inline_asm(b, f"mbarrier.init.shared::cta.b64 [$0], {consumers};", "r",
+                       [consumed_barrier_address(ctx, op, ir.Constant(I32, stage))])
+        for stage in range(op.attrs["stages"] if op.attrs.get("pair") else 0):
+            inline_asm(b, "mbarrier.init.shared::cta.b64 [$0], 1;", "r",
+                       [pair_free_address(ctx, op, ir.Constant(I32, stage))])
         inline_asm(b, "fence.mbarrier_init.release.cluster;", "", [])
     ctx.shared.barrier()
 
@@ -104,7 +151,7 @@ def lower_tma_expect(ctx, op):
     b = ctx.builder
     stage = scalar_i32(ctx, op.operands[0])
     (in_range,) = ctx.regs(op.operands[1], SCALAR)
-    with b.if_then(elected_thread(ctx, in_range)):
+    with b.if_then(elected_thread(ctx, in_range, op.attrs.get("elected", 0))):
         inline_asm(b, "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;", "r,r",
              [_barrier_address(ctx, op, stage), ir.Constant(I32, op.attrs["bytes"])])
 
@@ -112,8 +159,10 @@ def lower_tma_expect(ctx, op):
 @lowering("tma_copy")
 def lower_tma_copy(ctx, op):
     b = ctx.builder
-    *offsets, stage = (scalar_i32(ctx, v) for v in op.operands[:-1])
-    (in_range,) = ctx.regs(op.operands[-1], SCALAR)
+    pair_bit = op.attrs.get("pair_bit")
+    operands = op.operands if pair_bit is None else op.operands[:-1]
+    *offsets, stage = (scalar_i32(ctx, v) for v in operands[:-1])
+    (in_range,) = ctx.regs(operands[-1], SCALAR)
     staged = ctx.pipeline.staged[op.attrs["buffer"]]
     rows, box_columns = op.attrs["box"]
     assert staged.tile.width == SWIZZLE_BYTES and staged.shape[0] == rows
@@ -125,17 +174,47 @@ def lower_tma_copy(ctx, op):
             f"[$0], [$1, {{{coordinates}}}], [${2 + rank}];")
     constraints = "r,l," + "r," * rank + "r"
     column, *outer = reversed(offsets)
-    with b.if_then(elected_thread(ctx, in_range)):
+    with b.if_then(elected_thread(ctx, in_range, op.attrs.get("elected", 0))):
         shared_root = b.ptrtoint(ctx.shared.stage_pointer(ir.Constant(I32, 0)), I32)
         slot = b.add(shared_root, staged.stage_base(b, stage))
         barrier = _barrier_address(ctx, op, stage)
         tensor_map = ctx.tensor_map_addresses[op.attrs["tensor_map"]]
+        if pair_bit is not None and panels % 2 == 0:
+            # Shared with the other CTA of the pair: each copies its half of the panels
+            # (rank 0 the first) into both, the same offsets (mbarriers too) in each.
+            word = scalar_i32(ctx, op.operands[-1])
+            shared = b.icmp_unsigned("!=", b.and_(word, ir.Constant(I32, 1 << pair_bit)),
+                                     ir.Constant(I32, 0))
+            with b.if_else(shared) as (multicast, alone):
+                with multicast:
+                    second_half = b.icmp_unsigned("!=", cluster_rank(b), ir.Constant(I32, 0))
+                    first = b.select(second_half, ir.Constant(I32, panels // 2),
+                                     ir.Constant(I32, 0))
+                    both = copy[:-1].replace("::bytes ", "::bytes.multicast::cluster ") + \
+                        f", ${3 + rank};"
+                    for half_panel in range(panels // 2):
+                        _copy_panel(b, both, constraints + ",h", slot,
+                                    b.add(first, ir.Constant(I32, half_panel)), rows, column,
+                                    box_columns, tensor_map, outer, barrier,
+                                    [ir.Constant(ir.IntType(16), 3)])
+                with alone:
+                    for panel in range(panels):
+                        _copy_panel(b, copy, constraints, slot, ir.Constant(I32, panel), rows,
+                                    column, box_columns, tensor_map, outer, barrier)
+            return
         for panel in range(panels):
-            # Panel p of the slot holds columns [p * box_columns, (p + 1) * box_columns).
-            destination = b.add(slot, ir.Constant(I32, panel * rows * SWIZZLE_BYTES))
-            first_column = b.add(column, ir.Constant(I32, panel * box_columns))
-            inline_asm(b, copy, constraints,
-                       [destination, tensor_map, first_column, *outer, barrier])
+            _copy_panel(b, copy, constraints, slot, ir.Constant(I32, panel), rows, column,
+                        box_columns, tensor_map, outer, barrier)
+
+
+def _copy_panel(b, copy, constraints, slot, panel, rows, column, box_columns, tensor_map,
+                outer, barrier, extra=()):
+    """Panel ``panel`` (i32) of the slot holds columns [panel * box_columns, (panel + 1) *
+    box_columns) of the tile."""
+    destination = b.add(slot, b.mul(panel, ir.Constant(I32, rows * SWIZZLE_BYTES)))
+    first_column = b.add(column, b.mul(panel, ir.Constant(I32, box_columns)))
+    inline_asm(b, copy, constraints,
+               [destination, tensor_map, first_column, *outer, barrier, *extra])
 
 
 @lowering("tma_wait")
@@ -155,6 +234,12 @@ def lower_tma_release(ctx, op):
     with b.if_then(elected_thread(ctx)):
         for address in _every_barrier(ctx, op):
             inline_asm(b, "mbarrier.inval.shared::cta.b64 [$0];", "r", [address])
+        for stage in range(op.attrs["stages"] if op.attrs.get("consumers") else 0):
+            inline_asm(b, "mbarrier.inval.shared::cta.b64 [$0];", "r",
+                       [consumed_barrier_address(ctx, op, ir.Constant(I32, stage))])
+        for stage in range(op.attrs["stages"] if op.attrs.get("pair") else 0):
+            inline_asm(b, "mbarrier.inval.shared::cta.b64 [$0];", "r",
+                       [pair_free_address(ctx, op, ir.Constant(I32, stage))])
 
 
 def tensor_map_parameters(ctx, first_argument: int):

@@ -262,9 +262,9 @@ def lower_wgmma(ctx, op) -> list:
         return accumulators
     in_flight = op.attrs.get("wgmma_in_flight", 0)
     accumulators = wait_for_wgmma(b, accumulators, in_flight)
-    if in_flight:
+    if in_flight and not op.attrs.get("warp_specialized"):
         # Each warp waits for its own share of the previous group: all are done before
-        # anyone overwrites their stages.
+        # anyone overwrites their stages (a producer warp hears it from each warp instead).
         ctx.shared.barrier()
     if widen:
         return [b.fptrunc(r, llvm_type(acc.element)) for r in accumulators]

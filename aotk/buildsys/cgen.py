@@ -315,18 +315,24 @@ def info_json(manifest, plans, compiled: dict) -> str:
                       sort_keys=True, separators=(",", ":"))
 
 
-def _shared_by_arch(metadata: dict):
-    """The C initializer of a variant's {arch, bytes} pairs and closing {0, the most any
-    needs} (runtime/aotk_runtime.h), or None where every cubin needs the same (or a cache
-    entry from before per-target sizes were kept)."""
+def _launch_by_arch(metadata: dict):
+    """The C initializer of a variant's {arch, dynamic shared bytes, threads, cluster}
+    entries and closing {0, ...} (runtime/aotk_runtime.h), or None where every cubin
+    launches the same (or a cache entry from before per-target sizes were kept)."""
     targets = metadata.get("targets", {})
-    sizes = {int(t[3:]): facts.get("shared") for t, facts in targets.items()}
-    if not sizes or None in sizes.values() or len(set(sizes.values())) == 1:
+    threads = metadata.get("threads", 32 * metadata.get("num_warps", 4))
+    launches = {int(t[3:]): (facts.get("shared"), facts.get("threads", threads),
+                             facts.get("cluster", 1)) for t, facts in targets.items()}
+    if not launches or any(shared is None for shared, _, _ in launches.values()) or \
+            len(set(launches.values())) == 1:
         return None
-    # A GPU whose binary version is not listed (one compiling the PTX) gets the most: never
-    # less than its code uses, at worst more than it has (a launch error, not a wrong result).
-    pairs = [f"{arch}u, {sizes[arch]}u" for arch in sorted(sizes)]
-    return ", ".join(pairs + [f"0u, {max(sizes.values())}u"])
+    # A GPU whose binary version is not listed compiles the PTX, the oldest target's: its
+    # threads and cluster, and the most shared memory any cubin needs (never less than its
+    # code uses, at worst more than it has: a launch error, not a wrong result).
+    oldest = launches[min(launches)]
+    most = max(shared for shared, _, _ in launches.values())
+    entries = [(arch, *launches[arch]) for arch in sorted(launches)] + [(0, most, *oldest[1:])]
+    return ", ".join(", ".join(f"{value}u" for value in entry) for entry in entries)
 
 
 def _layout_comment(plan) -> str:
@@ -366,7 +372,7 @@ def generate(manifest, plans, compiled: dict) -> dict:
     name = manifest.name
     manifest_dir = manifest.path.parent
     declarations, variants, blobs, fatbin_declarations, kernels = [], [], [], [], []
-    shared_tables = []   # per-GPU launch sizes of the variants whose cubins differ
+    launch_tables = []   # per-GPU launch sizes of the variants whose cubins differ
     files = {}
     symbols: dict = {}   # cache key -> the symbol of its embedded fatbin
     offset = 0
@@ -393,16 +399,17 @@ def generate(manifest, plans, compiled: dict) -> dict:
                     f"extern const unsigned char {symbol}[] __attribute__((visibility(\"hidden\")));")
                 blobs.append(f"    .globl {symbol}\n    .hidden {symbol}\n    .balign 16\n"
                              f"{symbol}:\n    .incbin \"{symbol}.fatbin\"")
-            table = _shared_by_arch(result.metadata)
+            table = _launch_by_arch(result.metadata)
             table_symbol = "NULL"
             if table is not None:
-                table_symbol = f"{name}_shared_{len(shared_tables)}"
-                shared_tables.append(f"static const unsigned {table_symbol}[] = {{{table}}};")
+                table_symbol = f"{name}_launch_{len(launch_tables)}"
+                launch_tables.append(f"static const unsigned {table_symbol}[] = {{{table}}};")
             variants.append(
                 f"    /* {describe(plan, build)} */\n"
                 f"    {{{c_string(plan.kernel.name)}, {c_string(build.description)}, "
                 f"{c_string(result.metadata['name'])}, {symbol}, "
-                f"{32 * build.variant.num_warps}u, {int(result.metadata['shared'])}u, "
+                f"{result.metadata.get('threads', 32 * build.variant.num_warps)}u, "
+                f"{result.metadata.get('cluster', 1)}u, {int(result.metadata['shared'])}u, "
                 f"{table_symbol}, {{{{0, 0}}}}, 0}},")
         kernels.append((plan.kernel.name, len(plan.builds),
                         _kernel_source(plan, offset, name, manifest_dir, compiled,
@@ -414,7 +421,7 @@ def generate(manifest, plans, compiled: dict) -> dict:
     files[f"{name}_dispatch.h"] = template("dispatch.h.in").substitute(common)
     chunks = _chunks(kernels)
     files[f"{name}_library.c"] = template("library.c.in").substitute(
-        common, fatbin_declarations="\n".join(fatbin_declarations + shared_tables),
+        common, fatbin_declarations="\n".join(fatbin_declarations + launch_tables),
         variants="\n".join(variants), kernels="\n".join(text for _, _, text in chunks[0]),
         info=c_string(info_json(manifest, plans, compiled)))
     for number, chunk in enumerate(chunks[1:], 1):

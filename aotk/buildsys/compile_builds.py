@@ -56,6 +56,7 @@ def _compile_one(job) -> tuple:
     source, function_name, triton_as_aotk, signature, constants, options, targets, key = job
     kernel, _ = load_kernel(source, function_name, triton_as_aotk)
     cubins, per_target, lowest, name, shared, tensor_maps = {}, {}, None, None, 0, []
+    threads, cluster = 0, 1
     # Oldest GPU first (sm_100 after sm_90): the fatbin's PTX is the oldest target's, which
     # every newer GPU can compile, and a newer target whose IR is the same assembles it
     # rather than running LLVM again (compiler.shares_ptx).
@@ -65,7 +66,8 @@ def _compile_one(job) -> tuple:
         # A kernel on wgmma is an sm_90a cubin: the fatbin entry says so.
         cubins[compiled.metadata["arch"]] = compiled.cubin
         per_target[target] = {k: compiled.metadata[k] for k in (
-            "arch", "ptx_arch", "registers", "spills", "vector_widths", "shared")}
+            "arch", "ptx_arch", "registers", "spills", "vector_widths", "shared", "threads",
+            "cluster")}
         # The most any of its cubins needs; the runtime launches each GPU's cubin with its
         # own amount (per_target), which can be less (a 99 KB GPU's pipelines are shorter).
         name, shared = compiled.name, max(shared, compiled.metadata["shared"])
@@ -73,9 +75,12 @@ def _compile_one(job) -> tuple:
         # launch parameters.
         tensor_maps = compiled.metadata.get("tensor_maps") or tensor_maps
         lowest = lowest or compiled
+        threads = max(threads, compiled.metadata.get("threads", 32 * options.num_warps))
+        cluster = max(cluster, compiled.metadata.get("cluster", 1))
     fatbin = pack(cubins, lowest.options.target, lowest.ptx)
     metadata = {"name": name, "shared": shared, "num_warps": options.num_warps,
-                "targets": per_target, "tensor_maps": tensor_maps}
+                "threads": threads, "cluster": cluster, "targets": per_target,
+                "tensor_maps": tensor_maps}
     return fatbin, metadata
 
 
@@ -105,14 +110,11 @@ def compile_builds(plans, targets, jobs=None, verbose=False, progress=None) -> d
             options = CompileOptions(num_warps=build.variant.num_warps,
                                      num_stages=build.variant.num_stages,
                                      maxnreg=build.variant.maxnreg,
+                                     num_ctas=build.variant.num_ctas,
                                      enable_fp_fusion=build.variant.enable_fp_fusion)
             # One entry for every target: the fatbin holds them all.
-            key_options = {"num_warps": options.num_warps, "num_stages": options.num_stages,
-                           "targets": sorted(targets)}
-            if options.maxnreg is not None:
-                key_options["maxnreg"] = options.maxnreg
-            if not options.enable_fp_fusion:
-                key_options["enable_fp_fusion"] = False
+            key_options = {**options.cache_key(), "targets": sorted(targets)}
+            del key_options["target"]
             key = cache.cache_key(kir_text, key_options, versions)
             ident = (plan.kernel.name, build.index)
             if key in sharing:   # an identical specialization seen already

@@ -73,6 +73,7 @@ class Variant:
     config: int | None = None
     tuned_choice: int | None = None
     enable_fp_fusion: bool = True   # a * b + c may become one FMA (Triton's option); the kernel's
+    num_ctas: int = 1            # 2: programs run in pairs sharing TMA tiles; the kernel's
 
 
 @dataclass
@@ -100,6 +101,7 @@ class Kernel:
     redirect_triton: bool = True
     maxnreg: int | None = None
     enable_fp_fusion: bool = True
+    num_ctas: int = 1
     explicit_variants: bool = True   # False: no [[kernel.variant]] (an autotuned kernel's
     #                                  configs, or the tuning file, make them)
     tune: Tune | None = None
@@ -120,11 +122,11 @@ class Manifest:
 
 _LIBRARY_KEYS = {"name", "targets", "out_dir", "redirect_triton"}
 _KERNEL_KEYS = {"name", "source", "function", "signature", "grid", "num_warps", "num_stages",
-                "maxnreg", "enable_fp_fusion",
+                "maxnreg", "enable_fp_fusion", "num_ctas",
                 "specialize", "variant", "constants", "when", "tune", *LAYOUT_KEYS}
 _TUNE_KEYS = {"points", "arguments", "work", "work_unit"}
 _VARIANT_KEYS = {"when", "constants", "num_warps", "num_stages", "signature", "specialize",
-                 "maxnreg", "enable_fp_fusion"}
+                 "maxnreg", "enable_fp_fusion", "num_ctas"}
 # "auto": the aligned/divisible build, then the generic one; "none": the generic build only;
 # "aligned": the aligned/divisible build only (a variant worth running on aligned data alone).
 SPECIALIZE_VALUES = ("auto", "none", "aligned")
@@ -182,6 +184,14 @@ def _maxnreg(path, key, value):
     if not 16 <= value <= MAX_REGISTERS_PER_THREAD:
         _fail(path, key, f"must be from 16 to {MAX_REGISTERS_PER_THREAD} registers per thread, "
                          f"got {value}")
+    return value
+
+
+def _num_ctas(path, key, value):
+    _typed(path, key, value, int, "an integer")
+    if value not in (1, 2):
+        _fail(path, key, f"must be 1 (programs alone) or 2 (programs in pairs sharing their "
+                         f"TMA tiles), got {value}")
     return value
 
 
@@ -283,7 +293,8 @@ def load_manifest(path) -> Manifest:
                         maxnreg=_maxnreg(path, f"{where}.maxnreg", table.get("maxnreg")),
                         enable_fp_fusion=_typed(path, f"{where}.enable_fp_fusion",
                                                 table.get("enable_fp_fusion", True), bool,
-                                                "true or false"))
+                                                "true or false"),
+                        num_ctas=_num_ctas(path, f"{where}.num_ctas", table.get("num_ctas", 1)))
         kernel.explicit_variants = "variant" in table
         kernel.contiguous, kernel.strides = _pointer_layouts(path, where, table)
         if "tune" in table:
@@ -327,7 +338,9 @@ def load_manifest(path) -> Manifest:
                 _maxnreg(path, f"{vwhere}.maxnreg", variant.get("maxnreg", kernel.maxnreg)),
                 enable_fp_fusion=_typed(path, f"{vwhere}.enable_fp_fusion",
                                         variant.get("enable_fp_fusion", kernel.enable_fp_fusion),
-                                        bool, "true or false")))
+                                        bool, "true or false"),
+                num_ctas=_num_ctas(path, f"{vwhere}.num_ctas",
+                                   variant.get("num_ctas", kernel.num_ctas))))
             _check_not_repeated(path, where, kernel.variants)
         kernels.append(kernel)
     _check_symbols(path, name, kernels)
@@ -380,11 +393,11 @@ def _check_not_repeated(path, where: str, variants: list):
     never run: an error naming both."""
     last = variants[-1]
     same = (sorted(last.constants.items()), last.when, last.num_warps, last.num_stages,
-            last.signature, last.specialize, last.maxnreg, last.enable_fp_fusion)
+            last.signature, last.specialize, last.maxnreg, last.enable_fp_fusion, last.num_ctas)
     for earlier in variants[:-1]:
         if same == (sorted(earlier.constants.items()), earlier.when, earlier.num_warps,
                     earlier.num_stages, earlier.signature, earlier.specialize, earlier.maxnreg,
-                    earlier.enable_fp_fusion):
+                    earlier.enable_fp_fusion, earlier.num_ctas):
             _fail(path, f"{where}.variant[{last.index}]", f"repeats variant[{earlier.index}] "
                   "(same constants, when and options): it would never be chosen")
 

@@ -216,6 +216,11 @@ def _autotuned_variants(manifest, kernel, function, tuner, scalars: set) -> tupl
             _fail(manifest, f"{where}.function", f"config {i} of {kernel.function}'s "
                   f"@autotune ({config!r}) gives no value for constexpr parameter(s) "
                   f"{', '.join(sorted(missing))} (nor does the manifest's constants)")
+    for i, config in enumerate(configs):
+        if config.num_ctas not in (1, 2):
+            _fail(manifest, f"{where}.function", f"config {i} of {kernel.function}'s "
+                  f"@autotune ({config!r}) asks num_ctas={config.num_ctas!r}: aotk runs "
+                  "programs alone (1) or in pairs sharing their TMA tiles (2)")
     for name in tuner.keys:
         if name not in scalars:
             _fail(manifest, f"{where}.function", f"the @autotune key names {name!r}, which is "
@@ -232,7 +237,9 @@ def _autotuned_variants(manifest, kernel, function, tuner, scalars: set) -> tupl
                         build_class.when, config.num_warps, config.num_stages,
                         build_class.signature, build_class.specialize,
                         config.maxnreg if config.maxnreg is not None else build_class.maxnreg,
-                        config_index, choice, enable_fp_fusion=build_class.enable_fp_fusion)
+                        config_index, choice, enable_fp_fusion=build_class.enable_fp_fusion,
+                        num_ctas=config.num_ctas if config.num_ctas != 1
+                        else build_class.num_ctas)
                 for build_class in classes]
 
     path = tuning_path(manifest.path)

@@ -133,6 +133,9 @@ def config_launcher(work: Path, manifest, kernel, config, index: int, arch: str,
             lines.append(f"maxnreg = {maxnreg}")
         if not build_class.enable_fp_fusion:
             lines.append("enable_fp_fusion = false")
+        num_ctas = config.num_ctas if config.num_ctas != 1 else build_class.num_ctas
+        if num_ctas != 1:
+            lines.append(f"num_ctas = {num_ctas}")
     (folder / "aotk.toml").write_text("\n".join(lines) + "\n")
     try:
         result = build(folder / "aotk.toml", out_dir=folder / "build")

@@ -49,6 +49,8 @@ def describe_config(config) -> dict:
                  "num_stages": config.num_stages}
     if config.maxnreg is not None:
         described["maxnreg"] = config.maxnreg
+    if config.num_ctas != 1:
+        described["num_ctas"] = config.num_ctas
     return described
 
 

@@ -143,7 +143,8 @@ class ControlFlow:
         op = self.builder.create_region_op(
             "for", [start.handle, end.handle, step.handle] + [v.handle for v in inits], [region],
             [v.type for v in inits], direction=semantic.step_direction(iterator.step),
-            num_stages=iterator.num_stages)
+            num_stages=iterator.num_stages,
+            **({"warp_specialize": True} if iterator.warp_specialize else {}))
         self.scope = before
         self._rebind(self.scope, before, carried, op.results)
 

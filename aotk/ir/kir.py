@@ -140,6 +140,32 @@ Software pipelining (made by ``passes.pipeline`` for the GPU only; never interpr
   tma_release                 ()                      loop, stages, groups -> CTA barrier; the
                               mbarriers are invalidated (their bytes may be reused)
 
+  A producer warp (``passes.warp_specialize``; tma_init and tma_release take ``consumers``:
+  one more mbarrier per stage, that many arrivals, the compute warps done with the stage;
+  a producer's tma_expect and tma_copy take ``elected``, the thread that issues them):
+  producer_warp               ()                      num_warps -> int1: warp num_warps
+  warp_exit                   ()                      -> the thread exits
+  consumers_only              ()                      num_warps -> CTA barriers from here on
+                              are the num_warps compute warps' alone
+  tma_produce_wait            (stage, phase, refill:int1) loop, stages, groups, num_warps ->
+                              with refill, the producer waits until the compute warps are
+                              done with the stage (phase: the trip's tile phase)
+  tma_consumed                (stage, later:int1)     loop, stages, groups -> with later,
+                              each warp arrives: done with the previous trip's stage
+
+  TMA multicast between the producers of a cluster pair (``passes.multicast``; programs 2i
+  and 2i + 1 run as a cluster of two; tma_init / tma_release take ``pair``: one more
+  mbarrier per stage, count 1, the other producer's word, and the words compared):
+  cluster_pair                (scalars...)            loop, stages, groups, members -> i32:
+                              bit l set where the scalars members[l] (load l's) are equal
+                              in both CTAs; the same word in both
+  tma_copy [pair_bit]         (offsets..., stage, in_range, pair) -> with bit pair_bit of
+                              pair set, this CTA copies half the panels (by its rank) into
+                              the slot of both CTAs
+  tma_produce_wait [pair]     (stage, phase, refill, pair) -> with pair nonzero, after its
+                              own compute warps the producer signals the other producer and
+                              waits for its signal
+
 Structured control flow (regions; every carried value keeps one type throughout):
 
   for                         (lb, ub, step, *init)   region body(iv, *carried) ends in yield
@@ -182,7 +208,9 @@ CONTROL_FLOW = frozenset(("for", "if", "while"))
 ATOMICS = frozenset(("atomic_rmw", "atomic_cas"))
 # Ops kept for their effect on memory or output, whether or not their result is used.
 ASYNC_OPS = frozenset(("async_copy", "async_commit", "async_wait", "tma_init", "tma_expect",
-                       "tma_copy", "tma_wait", "tma_release", "wgmma_wait"))
+                       "tma_copy", "tma_wait", "tma_release", "wgmma_wait", "producer_warp",
+                       "warp_exit", "consumers_only", "tma_produce_wait", "tma_consumed",
+                       "cluster_pair"))
 SIDE_EFFECT_OPS = ATOMICS | ASYNC_OPS | frozenset(("debug_barrier", "device_print",
                                                    "device_assert", "read_register",
                                                    "inline_asm"))

@@ -220,8 +220,10 @@ class static_range:
 class range:
     """``for i in tl.range(...)`` (and plain ``range``): a loop with runtime bounds.
 
-    ``num_stages`` asks loads feeding a ``tl.dot`` to be software-pipelined; the other
-    tuning knobs are accepted for source compatibility with Triton."""
+    ``num_stages`` asks loads feeding a ``tl.dot`` to be software-pipelined;
+    ``warp_specialize`` asks for a producer warp issuing the loop's TMA copies (sm_90,
+    ``passes.warp_specialize``); the other tuning knobs are accepted for source
+    compatibility with Triton."""
 
     def __init__(self, arg1, arg2=None, step=None, num_stages=None, loop_unroll_factor=None,
                  disallow_acc_multi_buffer=False, flatten=False, warp_specialize=False,
@@ -230,6 +232,7 @@ class range:
         self.step = constexpr(1) if step is None else step
         self.num_stages = unwrap(num_stages)
         self.loop_unroll_factor = unwrap(loop_unroll_factor)
+        self.warp_specialize = bool(unwrap(warp_specialize))
 
 
 @builtin

@@ -170,10 +170,11 @@ def _stream_handle(stream, runtime_args):
 
 
 def _load_function(kernel, context_key, signature, constants, num_warps, num_stages,
-                   tma=True, maxnreg=None, fp_fusion=True):
+                   tma=True, maxnreg=None, fp_fusion=True, num_ctas=1):
     driver = _driver()
     options = CompileOptions(num_warps=num_warps, num_stages=num_stages, target=_target(),
-                             tma=tma, maxnreg=maxnreg, enable_fp_fusion=fp_fusion)
+                             tma=tma, maxnreg=maxnreg, enable_fp_fusion=fp_fusion,
+                             num_ctas=num_ctas)
     # A ":1" parameter is folded into the code but still passed: the ABI stays fixed.
     key, cubin, metadata = _compiled(kernel, signature, constants, options)
     with _lock:
@@ -243,8 +244,23 @@ def _constants_key(constants: dict):
     return key
 
 
+def _launch_in_pairs(function, grid, threads, shared, stream, parameters, name):
+    """cuLaunchKernelEx with clusters of two along x: programs 2i and 2i + 1 share the TMA
+    tiles both load (``passes.multicast``; the grid's x is even)."""
+    driver = _driver()
+    pairs = driver.CUlaunchAttribute()
+    pairs.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    pairs.value.clusterDim.x, pairs.value.clusterDim.y, pairs.value.clusterDim.z = 2, 1, 1
+    config = driver.CUlaunchConfig()
+    config.gridDimX, config.gridDimY, config.gridDimZ = grid
+    config.blockDimX, config.blockDimY, config.blockDimZ = threads, 1, 1
+    config.sharedMemBytes, config.hStream = shared, stream
+    config.attrs, config.numAttrs = [pairs], 1
+    _check(driver.cuLaunchKernelEx(config, function, parameters, 0), f"launching {name}")
+
+
 def launch_on_device(kernel, grid, runtime_args, constants, num_warps, num_stages, stream,
-                     maxnreg=None, fp_fusion=True, compile_only=False):
+                     maxnreg=None, fp_fusion=True, compile_only=False, num_ctas=1):
     """Launches ``kernel``, compiling and loading it first where this context has not yet;
     ``compile_only`` (a warmup) stops before the launch."""
     # Arguments first: a CPU tensor is a ValueError naming it, with or without a GPU.
@@ -253,23 +269,26 @@ def launch_on_device(kernel, grid, runtime_args, constants, num_warps, num_stage
     context_key = _current_context_key()
     # The hot path: a launch seen before skips kir, hashing and the disk cache.
     fast_key = (kernel, context_key, signature, _constants_key(constants), num_warps,
-                num_stages, kernel.debug, maxnreg, fp_fusion)
+                num_stages, kernel.debug, maxnreg, fp_fusion, num_ctas)
     found = _launchable.get(fast_key)
     if found is None:
         found = _load_function(kernel, context_key, signature, constants, num_warps,
-                               num_stages, maxnreg=maxnreg, fp_fusion=fp_fusion)
+                               num_stages, maxnreg=maxnreg, fp_fusion=fp_fusion,
+                               num_ctas=num_ctas)
         _launchable[fast_key] = found
     function, metadata = found
     if compile_only or 0 in grid:
         return
-    if values and not metadata.get("tensor_maps"):
+    paired = metadata.get("cluster", 1) == 2 and grid[0] % 2 == 0
+    if values and not metadata.get("tensor_maps") and not paired:
         # The parameters packed into one buffer, passed through ``extra``: one struct call
         # per launch instead of a ctypes object per argument.
         packing = _packings.get(signature)
         if packing is None:
             packing = _packings[signature] = ParameterPacking(parameter_ctypes(signature))
         extra = packing.pack(values)
-        arguments = (grid[0], grid[1], grid[2], 32 * num_warps, 1, 1, metadata.get("shared", 0),
+        arguments = (grid[0], grid[1], grid[2], metadata.get("threads", 32 * num_warps), 1, 1,
+                     metadata.get("shared", 0),
                      _stream_handle(stream, runtime_args), None, ctypes.addressof(extra))
         if _hot is None:
             _check(_driver().cuLaunchKernel(function, *arguments[:-2], 0, arguments[-1]),
@@ -291,13 +310,19 @@ def launch_on_device(kernel, grid, runtime_args, constants, num_warps, num_stage
             if found is None:
                 found = _load_function(kernel, context_key, signature, constants,
                                        num_warps, num_stages, tma=False, maxnreg=maxnreg,
-                                       fp_fusion=fp_fusion)
+                                       fp_fusion=fp_fusion, num_ctas=num_ctas)
                 _launchable[fast_key] = found
             function, metadata = found
         else:
             holders.append(maps)
             addresses += [m.address for m in maps]
     pointers = (ctypes.c_void_p * len(addresses))(*addresses)
-    _check(_driver().cuLaunchKernel(function, grid[0], grid[1], grid[2], 32 * num_warps, 1, 1,
+    # A producer warp (``passes.warp_specialize``) runs beside the num_warps compute warps.
+    if metadata.get("cluster", 1) == 2 and grid[0] % 2 == 0:
+        return _launch_in_pairs(function, grid, metadata["threads"], metadata.get("shared", 0),
+                                _stream_handle(stream, runtime_args), ctypes.addressof(pointers),
+                                kernel.name)
+    _check(_driver().cuLaunchKernel(function, grid[0], grid[1], grid[2],
+                                    metadata.get("threads", 32 * num_warps), 1, 1,
                                  metadata.get("shared", 0), _stream_handle(stream, runtime_args),
                                  ctypes.addressof(pointers), 0), f"launching {kernel.name}")

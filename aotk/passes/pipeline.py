@@ -114,9 +114,10 @@ from __future__ import annotations
 from ..ir import kir
 from ..ir import types as T
 from ..ir.types import BlockType
-from . import axis_info
+from . import axis_info, multicast as pairs, warp_specialize as producer
 from .pipeline_carried import carry_offsets, keep_unshifted
 from .pipeline_shape import MAX_PIPELINE_BYTES, analyze_loop
+from .pipeline_waits import retire_deferred, wait_after_the_last_dot
 from .rewrite import (clone_ops, constant, new_op, remove_unused_pure_ops,
                       upward_for_loops, users_of)
 from .tensor_maps import column_aligned, tensor_map_index
@@ -124,17 +125,20 @@ from .tensor_maps import column_aligned, tensor_map_index
 
 def pipeline_dot_loops(function: kir.Function, infos: dict, num_warps: int,
                        num_stages: int, wgmma: bool = False,
-                       budget: int = MAX_PIPELINE_BYTES) -> int:
+                       budget: int = MAX_PIPELINE_BYTES, multicast: bool = False) -> int:
     """Rewrites every qualifying loop; returns how many were rewritten. ``wgmma``: the
     target has it (``mma_layout.choose_mma`` decides which dots use it); ``budget``: the
-    bytes of shared memory the stages may take on the target."""
+    bytes of shared memory the stages may take on the target; ``multicast``: the producer
+    warps of a pair of programs share their tiles (``num_ctas=2``). A loop of the kernel's
+    top-level body written ``tl.range(..., warp_specialize=True)`` gets a producer warp."""
     if num_stages < 2:
         return 0
     users = users_of(function.body)
     count = 0
     for block, loop in upward_for_loops(function):
         if _rewrite(function, block, loop, infos, users, num_warps, num_stages, wgmma, count,
-                    budget):
+                    budget, loop.attrs.get("warp_specialize", False)
+                    and block is function.body, multicast):
             count += 1
     return count
 
@@ -156,42 +160,6 @@ def _block_slice(values) -> list:
     for value in values:
         visit(value)
     return ordered
-
-
-def _retire_deferred(region, shape) -> None:
-    """Makes the deferred dots and the retiring one leave their groups in flight, and puts
-    the retiring dot's wait after it: ``wgmma_wait`` over its result and the deferred dots'
-    carried values, whose users in the body read the wait's results instead."""
-    retiring = shape.retiring
-    for dot in [retiring] + [dot for dot, _ in shape.deferred]:
-        dot.attrs["wgmma_deferred"] = True
-    waited = [retiring.result] + [region.args[1 + index] for _, index in shape.deferred]
-    results = [kir.Value(value.type, hint_name=value.hint_name) for value in waited]
-    wait = kir.Op("wgmma_wait", waited, None, {"pending": 0}, results=results)
-    for result in results:
-        result.owner = wait
-    place = next(i for i, o in enumerate(region.body) if o is retiring) + 1
-    region.body.insert(place, wait)
-    renamed = dict(zip(waited, results))
-    for op in kir.walk(region.body[place + 1:]):
-        op.operands = [renamed.get(value, value) for value in op.operands]
-
-
-def _wait_after_the_last_dot(ops: list, dots: list, terminator) -> None:
-    """The dots of a trip leave their groups in flight (``wgmma_deferred``); after the last,
-    in ``ops``, a ``wgmma_wait`` (pending: one group per dot) over their results, which the
-    yield then takes, and a ``debug_barrier``."""
-    for dot in dots:
-        dot.attrs["wgmma_deferred"] = True
-    waited = [dot.result for dot in dots]
-    results = [kir.Value(value.type, hint_name=value.hint_name) for value in waited]
-    wait = kir.Op("wgmma_wait", waited, None, {"pending": len(dots)}, results=results)
-    for result in results:
-        result.owner = wait
-    place = next(i for i, op in enumerate(ops) if op is dots[-1]) + 1
-    ops[place:place] = [wait, new_op("debug_barrier", [], None)]
-    renamed = dict(zip(waited, results))
-    terminator.operands = [renamed.get(value, value) for value in terminator.operands]
 
 
 def tma_loads(function: kir.Function, num_warps: int, num_stages: int, wgmma: bool,
@@ -216,7 +184,8 @@ def tma_loads(function: kir.Function, num_warps: int, num_stages: int, wgmma: bo
 
 
 def _rewrite(function, parent: list, loop, infos, users, num_warps: int, num_stages: int,
-             wgmma: bool, number: int, budget: int = MAX_PIPELINE_BYTES) -> bool:
+             wgmma: bool, number: int, budget: int = MAX_PIPELINE_BYTES,
+             warp_specialize: bool = False, multicast: bool = False) -> bool:
     why: list = []
     shape = analyze_loop(function, loop, infos, users, num_warps, num_stages, wgmma, budget,
                          why)
@@ -240,6 +209,12 @@ def _rewrite(function, parent: list, loop, infos, users, num_warps: int, num_sta
         # The loads of each group, in body order (every trip's copies follow it).
         group_members = [[index for index, g in enumerate(groups) if g == group]
                          for group in range(group_count)]
+    # A producer warp copies the tiles (``passes.warp_specialize``).
+    specialized = warp_specialize and tma and in_flight and not shape.deferred and \
+        not shifted and producer.qualifies(loop, loads)
+    # Its copies shared with the other CTA of a pair (``passes.multicast``).
+    pair = pairs.pair_ops(pairs.pair_sources(loop, loads), number, stages, group_count) \
+        if specialized and multicast else None
 
     carry_offsets(parent, loop, shape, users)
     update_ops = [o for o in ops if id(o) in update_slice]
@@ -334,10 +309,26 @@ def _rewrite(function, parent: list, loop, infos, users, num_warps: int, num_sta
 
     # Prologue: trips 0 .. S-2 into stages 0 .. S-2, advancing the shifted values.
     prologue = [new_op("tma_init", [], None, loop=number, stages=stages,
-                       groups=group_count)] if tma else []
+                       groups=group_count, consumers=num_warps if specialized else None,
+                       pair=pair is not None)] if tma else []
+    if pair is not None:
+        prologue.append(pair)
+    if specialized:
+        def trip_copies(_, trip, stage_value):
+            emitted = copies({induction: trip}, trip, stage_value)
+            for op in emitted:
+                if op.opcode in ("tma_expect", "tma_copy"):
+                    op.attrs["elected"] = num_warps * 32   # the producer warp's first lane
+                if op.opcode == "tma_copy" and pair is not None and \
+                        pair.attrs["members"][op.attrs["buffer"][1]] is not None:
+                    op.operands.append(pair.result)
+                    op.attrs["pair_bit"] = op.attrs["buffer"][1]
+            return emitted
+        prologue += producer.producer_ops(trip_copies, start, end, step, index_type, number,
+                                          stages, group_count, num_warps, pair)
     state = {carried[i]: loop.operands[3 + i] for i in shifted}
     trip = start
-    for s in range(stages - 1):
+    for s in range(0 if specialized else stages - 1):
         if s:
             offset = constant(s, index_type.element)
             scaled = new_op("mul", [step, offset.result], index_type)
@@ -388,9 +379,12 @@ def _rewrite(function, parent: list, loop, infos, users, num_warps: int, num_sta
                          BlockType(T.int32))
     body += wrap + [behind, past, wrapped, write_stage]
     mapping = {induction: ahead.result}
-    body += copies(mapping, ahead.result, write_stage.result)
-    mapping = {induction: ahead.result}
-    body += clone_ops(update_ops, mapping)
+    if not specialized:
+        body += copies(mapping, ahead.result, write_stage.result)
+        mapping = {induction: ahead.result}
+        body += clone_ops(update_ops, mapping)
+    else:
+        body = list(wrap)   # the stage's wrap-around below takes these constants
     reads = {}   # (load index, transposed) -> the shared_read of that view of its stage
     for dot, operands in zip(dots, shape.operands):
         for position, operand in enumerate(operands):
@@ -433,16 +427,23 @@ def _rewrite(function, parent: list, loop, infos, users, num_warps: int, num_sta
     remaining = [o for o in ops if o is not terminator and id(o) not in replaced]
     if in_flight and len(dots) == 1:
         # The dot leaves its wgmma group running and waits for the previous trip's, whose
-        # stages the copies then refill; after its wait, a barrier.
+        # stages the copies then refill; after its wait, a barrier (with a producer warp:
+        # each warp tells it instead, ``tma_consumed``).
         dots[0].attrs["wgmma_in_flight"] = 1
         loop.attrs["wgmma_in_flight"] = 1
+        if specialized:
+            dots[0].attrs["warp_specialized"] = True
+            place = next(i for i, o in enumerate(remaining) if o is dots[0]) + 1
+            remaining[place:place] = producer.consumed_op(stage, induction, start, number,
+                                                          stages, group_count)
     elif in_flight:
         # Several dots: none waits on its own (a wgmma chained on an accumulator still being
         # written needs no wait); one wait after the last, until this trip's groups alone
         # are left, retires the previous trip's, then a barrier before the copies refill
         # their stages. Triton's order: the tensor cores take the second dot's group while
         # the first one's is running, where a wait after the first held it back.
-        _wait_after_the_last_dot(remaining, dots, terminator)
+        wait_after_the_last_dot(remaining, dots, terminator, producer.consumed_op(
+            stage, induction, start, number, stages, group_count) if specialized else None)
         loop.attrs["wgmma_in_flight"] = 1
     # The copies go after the dot: their target stage was last read in the previous trip,
     # and the wait's barrier ordered those reads first. Shared-memory reads cannot move
@@ -465,7 +466,7 @@ def _rewrite(function, parent: list, loop, infos, users, num_warps: int, num_sta
                                            stages=stages, group=group))
     region.body[:] = waits + reads + remaining + body
     if shape.deferred:
-        _retire_deferred(region, shape)
+        retire_deferred(region, shape)
         loop.attrs["wgmma_in_flight"] = 1
     region.body += [next_stage, next_past, zero, stage_after]
     carried_out = [stage_after]
@@ -492,6 +493,8 @@ def _rewrite(function, parent: list, loop, infos, users, num_warps: int, num_sta
     # Nothing may land in shared memory after the loop: every copy issued was waited for
     # (TMA copies past the end are never issued), so TMA only retires its mbarriers.
     after = new_op("tma_release", [], None, loop=number, stages=stages,
-                   groups=group_count) if tma else new_op("async_wait", [], None, pending=0)
+                   groups=group_count, consumers=num_warps if specialized else None,
+                   pair=tma and pair is not None) \
+        if tma else new_op("async_wait", [], None, pending=0)
     parent.insert(parent.index(loop) + 1, after)
     return True

@@ -7,6 +7,7 @@
  *   (the arch of the cubin "the driver chose", e.g. 86), default 90.
  * FAKE_CUDA_LOG: a file each module load, attribute set, SM count query and launch appends
  *   a line to.
+ * Launches log their grid's x, threads and shared bytes; cuLaunchKernelEx also its clusters.
  * FAKE_CUDA_SMS: the device's multiprocessor count (CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT),
  *   default 132; 0 makes that query fail.
  */
@@ -116,6 +117,36 @@ CUresult cuLaunchKernel(void *function, unsigned gx, unsigned gy, unsigned gz, u
     (void)function; (void)gy; (void)gz; (void)by; (void)bz; (void)stream; (void)params;
     (void)extra;
     note("launch %u blocks of %u threads with %u bytes of shared memory", gx, bx, shared);
+    return 0;
+}
+
+/* cuda.h's CUlaunchAttribute and CUlaunchConfig: a launch in clusters (attribute 4). */
+typedef struct {
+    int id;
+    char pad[4];
+    union {
+        char bytes[64];
+        struct { unsigned x, y, z; } cluster;
+    } value;
+} launch_attribute;
+typedef struct {
+    unsigned grid[3], block[3], shared;
+    void *stream;
+    launch_attribute *attributes;
+    unsigned attribute_count;
+} launch_config;
+
+CUresult cuLaunchKernelEx(const launch_config *config, void *function, void **params,
+                          void **extra)
+{
+    (void)function; (void)params; (void)extra;
+    unsigned cluster = 1;
+    for (unsigned i = 0; i < config->attribute_count; i++)
+        if (config->attributes[i].id == 4)
+            cluster = config->attributes[i].value.cluster.x;
+    note("launch %u blocks of %u threads with %u bytes of shared memory in clusters of %u",
+         config->grid[0], config->block[0],
+         config->shared, cluster);
     return 0;
 }
 
