@@ -1,0 +1,100 @@
+"""The descriptor matmul (examples/kernels/matmul_descriptor.py, 128x256x64 tile, 8 warps,
+3 stages) built three ways into one library: as it is, with a producer warp
+(WARP_SPECIALIZE), and with producer warps shared by pairs of programs (num_ctas = 2: TMA
+multicast of B's tiles), against cuBLAS (torch.matmul), fp16, in one run.
+
+    PYTHONPATH=. python3 bench/matmul_pairs.py [--out DIR]
+
+Sizes where B's rows are 128-byte aligned (4096, 8192, 3072) and where they are not (N =
+3000: 6000-byte rows; N = 1000). Every output is checked against torch.matmul first; times
+are bench/timing.time_interleaved medians (the four implementations taking turns). Writes
+matmul_pairs.json and matmul_pairs.md; the table is printed last.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+import tempfile
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from timing import KERNELS, time_interleaved  # noqa: E402
+
+SIZES = [(2816, 3000, 3000), (3000, 3000, 3000), (5120, 1000, 3000), (3072, 3072, 3072),
+         (4096, 4096, 4096), (8192, 8192, 8192)]
+BUILDS = {"plain": ("false", 1), "producer": ("true", 1), "pairs": ("true", 2)}
+KERNEL = """
+[[kernel]]
+name = "{name}"
+source = "{source}"
+function = "matmul_descriptor_kernel"
+signature = "*fp16:16, *fp16:16, *fp16:16, i32, i32:8, i32:8, i32:8, i32:8, i32:8"
+grid = ["cdiv(M, BLOCK_SIZE_M) * cdiv(N, BLOCK_SIZE_N)"]
+specialize = "none"
+num_warps = 8
+num_stages = 3
+num_ctas = {num_ctas}
+constants = {{ BLOCK_SIZE_M = 128, BLOCK_SIZE_N = 256, BLOCK_SIZE_K = 64, GROUP_SIZE_M = 8, WARP_SPECIALIZE = {ws} }}
+"""
+
+
+def build(folder: pathlib.Path):
+    import aotk
+    text = '[library]\nname = "pairs"\ntargets = ["sm_90"]\n' + "".join(
+        KERNEL.format(name=name, source=KERNELS / "matmul_descriptor.py", ws=ws,
+                      num_ctas=num_ctas) for name, (ws, num_ctas) in BUILDS.items())
+    (folder / "aotk.toml").write_text(text)
+    return aotk.load(aotk.build(folder / "aotk.toml", out_dir=folder / "out").library)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    args = parser.parse_args(argv)
+    import torch
+    lib = build(pathlib.Path(tempfile.mkdtemp()))
+    rows = []
+    for m, n, k in SIZES:
+        generator = torch.Generator(device="cuda").manual_seed(0)
+        a = torch.randn((m, k), generator=generator, device="cuda", dtype=torch.float16)
+        b = torch.randn((k, n), generator=generator, device="cuda", dtype=torch.float16)
+        expected = torch.matmul(a, b)
+        outputs = {name: torch.empty((m, n), device="cuda", dtype=torch.float16)
+                   for name in BUILDS}
+        calls = {name: (lambda name=name: getattr(lib, name)(a, b, outputs[name], m, n, k, k,
+                                                             n, n))
+                 for name in BUILDS}
+        row = {"M": m, "N": n, "K": k}
+        for name, call in calls.items():
+            outputs[name].fill_(float("nan"))
+            call()
+            torch.cuda.synchronize()
+            row[f"{name}_matches"] = bool(torch.allclose(outputs[name].float(), expected.float(),
+                                                         atol=0.5, rtol=1e-2))
+        times = time_interleaved({"cublas": lambda: torch.matmul(a, b), **calls})
+        row.update({f"{name}_ms": ms for name, ms in times.items()})
+        row.update({f"{name}_vs_cublas": times["cublas"] / times[name] for name in BUILDS})
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "matmul_pairs.json").write_text(json.dumps(
+        {"gpu": torch.cuda.get_device_name(), "rows": rows}, indent=1))
+    lines = ["| M x N x K | cuBLAS us | " + " | ".join(f"{name} us (x cuBLAS)" for name in BUILDS)
+             + " | all match |", "|---|---|" + "---|" * len(BUILDS) + "---|"]
+    for row in rows:
+        cells = [f"{row[name + '_ms'] * 1000:.1f} ({row[name + '_vs_cublas']:.2f})"
+                 for name in BUILDS]
+        matches = all(row[f"{name}_matches"] for name in BUILDS)
+        lines.append(f"| {row['M']}x{row['N']}x{row['K']} | {row['cublas_ms'] * 1000:.1f} | "
+                     + " | ".join(cells) + f" | {'yes' if matches else 'NO'} |")
+    (out / "matmul_pairs.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
