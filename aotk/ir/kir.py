@@ -153,8 +153,9 @@ Software pipelining (made by ``passes.pipeline`` for the GPU only; never interpr
   tma_consumed                (stage, later:int1)     loop, stages, groups -> with later,
                               each warp arrives: done with the previous trip's stage
 
-  TMA multicast between the producers of a cluster pair (``passes.multicast``; programs 2i
-  and 2i + 1 run as a cluster of two; tma_init / tma_release take ``pair``: one more
+  TMA multicast between the producers of a cluster pair (``passes.multicast``, num_ctas=2;
+  programs 2i and 2i + 1 run as a cluster of two where the grid's x is even, alone
+  otherwise, then sharing nothing; tma_init / tma_release take ``pair``: one more
   mbarrier per stage, count 1, the other producer's word, and the words compared):
   cluster_pair                (scalars...)            loop, stages, groups, members -> i32:
                               bit l set where the scalars members[l] (load l's) are equal

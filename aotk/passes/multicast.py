@@ -1,14 +1,16 @@
-"""TMA multicast between the two CTAs of a cluster, from their producer warps (the
-``cluster_multicast`` option with ``warp_specialize``, sm_90).
+"""TMA multicast between the two CTAs of a cluster, from their producer warps
+(``num_ctas=2`` on a loop written ``tl.range(..., warp_specialize=True)``, sm_90).
 
-Programs 2i and 2i + 1 along the grid's x run as one cluster of two CTAs. Where both copy
-the same tile at every trip of a TMA-pipelined loop (a matmul's B tile when the pair
-shares its column of tiles), each CTA's producer warp copies half of the tile's 128-byte
-panels and multicasts them into both CTAs' stages, so the L2 serves that tile once per
-pair. Rows that are 16- but not 128-byte aligned make every panel row touch two L2 lines;
-halving the requests is what cuBLAS's two-CTA clusters do there. A probe whose compute
-warps synchronized with the other CTA themselves (wip/multicast) ran in lockstep and lost
-more than the sharing saved: here only the producers wait for each other.
+Programs 2i and 2i + 1 along the grid's x run as one cluster of two CTAs where the runtime
+launches them so (the grid's x even); otherwise each runs alone and shares nothing
+(``backend.multicast``). Where both copy the same tile at every trip of a TMA-pipelined
+loop (a matmul's B tile when the pair shares its column of tiles), each CTA's producer
+warp copies half of the tile's 128-byte panels and multicasts them into both CTAs' stages,
+so the L2 serves that tile once per pair. Rows that are 16- but not 128-byte aligned make
+every panel row touch two L2 lines; halving the requests is what cuBLAS's two-CTA clusters
+do there. A probe whose compute warps synchronized with the other CTA themselves
+(wip/multicast) ran in lockstep and lost more than the sharing saved: here only the
+producers wait for each other.
 
 In: a loop ``passes.pipeline`` rewrites for TMA with a producer warp, its loads. Out:
 

@@ -1,4 +1,5 @@
-"""A producer warp for a TMA-pipelined loop (the ``warp_specialize`` option, sm_90).
+"""A producer warp for a TMA-pipelined loop (``tl.range(..., warp_specialize=True)``,
+sm_90).
 
 Without it every warp computes and one thread of the CTA issues the copies, after a CTA
 barrier that tells it every warp is done with the stage it refills: the copies run one
