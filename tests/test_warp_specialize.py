@@ -146,3 +146,17 @@ def test_a_library_built_with_num_ctas_2_matches_torch(tmp_path):
         torch.cuda.synchronize()
         torch.testing.assert_close(c.float(), torch.matmul(a.float(), b.float()), atol=0.1,
                                    rtol=1e-2)
+
+
+def test_num_ctas_2_where_nothing_pairs_is_a_build_warning(tmp_path, capfd):
+    """A variant asking for pairs whose kernel has no warp-specialized TMA loop gets one
+    warning naming it; the pairs manifest (sm_90 pairs its programs) gets none."""
+    manifest = tmp_path / "aotk.toml"
+    manifest.write_text(pairs_manifest().replace("PRODUCER = true", "PRODUCER = false"))
+    aotk.build(manifest, out_dir=tmp_path / "alone")
+    warnings = [line for line in capfd.readouterr().err.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and "kernel.matmul.variant[0]" in warnings[0]
+    assert "num_ctas = 2 pairs nothing" in warnings[0] and str(manifest) in warnings[0]
+    manifest.write_text(pairs_manifest())
+    aotk.build(manifest, out_dir=tmp_path / "pairs")
+    assert "warning" not in capfd.readouterr().err

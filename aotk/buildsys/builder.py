@@ -18,6 +18,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -104,10 +105,28 @@ def build(manifest_path="aotk.toml", out_dir=None, jobs=None, verbose=False, sta
     remote_cache.new_build()
     compiled = compile_builds(plans, manifest.targets, jobs=jobs, verbose=verbose,
                               progress=progress)
+    _warn_unpaired(manifest, plans, compiled)
     result = link(manifest, plans, compiled, out, static, verbose, jobs)
     if cap is not None:       # the entries this build used were touched: they go last
         cache.limit_size(cap)
     return result
+
+
+def _warn_unpaired(manifest, plans, compiled):
+    """One warning per variant that asks for num_ctas = 2 where nothing pairs: only the
+    producer warps of a loop written ``tl.range(..., warp_specialize=True)`` share tiles
+    (sm_90, TMA), so elsewhere the option changes nothing and the user should know."""
+    for plan in plans:
+        unpaired = {}
+        for build in plan.builds:
+            if build.variant.num_ctas == 2 and \
+                    compiled[(plan.kernel.name, build.index)].metadata.get("cluster", 1) == 1:
+                unpaired.setdefault(build.variant.index, build.description)
+        for index, description in unpaired.items():
+            print(f"aotk: warning: {manifest.path}: kernel.{plan.kernel.name}.variant[{index}] "
+                  f"({description}): num_ctas = 2 pairs nothing: no loop written "
+                  "tl.range(..., warp_specialize=True) copies tiles by TMA on "
+                  f"{', '.join(manifest.targets)}; its programs run alone", file=sys.stderr)
 
 
 def prepare(manifest_path, out_dir=None, targets=None) -> tuple:
