@@ -160,3 +160,52 @@ def test_num_ctas_2_where_nothing_pairs_is_a_build_warning(tmp_path, capfd):
     manifest.write_text(pairs_manifest())
     aotk.build(manifest, out_dir=tmp_path / "pairs")
     assert "warning" not in capfd.readouterr().err
+
+
+TUNED_MANIFEST = """
+[library]
+name = "tunedpairs"
+targets = ["sm_90"]
+
+[[kernel]]
+name = "matmul"
+source = "kernels/tuned.py"
+function = "matmul_tuned"
+signature = "*fp16:16, *fp16:16, *fp16:16, i32:8, i32:8, i32:8"
+grid = ["cdiv(M, BLOCK_M)", "cdiv(N, BLOCK_N)"]
+specialize = "none"
+constants = { BLOCK_M = 128, BLOCK_N = 128, BLOCK_K = 64, PRODUCER = true }
+"""
+
+
+def test_an_autotune_config_with_num_ctas_2_builds_in_pairs_where_the_tuning_chose_it(
+        tmp_path):
+    """aotk.Config(num_ctas=2) among an @autotune kernel's configs: the tuning file records
+    it, and the variant built for the point where it won launches in clusters of two (its
+    entry in the library's variant table), the other config alone."""
+    from pathlib import Path
+
+    from aotk.buildsys.sources import load_kernel_and_tuner
+    from aotk.buildsys.tuning import TunedPoint, tuning_path, write_kernel
+    (tmp_path / "kernels").mkdir()
+    source = (Path(__file__).resolve().parent / "kernels" / "producer_matmul.py").read_text()
+    (tmp_path / "kernels" / "tuned.py").write_text(
+        source + "\n\nmatmul_tuned = aotk.autotune(configs=[aotk.Config({}, num_warps=8), "
+        "aotk.Config({}, num_warps=8, num_ctas=2)], key=['N'])(matmul)\n")
+    manifest = tmp_path / "aotk.toml"
+    manifest.write_text(TUNED_MANIFEST)
+    function, tuner, _ = load_kernel_and_tuner(tmp_path / "kernels" / "tuned.py",
+                                               "matmul_tuned")
+    points = [TunedPoint({"N": 1024}, 0, [1.0, 2.0]), TunedPoint({"N": 3000}, 1, [2.0, 1.0])]
+    write_kernel(tuning_path(manifest), "matmul", function.source_digest, tuner.configs,
+                 ["N"], "sm_90", "Stand-in GPU (sm_90)", points)
+    assert '"num_ctas": 2' in tuning_path(manifest).read_text()
+    aotk.build(manifest)
+    c_source = next((tmp_path / "build" / ".aotk" / "tunedpairs").glob("*_library.c")).read_text()
+    entries = [line for line in c_source.splitlines() if '"matmul", "matmul[' in line]
+    paired = [line for line in entries if ", 288u, 2u, " in line]
+    alone = [line for line in entries if ", 288u, 1u, " in line]
+    assert len(paired) == 1 and "config 1" in paired[0]
+    assert alone and all("config 0" in line for line in alone)
+    # the comments over its dispatch clause and its entry in the variant table
+    assert c_source.count("num_ctas=2 (programs in pairs where the grid's x is even)") == 2

@@ -128,6 +128,9 @@ def describe(plan, build) -> str:
     text = f"{build.index}: {build.description}: "
     text += ("assumes " + ", ".join(hints)) if hints else "no alignment or divisibility assumed"
     text += f"; num_warps={build.variant.num_warps}"
+    if build.variant.num_ctas != 1:
+        text += (f"; num_ctas={build.variant.num_ctas} (programs in pairs where the grid's x "
+                 "is even)")
     if build.variant.tuned_choice is not None:
         text += f"; tuned choice {build.variant.tuned_choice}"
     if build.variant.when:
