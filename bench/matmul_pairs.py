@@ -1,13 +1,14 @@
-"""The descriptor matmul (examples/kernels/matmul_descriptor.py, 128x256x64 tile, 8 warps,
-3 stages) built three ways into one library: as it is, with a producer warp
-(WARP_SPECIALIZE), and with producer warps shared by pairs of programs (num_ctas = 2: TMA
-multicast of B's tiles), against cuBLAS (torch.matmul), fp16, in one run.
+"""The descriptor matmuls built five ways into one library, against cuBLAS (torch.matmul),
+fp16, in one run: examples/kernels/matmul_descriptor.py's 128x256x64 tile (8 warps, 3
+stages) as it is, with a producer warp (WARP_SPECIALIZE), and with producer warps shared by
+pairs of programs (num_ctas = 2: TMA multicast of B's tiles); and
+examples/kernels/matmul_descriptor_split.py's 128 x (128 + 64) tile, plain and in pairs.
 
     PYTHONPATH=. python3 bench/matmul_pairs.py [--out DIR]
 
 Sizes where B's rows are 128-byte aligned (4096, 8192, 3072) and where they are not (N =
 3000: 6000-byte rows; N = 1000). Every output is checked against torch.matmul first; times
-are bench/timing.time_interleaved medians (the four implementations taking turns). Writes
+are bench/timing.time_interleaved medians (the implementations taking turns). Writes
 matmul_pairs.json and matmul_pairs.md; the table is printed last.
 """
 from __future__ import annotations
@@ -26,27 +27,41 @@ from timing import KERNELS, time_interleaved  # noqa: E402
 
 SIZES = [(2816, 3000, 3000), (3000, 3000, 3000), (5120, 1000, 3000), (3072, 3072, 3072),
          (4096, 4096, 4096), (8192, 8192, 8192)]
-BUILDS = {"plain": ("false", 1), "producer": ("true", 1), "pairs": ("true", 2)}
+# name -> (source file, function, constants, num_ctas)
+TILE = "BLOCK_SIZE_M = 128, BLOCK_SIZE_N = 256, BLOCK_SIZE_K = 64, GROUP_SIZE_M = 8"
+SPLIT = "BLOCK_SIZE_M = 128, BLOCK_N1 = 128, BLOCK_N2 = 64, BLOCK_SIZE_K = 64, GROUP_SIZE_M = 8"
+BUILDS = {
+    "plain": ("matmul_descriptor", "matmul_descriptor_kernel", TILE, 1),
+    "producer": ("matmul_descriptor", "matmul_descriptor_kernel",
+                 TILE + ", WARP_SPECIALIZE = true", 1),
+    "pairs": ("matmul_descriptor", "matmul_descriptor_kernel", TILE + ", WARP_SPECIALIZE = true",
+              2),
+    "split192": ("matmul_descriptor_split", "matmul_descriptor_split_kernel", SPLIT, 1),
+    "split192_pairs": ("matmul_descriptor_split", "matmul_descriptor_split_kernel",
+                       SPLIT + ", WARP_SPECIALIZE = true", 2),
+}
+WIDTHS = {"matmul_descriptor_kernel": 256, "matmul_descriptor_split_kernel": 192}
 KERNEL = """
 [[kernel]]
 name = "{name}"
 source = "{source}"
-function = "matmul_descriptor_kernel"
+function = "{function}"
 signature = "*fp16:16, *fp16:16, *fp16:16, i32, i32:8, i32:8, i32:8, i32:8, i32:8"
-grid = ["cdiv(M, BLOCK_SIZE_M) * cdiv(N, BLOCK_SIZE_N)"]
+grid = ["cdiv(M, 128) * cdiv(N, {width})"]
 specialize = "none"
 num_warps = 8
 num_stages = 3
 num_ctas = {num_ctas}
-constants = {{ BLOCK_SIZE_M = 128, BLOCK_SIZE_N = 256, BLOCK_SIZE_K = 64, GROUP_SIZE_M = 8, WARP_SPECIALIZE = {ws} }}
+constants = {{ {constants} }}
 """
 
 
 def build(folder: pathlib.Path):
     import aotk
     text = '[library]\nname = "pairs"\ntargets = ["sm_90"]\n' + "".join(
-        KERNEL.format(name=name, source=KERNELS / "matmul_descriptor.py", ws=ws,
-                      num_ctas=num_ctas) for name, (ws, num_ctas) in BUILDS.items())
+        KERNEL.format(name=name, source=KERNELS / f"{file}.py", function=function,
+                      width=WIDTHS[function], constants=constants, num_ctas=num_ctas)
+        for name, (file, function, constants, num_ctas) in BUILDS.items())
     (folder / "aotk.toml").write_text(text)
     return aotk.load(aotk.build(folder / "aotk.toml", out_dir=folder / "out").library)
 
