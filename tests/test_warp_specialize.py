@@ -183,22 +183,8 @@ def test_an_autotune_config_with_num_ctas_2_builds_in_pairs_where_the_tuning_cho
     """aotk.Config(num_ctas=2) among an @autotune kernel's configs: the tuning file records
     it, and the variant built for the point where it won launches in clusters of two (its
     entry in the library's variant table), the other config alone."""
-    from pathlib import Path
-
-    from aotk.buildsys.sources import load_kernel_and_tuner
-    from aotk.buildsys.tuning import TunedPoint, tuning_path, write_kernel
-    (tmp_path / "kernels").mkdir()
-    source = (Path(__file__).resolve().parent / "kernels" / "producer_matmul.py").read_text()
-    (tmp_path / "kernels" / "tuned.py").write_text(
-        source + "\n\nmatmul_tuned = aotk.autotune(configs=[aotk.Config({}, num_warps=8), "
-        "aotk.Config({}, num_warps=8, num_ctas=2)], key=['N'])(matmul)\n")
-    manifest = tmp_path / "aotk.toml"
-    manifest.write_text(TUNED_MANIFEST)
-    function, tuner, _ = load_kernel_and_tuner(tmp_path / "kernels" / "tuned.py",
-                                               "matmul_tuned")
-    points = [TunedPoint({"N": 1024}, 0, [1.0, 2.0]), TunedPoint({"N": 3000}, 1, [2.0, 1.0])]
-    write_kernel(tuning_path(manifest), "matmul", function.source_digest, tuner.configs,
-                 ["N"], "sm_90", "Stand-in GPU (sm_90)", points)
+    from aotk.buildsys.tuning import tuning_path
+    manifest = _tuned_project(tmp_path, TUNED_MANIFEST)
     assert '"num_ctas": 2' in tuning_path(manifest).read_text()
     aotk.build(manifest)
     c_source = next((tmp_path / "build" / ".aotk" / "tunedpairs").glob("*_library.c")).read_text()
@@ -209,3 +195,62 @@ def test_an_autotune_config_with_num_ctas_2_builds_in_pairs_where_the_tuning_cho
     assert alone and all("config 0" in line for line in alone)
     # the comments over its dispatch clause and its entry in the variant table
     assert c_source.count("num_ctas=2 (programs in pairs where the grid's x is even)") == 2
+
+
+def _tuned_project(tmp_path, manifest_text: str, producer: bool = True):
+    """A project whose kernel is the producer matmul under @autotune (config 1: num_ctas=2)
+    and a tuning file in which config 1 won at N = 3000 and config 0 at N = 1024."""
+    from pathlib import Path
+
+    from aotk.buildsys.manifest import load_manifest
+    from aotk.buildsys.sources import load_kernel_and_tuner
+    from aotk.buildsys.tuning import TunedPoint, describe_builds, tuning_path, write_kernel
+    (tmp_path / "kernels").mkdir(exist_ok=True)
+    source = (Path(__file__).resolve().parent / "kernels" / "producer_matmul.py").read_text()
+    (tmp_path / "kernels" / "tuned.py").write_text(
+        source + "\n\nmatmul_tuned = aotk.autotune(configs=[aotk.Config({}, num_warps=8), "
+        "aotk.Config({}, num_warps=8, num_ctas=2)], key=['N'])(matmul)\n")
+    manifest = tmp_path / "aotk.toml"
+    manifest.write_text(manifest_text if producer else
+                        manifest_text.replace("PRODUCER = true", "PRODUCER = false"))
+    function, tuner, _ = load_kernel_and_tuner(tmp_path / "kernels" / "tuned.py",
+                                               "matmul_tuned")
+    kernel = load_manifest(manifest).kernels[0]
+    points = [TunedPoint({"N": 1024}, 0, [1.0, 2.0]), TunedPoint({"N": 3000}, 1, [2.0, 1.0])]
+    write_kernel(tuning_path(manifest), "matmul", function.source_digest, tuner.configs,
+                 ["N"], "sm_90", "Stand-in GPU (sm_90)", points,
+                 describe_builds(kernel) if kernel.explicit_variants else None)
+    return manifest
+
+
+CLASSES = """
+[[kernel.variant]]
+signature = "*fp16:16, *fp16:16, *fp16:16, i32:8, i32:8, i32:8"
+specialize = "none"
+
+[[kernel.variant]]
+specialize = "none"
+
+[kernel.tune]
+points = [{ N = 1024 }, { N = 3000 }]
+arguments = { a_ptr = "N * N", b_ptr = "N * N", c_ptr = "N * N", M = "N", K = "N" }
+"""
+
+
+@pytest.mark.parametrize("producer", [True, False])
+def test_a_config_pairing_in_one_build_class_is_not_warned_about(tmp_path, capfd, producer):
+    """An autotuned kernel's pairs config built for 16-byte rows (TMA: pairs) and for any
+    size (pointer loads: alone) is as meant: no warning. Without a producer warp it pairs
+    nowhere: one warning, naming the config."""
+    manifest = _tuned_project(tmp_path, TUNED_MANIFEST.replace(
+        'signature = "*fp16:16, *fp16:16, *fp16:16, i32:8, i32:8, i32:8"',
+        'signature = "*fp16, *fp16, *fp16, i32, i32, i32"') + CLASSES, producer)
+    aotk.build(manifest)
+    c_source = next((tmp_path / "build" / ".aotk" / "tunedpairs").glob("*_library.c")).read_text()
+    assert "config 1" in c_source   # the pairs config is built
+    warnings = [line for line in capfd.readouterr().err.splitlines() if "warning" in line]
+    if producer:
+        assert warnings == []
+    else:
+        assert len(warnings) == 1 and "config 1 of matmul_tuned's @autotune" in warnings[0]
+        assert "num_ctas = 2 pairs nothing" in warnings[0]

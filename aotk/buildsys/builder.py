@@ -113,20 +113,30 @@ def build(manifest_path="aotk.toml", out_dir=None, jobs=None, verbose=False, sta
 
 
 def _warn_unpaired(manifest, plans, compiled):
-    """One warning per variant that asks for num_ctas = 2 where nothing pairs: only the
-    producer warps of a loop written ``tl.range(..., warp_specialize=True)`` share tiles
-    (sm_90, TMA), so elsewhere the option changes nothing and the user should know."""
+    """One warning per variant (an autotuned kernel's: per config) that asks for num_ctas = 2
+    where none of its builds pairs: only the producer warps of a loop written
+    ``tl.range(..., warp_specialize=True)`` share tiles (sm_90, TMA), so elsewhere the option
+    changes nothing and the user should know. A config that pairs in one build class (16-byte
+    rows: TMA) and not in another (any size: pointer loads) is as meant."""
     for plan in plans:
-        unpaired = {}
+        asked, paired = {}, set()
         for build in plan.builds:
-            if build.variant.num_ctas == 2 and \
-                    compiled[(plan.kernel.name, build.index)].metadata.get("cluster", 1) == 1:
-                unpaired.setdefault(build.variant.index, build.description)
-        for index, description in unpaired.items():
-            print(f"aotk: warning: {manifest.path}: kernel.{plan.kernel.name}.variant[{index}] "
-                  f"({description}): num_ctas = 2 pairs nothing: no loop written "
-                  "tl.range(..., warp_specialize=True) copies tiles by TMA on "
-                  f"{', '.join(manifest.targets)}; its programs run alone", file=sys.stderr)
+            if build.variant.num_ctas != 2:
+                continue
+            config = build.variant.config
+            key = ("config", config) if config is not None else ("variant", build.variant.index)
+            asked.setdefault(key, build)
+            if compiled[(plan.kernel.name, build.index)].metadata.get("cluster", 1) == 2:
+                paired.add(key)
+        for (kind, index), build in asked.items():
+            if (kind, index) in paired:
+                continue
+            where = f"config {index} of {plan.kernel.function}'s @autotune" if kind == "config" \
+                else f"kernel.{plan.kernel.name}.variant[{index}]"
+            print(f"aotk: warning: {manifest.path}: {where} ({build.description}): num_ctas = 2 "
+                  "pairs nothing: no loop written tl.range(..., warp_specialize=True) copies "
+                  f"tiles by TMA on {', '.join(manifest.targets)}; its programs run alone",
+                  file=sys.stderr)
 
 
 def prepare(manifest_path, out_dir=None, targets=None) -> tuple:
