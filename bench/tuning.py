@@ -1,15 +1,19 @@
-"""Autotuning ahead of time, measured: the tutorial matmul tuned by `aotk tune` and built
-into a library, against cuBLAS (torch.matmul) and Triton's own JIT autotune over the same
-eight configs, in one run on one GPU.
+"""Autotuning ahead of time, measured: examples/tuned's two matmuls tuned by `aotk tune` and
+built into a library, against cuBLAS (torch.matmul) and Triton's own JIT autotune, in one run
+on one GPU: the tutorial matmul over its eight configs (Triton autotunes the same eight), and
+the descriptor matmul of examples/kernels/matmul_descriptor_autotuned.py over its six
+(Triton autotunes the four that run programs alone: its num_ctas=2 splits a program over a
+cluster instead, and WARP_SPECIALIZE stays off on its side).
 
     PYTHONPATH=. python3 bench/tuning.py [--out DIR]
 
 1. `aotk tune examples/tuned/aotk.toml` (timed; the tuning file it writes is copied to --out);
 2. `aotk build` of that manifest (no GPU needed; the winners plus the fallback);
-3. at every tuned size (512^3 ... 8192^3, 3000^3, 4095^3, 5120x1000x3000): outputs checked
-   against torch.matmul before any time is kept, then CUDA-event medians of queued launches
-   for the library (its dispatch picks the config), Triton's @triton.autotune (tuned on its
-   first call, not timed) and cuBLAS. Writes tuning.json and tuning.md, prints the table.
+3. for each kernel, at every tuned size (512^3 ... 8192^3, 3000^3, 4095^3, 5120x1000x3000):
+   outputs checked against torch.matmul before any time is kept, then CUDA-event medians of
+   queued launches, the implementations taking turns, for the library (its dispatch picks
+   the config), Triton's @triton.autotune (tuned on its first call, not timed) and cuBLAS.
+   Writes tuning.json and tuning.md, prints the table.
 """
 from __future__ import annotations
 
@@ -37,6 +41,90 @@ def _aotk(*args, env):
                           capture_output=True, env=env, cwd=ROOT)
 
 
+def _tutorial(library, triton):
+    """(aotk call, Triton call) for the tutorial matmul: its library entry, and Triton's
+    @triton.autotune over the same eight configs."""
+    module = triton_port(KERNELS / "matmul.py")
+    from matmul_autotuned import CONFIGS
+    tuned = triton.autotune(
+        configs=[triton.Config(dict(c.kwargs), num_warps=c.num_warps, num_stages=c.num_stages)
+                 for c in CONFIGS], key=["M", "N", "K"])(module.matmul_kernel)
+
+    def run_aotk(a, b, c, m, n, k):
+        library.matmul(a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                       n, 1)
+
+    def run_triton(a, b, c, m, n, k):
+        tuned[lambda meta: (triton.cdiv(m, meta["BLOCK_SIZE_M"]) *
+                            triton.cdiv(n, meta["BLOCK_SIZE_N"]),)](
+            a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), n, 1,
+            ACTIVATION="")
+    return run_aotk, run_triton, tuned, library.matmul.select
+
+
+def _descriptor(library, triton):
+    """(aotk call, Triton call) for the descriptor matmul: its library entry, and Triton's
+    @triton.autotune over the configs that run programs alone (its device-side descriptors
+    in scratch memory from the allocator set here)."""
+    import torch
+    module = triton_port(KERNELS / "matmul_descriptor_split.py")
+    from matmul_descriptor_autotuned import CONFIGS
+    triton.set_allocator(lambda size, alignment, stream:
+                         torch.empty(size, device="cuda", dtype=torch.int8))
+    tuned = triton.autotune(
+        configs=[triton.Config({**c.kwargs, "WARP_SPECIALIZE": False}, num_warps=c.num_warps,
+                               num_stages=c.num_stages)
+                 for c in CONFIGS if c.num_ctas == 1], key=["M", "N", "K"])(
+        module.matmul_descriptor_split_kernel)
+
+    def run_aotk(a, b, c, m, n, k):
+        library.matmul_descriptor(a, b, c, m, n, k, k, n, n)
+
+    def run_triton(a, b, c, m, n, k):
+        tuned[lambda meta: (triton.cdiv(m, meta["BLOCK_SIZE_M"]) *
+                            triton.cdiv(n, meta["BLOCK_N1"] + meta["BLOCK_N2"]),)](
+            a, b, c, m, n, k, k, n, n)
+    return run_aotk, run_triton, tuned, library.matmul_descriptor.select
+
+
+SIDES = {"matmul": _tutorial, "matmul_descriptor": _descriptor}
+
+
+def _measure(name, side, point) -> dict:
+    """One row: both sides' outputs checked, then the three timed in turns."""
+    import torch
+    run_aotk, run_triton, tuned, select = side
+    m, n, k = point["M"], point["N"], point["K"]
+    a = torch.randn((m, k), device="cuda", dtype=torch.float16)
+    b = torch.randn((k, n), device="cuda", dtype=torch.float16)
+    c_aotk, c_triton = (torch.empty((m, n), device="cuda", dtype=torch.float16)
+                        for _ in range(2))
+    expected = torch.matmul(a, b)
+    run_aotk(a, b, c_aotk, m, n, k)
+    run_triton(a, b, c_triton, m, n, k)    # Triton tunes here
+    torch.cuda.synchronize()
+    for side_name, got in (("aotk", c_aotk), ("triton", c_triton)):
+        torch.testing.assert_close(got, expected, atol=0.5, rtol=0.05,
+                                   msg=lambda text, s=side_name: f"{name} {s} {point}: {text}")
+    times = time_interleaved({"aotk": lambda: run_aotk(a, b, c_aotk, m, n, k),
+                              "triton": lambda: run_triton(a, b, c_triton, m, n, k),
+                              "cublas": lambda: torch.matmul(a, b)})
+    return {"kernel": name, "M": m, "N": n, "K": k,
+            **{f"{side_name}_ms": t for side_name, t in times.items()},
+            "aotk_tflops": 2 * m * n * k / times["aotk"] / 1e9,
+            "vs_cublas": times["cublas"] / times["aotk"],
+            "vs_triton": times["triton"] / times["aotk"],
+            "aotk_variant": str(select(a, b, c_aotk, m, n, k, *_strides(name, a, b, n))),
+            "triton_config": str(tuned.best_config)}
+
+
+def _strides(name, a, b, n) -> tuple:
+    """The scalar arguments after (M, N, K) of each kernel's library entry."""
+    if name == "matmul":
+        return (a.stride(0), a.stride(1), b.stride(0), b.stride(1), n, 1)
+    return (a.stride(0), b.stride(0), n)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
@@ -59,49 +147,13 @@ def main(argv=None):
     _aotk("build", str(MANIFEST), "-o", str(work / "lib"), env=env)
     library = aotk.load(work / "lib" / "libtuned.so")
 
-    module = triton_port(KERNELS / "matmul.py")
     sys.path.insert(0, str(KERNELS))
-    from matmul_autotuned import CONFIGS
-    triton_tuned = triton.autotune(
-        configs=[triton.Config(dict(c.kwargs), num_warps=c.num_warps, num_stages=c.num_stages)
-                 for c in CONFIGS], key=["M", "N", "K"])(module.matmul_kernel)
-
     rows = []
-    for point in load_manifest(MANIFEST).kernels[0].tune.points:
-        m, n, k = point["M"], point["N"], point["K"]
-        a = torch.randn((m, k), device="cuda", dtype=torch.float16)
-        b = torch.randn((k, n), device="cuda", dtype=torch.float16)
-        c_aotk, c_triton = (torch.empty((m, n), device="cuda", dtype=torch.float16)
-                            for _ in range(2))
-        strides = (a.stride(0), a.stride(1), b.stride(0), b.stride(1), n, 1)
-
-        def run_aotk():
-            library.matmul(a, b, c_aotk, m, n, k, *strides)
-
-        def run_triton():
-            triton_tuned[lambda meta: (triton.cdiv(m, meta["BLOCK_SIZE_M"]) *
-                                       triton.cdiv(n, meta["BLOCK_SIZE_N"]),)](
-                a, b, c_triton, m, n, k, *strides, ACTIVATION="")
-
-        def run_cublas():
-            torch.matmul(a, b)
-        expected = torch.matmul(a, b)
-        run_aotk()
-        run_triton()    # Triton tunes here
-        torch.cuda.synchronize()
-        for name, got in (("aotk", c_aotk), ("triton", c_triton)):
-            torch.testing.assert_close(got, expected, atol=0.5, rtol=0.05,
-                                       msg=lambda text, name=name: f"{name} {point}: {text}")
-        times = time_interleaved({"aotk": run_aotk, "triton": run_triton,
-                                  "cublas": run_cublas})
-        select = library.matmul.select(a, b, c_aotk, m, n, k, *strides)
-        rows.append({"M": m, "N": n, "K": k, **{f"{name}_ms": t for name, t in times.items()},
-                     "aotk_tflops": 2 * m * n * k / times["aotk"] / 1e9,
-                     "vs_cublas": times["cublas"] / times["aotk"],
-                     "vs_triton": times["triton"] / times["aotk"],
-                     "aotk_variant": str(select),
-                     "triton_config": str(triton_tuned.best_config)})
-        print(json.dumps(rows[-1]), flush=True)
+    for kernel in load_manifest(MANIFEST).kernels:
+        side = SIDES[kernel.name](library, triton)
+        for point in kernel.tune.points:
+            rows.append(_measure(kernel.name, side, point))
+            print(json.dumps(rows[-1]), flush=True)
     document = {"gpu": torch.cuda.get_device_name(), "triton": triton.__version__,
                 "torch": torch.__version__, "aotk_tune_s": tune_s, "rows": rows}
     (out / "tuning.json").write_text(json.dumps(document, indent=1))
@@ -110,17 +162,19 @@ def main(argv=None):
 
 
 def markdown(document) -> str:
-    lines = [f"# The tutorial matmul tuned ahead of time, {document['gpu']}", "",
-             f"`aotk tune` over 8 configs at {len(document['rows'])} sizes took "
+    lines = [f"# examples/tuned's matmuls tuned ahead of time, {document['gpu']}", "",
+             f"`aotk tune` over both kernels' configs at their sizes took "
              f"{document['aotk_tune_s']:.1f} s. Ratios > 1: aotk faster. Triton "
-             f"{document['triton']} autotunes the same 8 configs (JIT).", "",
-             "| M x N x K | aotk ms | TFLOP/s | Triton ms | cuBLAS ms | vs cuBLAS | vs Triton "
-             "| aotk variant | Triton config |", "|---|---|---|---|---|---|---|---|---|"]
+             f"{document['triton']} autotunes the tutorial matmul's 8 configs and the "
+             "descriptor matmul's 4 that run programs alone (JIT).", "",
+             "| kernel | M x N x K | aotk ms | TFLOP/s | Triton ms | cuBLAS ms | vs cuBLAS "
+             "| vs Triton | aotk variant | Triton config |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in document["rows"]:
-        lines.append(f"| {r['M']}x{r['N']}x{r['K']} | {r['aotk_ms']:.4f} | "
-                     f"{r['aotk_tflops']:.1f} | {r['triton_ms']:.4f} | {r['cublas_ms']:.4f} | "
-                     f"{r['vs_cublas']:.3f} | {r['vs_triton']:.3f} | {r['aotk_variant']} | "
-                     f"{r['triton_config']} |")
+        lines.append(f"| {r.get('kernel', 'matmul')} | {r['M']}x{r['N']}x{r['K']} | "
+                     f"{r['aotk_ms']:.4f} | {r['aotk_tflops']:.1f} | {r['triton_ms']:.4f} | "
+                     f"{r['cublas_ms']:.4f} | {r['vs_cublas']:.3f} | {r['vs_triton']:.3f} | "
+                     f"{r['aotk_variant']} | {r['triton_config']} |")
     return "\n".join(lines) + "\n"
 
 

@@ -62,3 +62,17 @@ def test_the_split_tile_on_the_gpu_matches_torch(m, n, k, paired):
                                  num_warps=8, num_stages=3, num_ctas=2 if paired else 1)
     torch.cuda.synchronize()
     torch.testing.assert_close(out.float(), a.float() @ b.float(), atol=0.5, rtol=1e-2)
+
+
+def test_examples_tuned_builds_without_a_gpu_its_descriptor_matmul_untuned(tmp_path, capfd):
+    """examples/tuned: the tutorial matmul from its committed tuning, the descriptor matmul
+    (matmul_descriptor_autotuned.py, not yet tuned) from its first config with one warning
+    saying so; the pairs configs are not built without a tuning that chose them."""
+    from pathlib import Path
+    manifest = Path(__file__).resolve().parent.parent / "examples" / "tuned" / "aotk.toml"
+    library = aotk.load(aotk.build(manifest, out_dir=tmp_path / "out").library)
+    warnings = [line for line in capfd.readouterr().err.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and "kernel.matmul_descriptor" in warnings[0]
+    assert "aotk tune" in warnings[0]
+    names = [build["variant"] for build in library.info["kernels"]["matmul_descriptor"]["builds"]]
+    assert names and all("config 0" in name for name in names)
