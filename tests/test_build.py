@@ -10,15 +10,12 @@ import pytest
 from click.testing import CliRunner
 
 import aotk
-from aotk.buildsys.manifest import ManifestError
 from aotk.toolchain.locate import wheel_directories
 from aotk_cli.main import main
 from tests.conftest import cuda_available, run_c_program, tree_pythonpath
 from tests.projects import root_project as _project
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
 
 
 @pytest.fixture(scope="module")
@@ -375,69 +372,6 @@ def test_every_example_kernel_builds_for_blackwell(tmp_path):
     assert builds and all(set(entry["targets"]) == {"sm_100", "sm_120"} for entry in builds)
     assert all(entry["targets"]["sm_120"]["shared"] <= 99 * 1024 for entry in builds)
     assert max(entry["targets"]["sm_100"]["shared"] for entry in builds) > 99 * 1024
-
-
-MAXNREG_MANIFEST = """
-[library]
-name = "capped"
-targets = ["sm_80", "sm_90"]
-
-[[kernel]]
-name = "add"
-source = "examples/kernels/add.py"
-function = "add_kernel"
-signature = "*fp32, *fp32, *fp32, i32"
-grid = ["cdiv(n, BLOCK)"]
-maxnreg = {kernel_cap}
-
-[[kernel.variant]]
-constants = {{ BLOCK = 1024 }}
-{variant_line}
-"""
-
-
-def test_maxnreg_in_the_manifest_caps_registers_per_variant(tmp_path):
-    project = _project(tmp_path)
-    (project / "aotk.toml").write_text(MAXNREG_MANIFEST.format(kernel_cap=40,
-                                                               variant_line="maxnreg = 24"))
-    result = aotk.build(project / "aotk.toml")
-    info = aotk.load(result.library).info["kernels"]["add"]
-    registers = [target["registers"] for build in info["builds"]
-                 for target in build["targets"].values()]
-    assert registers and max(registers) <= 24
-
-
-@pytest.mark.parametrize("kernel_cap, variant_line, key", [
-    (8, "", "kernel.add.maxnreg"), (40, "maxnreg = 300", r"kernel.add.variant\[0\].maxnreg")])
-def test_a_maxnreg_out_of_range_names_its_key(tmp_path, kernel_cap, variant_line, key):
-    project = _project(tmp_path)
-    (project / "aotk.toml").write_text(MAXNREG_MANIFEST.format(kernel_cap=kernel_cap,
-                                                               variant_line=variant_line))
-    with pytest.raises(ManifestError, match=f"{key}: must be from 16 to 255"):
-        aotk.build(project / "aotk.toml")
-
-
-@pytest.mark.parametrize("kernel_line, variant_line, fused", [
-    ("", "", True), ("enable_fp_fusion = false", "", False),
-    ("enable_fp_fusion = false", "enable_fp_fusion = true", True)])
-def test_enable_fp_fusion_in_the_manifest_per_kernel_or_variant(tmp_path, kernel_line,
-                                                                variant_line, fused):
-    project = _project(tmp_path)
-    manifest = MAXNREG_MANIFEST.format(kernel_cap=64, variant_line=variant_line).replace(
-        "maxnreg = 64", kernel_line)
-    (project / "aotk.toml").write_text(manifest)
-    from aotk.buildsys.manifest import load_manifest
-    (variant,) = load_manifest(project / "aotk.toml").kernels[0].variants
-    assert variant.enable_fp_fusion is fused
-
-
-def test_enable_fp_fusion_that_is_not_a_boolean_names_its_key(tmp_path):
-    project = _project(tmp_path)
-    (project / "aotk.toml").write_text(MAXNREG_MANIFEST.format(
-        kernel_cap=64, variant_line='enable_fp_fusion = "yes"'))
-    with pytest.raises(ManifestError, match=r"kernel.add.variant\[0\].enable_fp_fusion: "
-                                            "expected true or false"):
-        aotk.build(project / "aotk.toml")
 
 
 def _many_kernels_manifest(kernels: int) -> str:

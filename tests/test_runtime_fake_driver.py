@@ -235,13 +235,3 @@ def test_programs_in_pairs_launch_in_clusters_of_two_where_the_grid_allows(pairs
                             plain.format(1)]
     else:
         assert launches == [plain.format(4), plain.format(3), plain.format(1)]
-
-
-def test_num_ctas_other_than_1_or_2_names_its_key(tmp_path):
-    manifest = tmp_path / "aotk.toml"
-    manifest.write_text(pairs_manifest(num_ctas=4))
-    with pytest.raises(ManifestError, match=r"kernel\.matmul\.num_ctas: must be 1 \(programs "
-                                            r"alone\) or 2 \(programs in pairs sharing their "
-                                            r"TMA tiles\), got 4"):
-        aotk.build(manifest, out_dir=tmp_path / "out")
-    assert not (tmp_path / "out").exists()
