@@ -7,7 +7,7 @@ import pytest
 import aotk
 from tests.kernels.producer_matmul import matmul as _matmul
 from tests.kernels.producer_matmul import matmul_halves as _matmul_halves
-from tests.kernels.producer_matmul import pairs_manifest
+from tests.kernels.producer_matmul import pairs_manifest, tuned_manifest
 
 SIGNATURE = "*fp16:16, *fp16:16, *fp16:16, i32:8, i32:8, i32:8"
 TILE = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64}
@@ -162,29 +162,13 @@ def test_num_ctas_2_where_nothing_pairs_is_a_build_warning(tmp_path, capfd):
     assert "warning" not in capfd.readouterr().err
 
 
-TUNED_MANIFEST = """
-[library]
-name = "tunedpairs"
-targets = ["sm_90"]
-
-[[kernel]]
-name = "matmul"
-source = "kernels/tuned.py"
-function = "matmul_tuned"
-signature = "*fp16:16, *fp16:16, *fp16:16, i32:8, i32:8, i32:8"
-grid = ["cdiv(M, BLOCK_M)", "cdiv(N, BLOCK_N)"]
-specialize = "none"
-constants = { BLOCK_M = 128, BLOCK_N = 128, BLOCK_K = 64, PRODUCER = true }
-"""
-
-
 def test_an_autotune_config_with_num_ctas_2_builds_in_pairs_where_the_tuning_chose_it(
         tmp_path):
     """aotk.Config(num_ctas=2) among an @autotune kernel's configs: the tuning file records
     it, and the variant built for the point where it won launches in clusters of two (its
     entry in the library's variant table), the other config alone."""
     from aotk.buildsys.tuning import tuning_path
-    manifest = _tuned_project(tmp_path, TUNED_MANIFEST)
+    manifest = _tuned_project(tmp_path, tuned_manifest())
     assert '"num_ctas": 2' in tuning_path(manifest).read_text()
     aotk.build(manifest)
     c_source = next((tmp_path / "build" / ".aotk" / "tunedpairs").glob("*_library.c")).read_text()
@@ -242,7 +226,7 @@ def test_a_config_pairing_in_one_build_class_is_not_warned_about(tmp_path, capfd
     """An autotuned kernel's pairs config built for 16-byte rows (TMA: pairs) and for any
     size (pointer loads: alone) is as meant: no warning. Without a producer warp it pairs
     nowhere: one warning, naming the config."""
-    manifest = _tuned_project(tmp_path, TUNED_MANIFEST.replace(
+    manifest = _tuned_project(tmp_path, tuned_manifest().replace(
         'signature = "*fp16:16, *fp16:16, *fp16:16, i32:8, i32:8, i32:8"',
         'signature = "*fp16, *fp16, *fp16, i32, i32, i32"') + CLASSES, producer)
     aotk.build(manifest)

@@ -1,33 +1,41 @@
 """Matmuls whose K loop may have a producer warp (``tl.range(..., warp_specialize=True)``),
 the operand tiles through tensor descriptors: tests/test_warp_specialize.py compiles and runs
-them, tests/test_runtime_fake_driver.py builds them into a library (``pairs_manifest``)."""
+them, tests/test_runtime_fake_driver.py builds them into a library (``pairs_manifest``,
+``tuned_manifest``)."""
 from pathlib import Path
 
 import aotk
 import aotk.language as tl
 
-PAIRS_MANIFEST = """
+MANIFEST = """
 [library]
-name = "pairs"
-targets = ["sm_80", "sm_90"]
+name = "{library}"
+targets = {targets}
 
 [[kernel]]
 name = "matmul"
 source = "{source}"
-function = "matmul"
+function = "{function}"
 signature = "*fp16:16, *fp16:16, *fp16:16, i32:8, i32:8, i32:8"
 grid = ["cdiv(M, BLOCK_M)", "cdiv(N, BLOCK_N)"]
 specialize = "none"
-num_warps = 8
-num_ctas = {num_ctas}
-constants = {{ BLOCK_M = 128, BLOCK_N = 128, BLOCK_K = 64, PRODUCER = true }}
+{options}constants = {{ BLOCK_M = 128, BLOCK_N = 128, BLOCK_K = 64, PRODUCER = true }}
 """
 
 
 def pairs_manifest(num_ctas: int = 2) -> str:
     """An aotk.toml building ``matmul`` with a producer warp for sm_80 and sm_90, its
     programs in pairs (num_ctas = 2) or as ``num_ctas`` says."""
-    return PAIRS_MANIFEST.format(source=Path(__file__).resolve(), num_ctas=num_ctas)
+    return MANIFEST.format(library="pairs", targets='["sm_80", "sm_90"]',
+                           source=Path(__file__).resolve(), function="matmul",
+                           options=f"num_warps = 8\nnum_ctas = {num_ctas}\n")
+
+
+def tuned_manifest() -> str:
+    """An aotk.toml for sm_90 building ``matmul_tuned``, an @autotune of ``matmul`` that a
+    project writes to kernels/tuned.py beside it (its configs give num_warps and num_ctas)."""
+    return MANIFEST.format(library="tunedpairs", targets='["sm_90"]', source="kernels/tuned.py",
+                           function="matmul_tuned", options="")
 
 
 @aotk.jit
