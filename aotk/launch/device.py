@@ -244,6 +244,12 @@ def _constants_key(constants: dict):
     return key
 
 
+def _in_pairs(metadata, grid) -> bool:
+    """Whether a launch runs its programs in clusters of two: built so (``num_ctas=2`` with
+    a loop whose producers share tiles), and the grid's x even."""
+    return metadata.get("cluster", 1) == 2 and grid[0] % 2 == 0
+
+
 def _launch_in_pairs(function, grid, threads, shared, stream, parameters, name):
     """cuLaunchKernelEx with clusters of two along x: programs 2i and 2i + 1 share the TMA
     tiles both load (``passes.multicast``; the grid's x is even)."""
@@ -279,8 +285,7 @@ def launch_on_device(kernel, grid, runtime_args, constants, num_warps, num_stage
     function, metadata = found
     if compile_only or 0 in grid:
         return
-    paired = metadata.get("cluster", 1) == 2 and grid[0] % 2 == 0
-    if values and not metadata.get("tensor_maps") and not paired:
+    if values and not metadata.get("tensor_maps") and not _in_pairs(metadata, grid):
         # The parameters packed into one buffer, passed through ``extra``: one struct call
         # per launch instead of a ctypes object per argument.
         packing = _packings.get(signature)
@@ -318,7 +323,7 @@ def launch_on_device(kernel, grid, runtime_args, constants, num_warps, num_stage
             addresses += [m.address for m in maps]
     pointers = (ctypes.c_void_p * len(addresses))(*addresses)
     # A producer warp (``passes.warp_specialize``) runs beside the num_warps compute warps.
-    if metadata.get("cluster", 1) == 2 and grid[0] % 2 == 0:
+    if _in_pairs(metadata, grid):   # the build without TMA (just above) has no pairs
         return _launch_in_pairs(function, grid, metadata["threads"], metadata.get("shared", 0),
                                 _stream_handle(stream, runtime_args), ctypes.addressof(pointers),
                                 kernel.name)
