@@ -244,6 +244,29 @@ def test_aotk_tune_then_build_runs_the_winner(tmp_path):
     assert f"config {winner} tuned" in chosen(4_000_000)
 
 
+@pytest.mark.gpu
+def test_aotk_tune_tunes_every_kernel_of_a_manifest(tmp_path):
+    """Two tuned kernels in one manifest (examples/tuned has two): the second kernel's
+    configs are built and measured after the first kernel's points, and both reach the
+    tuning file and the library."""
+    torch = pytest.importorskip("torch")
+    from aotk.buildsys.tune import tune
+    second = MANIFEST.split("[[kernel]]")[1].replace('name = "add"', 'name = "add_again"')
+    manifest = (MANIFEST + "\n[[kernel]]" + second).replace("10000000", "4000000")
+    project = _project(tmp_path, manifest=manifest)
+    rows = tune(project / "aotk.toml")
+    assert [r.kernel for r in rows] == ["add"] * 3 + ["add_again"] * 3
+    assert all(r.measured == 4 and r.failed == 0 for r in rows)
+    recorded = json.loads(tuning_path(project / "aotk.toml").read_text())
+    assert sorted(recorded["kernels"]) == ["add", "add_again"]
+    library = aotk.load(aotk.build(project / "aotk.toml").library)
+    x, y = torch.randn(100_000, device="cuda"), torch.randn(100_000, device="cuda")
+    out = torch.empty_like(x)
+    library.add_again(x, y, out, x.numel())
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out, 2 * x + y)
+
+
 def test_aotk_tune_measures_each_config_as_the_library_builds_it(tmp_path):
     """What `aotk tune` times is a one-kernel library of the config, built with the
     manifest's signature and specialization (here: aligned, then generic); a config that

@@ -169,7 +169,7 @@ def tune(manifest_path, kernels=None, progress=None) -> list:
     major, minor = torch.cuda.get_device_capability()
     arch, device = f"sm_{major}{minor}", current_device()
     path = tuning_path(manifest.path)
-    work = Path(tempfile.mkdtemp(prefix="aotk-tune-"))
+    scratch = Path(tempfile.mkdtemp(prefix="aotk-tune-"))
     rows = []
     jobs = [(kernel, point) for kernel in chosen for point in kernel.tune.points]
     done = 0
@@ -201,7 +201,7 @@ def tune(manifest_path, kernels=None, progress=None) -> list:
                 launcher = libraries.get(index)
                 if config in kept and launcher is None:
                     launcher = libraries[index] = config_launcher(
-                        work, manifest, kernel, config, index, arch, errors)
+                        scratch, manifest, kernel, config, index, arch, errors)
                 if config in kept and launcher is not False:
                     measured, error = tuner.bench_config(
                         None, (), {**arguments, **constants}, config,
@@ -217,25 +217,25 @@ def tune(manifest_path, kernels=None, progress=None) -> list:
                       f"{point} on {device}: " + "; ".join(
                           f"config {i}: {e}" for i, e in sorted(errors.items())))
             best = min(ran, key=lambda i: times[i])
-            work = None
+            rate = None   # the winner's work per second, where the manifest gives the work
             if kernel.tune.work:
                 try:
-                    work = evaluate(kernel.tune.work, point) / (times[best] * 1e-3)
+                    rate = evaluate(kernel.tune.work, point) / (times[best] * 1e-3)
                 except ExpressionError as exc:
                     _fail(manifest, f"{where}.tune.work", str(exc))
-            points.append(TunedPoint(dict(point), best, times, work))
+            points.append(TunedPoint(dict(point), best, times, rate))
             done += 1
             if progress:
                 progress(done, len(jobs), f"{kernel.name} at " + ", ".join(
                     f"{k}={v}" for k, v in point.items()))
             unit = "TFLOP/s" if kernel.tune.work_unit == "flop" else "GB/s"
             rows.append(TuneRow(kernel.name, dict(point), best, repr(tuner.configs[best]),
-                                times[best], work, unit, len(ran),
+                                times[best], rate, unit, len(ran),
                                 len(kept) - len(ran)))
         write_kernel(path, kernel.name, function.source_digest, tuner.configs,
                      list(tuner.keys), arch, device, points, describe_builds(kernel))
     torch.cuda.synchronize()
-    shutil.rmtree(work, ignore_errors=True)
+    shutil.rmtree(scratch, ignore_errors=True)
     return rows
 
 
