@@ -37,8 +37,13 @@ MANIFEST = ROOT / "examples" / "tuned" / "aotk.toml"
 
 
 def _aotk(*args, env):
-    return subprocess.run([sys.executable, "-m", "aotk", *args], check=True, text=True,
+    """Runs `aotk ARGS`; on failure its error output ends the bench (not a bare exit code)."""
+    done = subprocess.run([sys.executable, "-m", "aotk", *args], text=True,
                           capture_output=True, env=env, cwd=ROOT)
+    if done.returncode:
+        sys.exit(f"aotk {' '.join(args)} failed ({done.returncode}):\n{done.stdout}"
+                 f"{done.stderr}")
+    return done
 
 
 def _tutorial(library, triton):
@@ -59,7 +64,7 @@ def _tutorial(library, triton):
                             triton.cdiv(n, meta["BLOCK_SIZE_N"]),)](
             a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), n, 1,
             ACTIVATION="")
-    return run_aotk, run_triton, tuned, library.matmul.select
+    return run_aotk, run_triton, tuned, library.matmul.select, lambda m, n, k: True
 
 
 def _descriptor(library, triton):
@@ -84,38 +89,48 @@ def _descriptor(library, triton):
         tuned[lambda meta: (triton.cdiv(m, meta["BLOCK_SIZE_M"]) *
                             triton.cdiv(n, meta["BLOCK_N1"] + meta["BLOCK_N2"]),)](
             a, b, c, m, n, k, k, n, n)
-    return run_aotk, run_triton, tuned, library.matmul_descriptor.select
+
+    def triton_runs(m, n, k):
+        # Triton's device-side descriptors need 16-byte row strides and does not check: at
+        # 4095 its results are wrong (98 % of the elements, measured), so it is not timed.
+        return k % 8 == 0 and n % 8 == 0
+    return run_aotk, run_triton, tuned, library.matmul_descriptor.select, triton_runs
 
 
 SIDES = {"matmul": _tutorial, "matmul_descriptor": _descriptor}
 
 
 def _measure(name, side, point) -> dict:
-    """One row: both sides' outputs checked, then the three timed in turns."""
+    """One row: both sides' outputs checked, then the three timed in turns (Triton only
+    where it can run the kernel: its times are None elsewhere)."""
     import torch
-    run_aotk, run_triton, tuned, select = side
+    run_aotk, run_triton, tuned, select, triton_runs = side
     m, n, k = point["M"], point["N"], point["K"]
     a = torch.randn((m, k), device="cuda", dtype=torch.float16)
     b = torch.randn((k, n), device="cuda", dtype=torch.float16)
     c_aotk, c_triton = (torch.empty((m, n), device="cuda", dtype=torch.float16)
                         for _ in range(2))
     expected = torch.matmul(a, b)
-    run_aotk(a, b, c_aotk, m, n, k)
-    run_triton(a, b, c_triton, m, n, k)    # Triton tunes here
-    torch.cuda.synchronize()
-    for side_name, got in (("aotk", c_aotk), ("triton", c_triton)):
+    calls = {"aotk": (lambda: run_aotk(a, b, c_aotk, m, n, k), c_aotk),
+             "triton": (lambda: run_triton(a, b, c_triton, m, n, k), c_triton)}
+    if not triton_runs(m, n, k):
+        del calls["triton"]
+    for side_name, (call, got) in calls.items():
+        call()    # Triton tunes here
+        torch.cuda.synchronize()
         torch.testing.assert_close(got, expected, atol=0.5, rtol=0.05,
                                    msg=lambda text, s=side_name: f"{name} {s} {point}: {text}")
-    times = time_interleaved({"aotk": lambda: run_aotk(a, b, c_aotk, m, n, k),
-                              "triton": lambda: run_triton(a, b, c_triton, m, n, k),
+    times = time_interleaved({**{side_name: call for side_name, (call, _) in calls.items()},
                               "cublas": lambda: torch.matmul(a, b)})
+    times.setdefault("triton", None)
     return {"kernel": name, "M": m, "N": n, "K": k,
             **{f"{side_name}_ms": t for side_name, t in times.items()},
             "aotk_tflops": 2 * m * n * k / times["aotk"] / 1e9,
             "vs_cublas": times["cublas"] / times["aotk"],
-            "vs_triton": times["triton"] / times["aotk"],
+            "vs_triton": times["triton"] and times["triton"] / times["aotk"],
             "aotk_variant": str(select(a, b, c_aotk, m, n, k, *_strides(name, a, b, n))),
-            "triton_config": str(tuned.best_config)}
+            "triton_config": str(tuned.best_config) if "triton" in calls else
+            "not run: strides not 16-byte multiples"}
 
 
 def _strides(name, a, b, n) -> tuple:
@@ -161,6 +176,10 @@ def main(argv=None):
     print(markdown(document))
 
 
+def _figure(value, digits=4) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
 def markdown(document) -> str:
     lines = [f"# examples/tuned's matmuls tuned ahead of time, {document['gpu']}", "",
              f"`aotk tune` over both kernels' configs at their sizes took "
@@ -172,8 +191,9 @@ def markdown(document) -> str:
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in document["rows"]:
         lines.append(f"| {r.get('kernel', 'matmul')} | {r['M']}x{r['N']}x{r['K']} | "
-                     f"{r['aotk_ms']:.4f} | {r['aotk_tflops']:.1f} | {r['triton_ms']:.4f} | "
-                     f"{r['cublas_ms']:.4f} | {r['vs_cublas']:.3f} | {r['vs_triton']:.3f} | "
+                     f"{r['aotk_ms']:.4f} | {r['aotk_tflops']:.1f} | {_figure(r['triton_ms'])} | "
+                     f"{r['cublas_ms']:.4f} | {r['vs_cublas']:.3f} | "
+                     f"{_figure(r['vs_triton'], 3)} | "
                      f"{r['aotk_variant']} | {r['triton_config']} |")
     return "\n".join(lines) + "\n"
 
