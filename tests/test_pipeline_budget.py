@@ -47,10 +47,11 @@ def _swiglu_arguments(empty, S=512, N=512, K=512):
                 S=S, N=N, K=K)
 
 
-def _swiglu(target, num_stages):
-    """liger's SwiGLU forward in fp32 at 128x128x64 on 8 warps."""
+def _swiglu(target, num_stages, out=np.float32):
+    """liger's SwiGLU forward in fp32 at 128x128x64 on 8 warps (its output in ``out``)."""
     kernel = kernels.swiglu_kernel
     arguments = _swiglu_arguments(lambda shape: np.empty(shape, np.float32))
+    arguments["out_ptr"] = np.empty(arguments["out_ptr"].shape, out)
     runtime, constants = kernel._split_arguments((), {**arguments, **TILES_128x128x64})
     signature, _ = specialize(kernel, runtime, host_memory=True)
     return aotk.compile(kernel, signature, constants, 8, num_stages, target=target)
@@ -76,7 +77,9 @@ def _in_loop_wait(ptx):
 
 
 @pytest.mark.parametrize("tiles, num_stages, gained, before", [
-    (dict(BM=128, BN=128, BK=128), 2, 2 * 3 * 32768, CONVERSION_BYTES),   # not pipelined before
+    # Not pipelined before: the operand tiles only (the fp32 accumulators are stored from
+    # their fragments, ``layout_demands._store``; with their conversion: CONVERSION_BYTES).
+    (dict(BM=128, BN=128, BK=128), 2, 2 * 3 * 32768, 66560),
     (dict(BM=128, BN=128, BK=64), 4, 4 * 3 * 16384, 3 * 3 * 16384),
 ])
 def test_two_dots_gain_stages_on_sm_90(tiles, num_stages, gained, before, request):
@@ -94,6 +97,12 @@ def test_two_dots_gain_stages_on_sm_90(tiles, num_stages, gained, before, reques
 def test_swiglu_fp32_gains_two_stages_on_sm_90(request):
     compiled = _swiglu("sm_90", 3)
     ptx = compiled.ptx
+    # Its fp32 output is stored from the accumulators' fragments: no shared memory after
+    # the loop. A 16-bit output is converted through shared memory (checked below).
+    lines = ptx.splitlines()
+    last_copy = max(i for i, line in enumerate(lines) if "cp.async.bulk.tensor" in line)
+    assert not any("st.shared" in line for line in lines[last_copy:])
+    ptx = _swiglu("sm_90", 3, out=np.float16).ptx
     # Three 128x64 fp32 tiles (x, both weights) and two TMA mbarriers a stage (x and the
     # gate's weights for the first dot, the up weights for the second), two stages:
     # Triton's 196,640 bytes.

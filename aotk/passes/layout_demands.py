@@ -64,9 +64,16 @@ class Demands:
 # run only when the result is wanted, and see the layouts it is wanted in.
 
 def _store(demands, op):
-    # A store anchors the natural layout of its pointer (or the layout of its own that
-    # accesses memory along another dimension): the value and mask follow it.
-    layout = demands.plan.access.get(op) or demands.plan.natural(op.operands[0])
+    # A store anchors the natural layout of its pointer (or one of its own): the value and
+    # mask follow it. 4-byte accumulator elements are stored from their fragments (each
+    # 4-lane group writes a whole 32-byte sector), not converted through shared memory.
+    layout = demands.plan.access.get(op)
+    if layout is None:
+        layout = demands.plan.natural(op.operands[0])
+        resident = demands.resident.get(op.operands[1])
+        if resident is not None and not resident.sliced and \
+                op.operands[1].type.element.itemsize >= 4:
+            layout = demands.plan.access[op] = resident
     for value in op.operands:
         demands.want(value, layout)
 

@@ -87,7 +87,8 @@ class LayoutPlan:
     vector_width: dict = field(default_factory=dict)   # memory op -> elements per access
     # Loads and stores whose memory is contiguous along a dimension other than the last
     # (a transposed tile): that dimension, and a blocked layout of their own, fastest along
-    # it, that the op reads or writes in (``layout_facts.access_layouts``).
+    # it, that the op reads or writes in (``layout_facts.access_layouts``); and stores of
+    # 4-byte accumulators, made from the accumulator's fragments (``layout_demands._store``).
     vector_dim: dict = field(default_factory=dict)
     access: dict = field(default_factory=dict)
     demands: dict = field(default_factory=dict)        # value -> [layouts], home first
@@ -189,7 +190,8 @@ class LayoutPlan:
             if width is None:
                 return ""
             if op in self.access:
-                return f"vec={width} along={self.vector_dim[op]} in {name(self.access[op])}"
+                along = self.vector_dim.get(op, op.operands[0].type.rank - 1)
+                return f"vec={width} along={along} in {name(self.access[op])}"
             return f"vec={width}"
 
         for rank in sorted(self.blocked_by_rank):
