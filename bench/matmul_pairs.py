@@ -1,8 +1,11 @@
-"""The descriptor matmuls built five ways into one library, against cuBLAS (torch.matmul),
+"""The descriptor matmuls built several ways into one library, against cuBLAS (torch.matmul),
 fp16, in one run: examples/kernels/matmul_descriptor.py's 128x256x64 tile (8 warps, 3
 stages) as it is, with a producer warp (WARP_SPECIALIZE), and with producer warps shared by
-pairs of programs (num_ctas = 2: TMA multicast of B's tiles); and
-examples/kernels/matmul_descriptor_split.py's 128 x (128 + 64) tile, plain and in pairs.
+pairs of programs (num_ctas = 2: TMA multicast of B's tiles);
+examples/kernels/matmul_descriptor_split.py's 128 x (128 + 64) tile, plain and in pairs; and
+examples/kernels/matmul_descriptor_tail.py (the same 128x256 tile, the last partial wave's
+tiles split along K over the idle SMs; wave = the SM count, splits from its tail_plan),
+plain, with a producer warp and in pairs.
 
     PYTHONPATH=. python3 bench/matmul_pairs.py [--out DIR]
 
@@ -39,15 +42,28 @@ BUILDS = {
     "split192": ("matmul_descriptor_split", "matmul_descriptor_split_kernel", SPLIT, 1),
     "split192_pairs": ("matmul_descriptor_split", "matmul_descriptor_split_kernel",
                        SPLIT + ", WARP_SPECIALIZE = true", 2),
+    "tail": ("matmul_descriptor_tail", "matmul_descriptor_tail_kernel",
+             TILE + ", FIXUP_ROWS = 32", 1),
+    "tail_producer": ("matmul_descriptor_tail", "matmul_descriptor_tail_kernel",
+                      TILE + ", FIXUP_ROWS = 32, WARP_SPECIALIZE = true", 1),
+    "tail_pairs": ("matmul_descriptor_tail", "matmul_descriptor_tail_kernel",
+                   TILE + ", FIXUP_ROWS = 32, WARP_SPECIALIZE = true", 2),
 }
-WIDTHS = {"matmul_descriptor_kernel": 256, "matmul_descriptor_split_kernel": 192}
+WIDTHS = {"matmul_descriptor_kernel": 256, "matmul_descriptor_split_kernel": 192,
+          "matmul_descriptor_tail_kernel": 256}
+SIGNATURES = {
+    "matmul_descriptor_tail_kernel":
+        "*fp16:16, *fp16:16, *fp16:16, *fp32:16, *i32:16, i32, i32:8, i32:8, i32:8, i32:8, "
+        "i32:8, i32, i32"}
+GRIDS = {"matmul_descriptor_tail_kernel":
+         "cdiv(M, 128) * cdiv(N, 256) + cdiv(M, 128) * cdiv(N, 256) % wave * (splits - 1)"}
 KERNEL = """
 [[kernel]]
 name = "{name}"
 source = "{source}"
 function = "{function}"
-signature = "*fp16:16, *fp16:16, *fp16:16, i32, i32:8, i32:8, i32:8, i32:8, i32:8"
-grid = ["cdiv(M, 128) * cdiv(N, {width})"]
+signature = "{signature}"
+grid = ["{grid}"]
 specialize = "none"
 num_warps = 8
 num_stages = 3
@@ -60,7 +76,10 @@ def build(folder: pathlib.Path):
     import aotk
     text = '[library]\nname = "pairs"\ntargets = ["sm_90"]\n' + "".join(
         KERNEL.format(name=name, source=KERNELS / f"{file}.py", function=function,
-                      width=WIDTHS[function], constants=constants, num_ctas=num_ctas)
+                      signature=SIGNATURES.get(function, "*fp16:16, *fp16:16, *fp16:16, i32, "
+                                                         "i32:8, i32:8, i32:8, i32:8, i32:8"),
+                      grid=GRIDS.get(function, f"cdiv(M, 128) * cdiv(N, {WIDTHS[function]})"),
+                      constants=constants, num_ctas=num_ctas)
         for name, (file, function, constants, num_ctas) in BUILDS.items())
     (folder / "aotk.toml").write_text(text)
     return aotk.load(aotk.build(folder / "aotk.toml", out_dir=folder / "out").library)
@@ -72,6 +91,9 @@ def main(argv=None):
     args = parser.parse_args(argv)
     import torch
     lib = build(pathlib.Path(tempfile.mkdtemp()))
+    sys.path.insert(0, str(KERNELS))
+    from matmul_descriptor_tail import tail_plan
+    wave = torch.cuda.get_device_properties(0).multi_processor_count
     rows = []
     for m, n, k in SIZES:
         generator = torch.Generator(device="cuda").manual_seed(0)
@@ -80,10 +102,17 @@ def main(argv=None):
         expected = torch.matmul(a, b)
         outputs = {name: torch.empty((m, n), device="cuda", dtype=torch.float16)
                    for name in BUILDS}
-        calls = {name: (lambda name=name: getattr(lib, name)(a, b, outputs[name], m, n, k, k,
-                                                             n, n))
-                 for name in BUILDS}
-        row = {"M": m, "N": n, "K": k}
+        plan = tail_plan(m, n, k, wave)
+        workspace = torch.empty(plan["workspace"], device="cuda", dtype=torch.float32)
+        counters = torch.zeros(plan["counters"], device="cuda", dtype=torch.int32)
+
+        def call(name):
+            if BUILDS[name][1] == "matmul_descriptor_tail_kernel":
+                return lambda: getattr(lib, name)(a, b, outputs[name], workspace, counters, m, n,
+                                                  k, k, n, n, wave, plan["splits"])
+            return lambda: getattr(lib, name)(a, b, outputs[name], m, n, k, k, n, n)
+        calls = {name: call(name) for name in BUILDS}
+        row = {"M": m, "N": n, "K": k, "wave": wave, "tail_splits": plan["splits"]}
         for name, call in calls.items():
             outputs[name].fill_(float("nan"))
             call()
