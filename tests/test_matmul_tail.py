@@ -2,6 +2,7 @@
 wave's tiles split along K. Results on the CPU interpreter against numpy (odd tails, odd and
 even splits, more splits than K steps, programs arriving in any order, buffers reused), its
 sm_90 builds (plain, producer warp, pairs), its planner, and on a GPU against torch."""
+import re
 from types import SimpleNamespace
 
 import numpy as np
@@ -113,7 +114,8 @@ def test_the_plan_fills_the_idle_part_of_the_last_wave():
 
 def test_sm_90_builds_take_the_descriptor_matmuls_registers():
     """Plain, producer warp, and pairs (multicast of B's tiles): TMA copies into wgmma, no
-    spills, the registers matmul_descriptor.py's tile takes (154 when written)."""
+    spills, the registers matmul_descriptor.py's tile takes (154 when written); the
+    partial stored from the fragments."""
     kernel = _module().matmul_descriptor_tail_kernel
     for options, threads, cluster in (({}, 256, 1), ({"WARP_SPECIALIZE": True}, 288, 1)):
         for num_ctas in (1, 2) if options else (1,):
@@ -125,6 +127,9 @@ def test_sm_90_builds_take_the_descriptor_matmuls_registers():
             assert compiled.metadata["cluster"] == num_ctas
             assert ("multicast::cluster" in compiled.ptx) == (num_ctas == 2)
             assert "atom.global.acq_rel.gpu.add" in compiled.ptx
+            # The partial goes from the accumulator's fragments, 8 bytes a thread: 128 x 256
+            # fp32 over 256 compute threads (the fixup's C stores are predicated).
+            assert len(re.findall(r"^\s*st\.global\.v2\.b32", compiled.ptx, re.M)) == 64
 
 
 @pytest.mark.gpu
