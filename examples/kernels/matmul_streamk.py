@@ -134,13 +134,10 @@ def matmul_streamk_kernel(a_ptr, b_ptr, c_ptr, workspace, counters, M, N, K,
             else:
                 rows = tl.arange(0, BLOCK_SIZE_M)
                 columns = tl.arange(0, BLOCK_SIZE_N)
-                # `+ 0.0` (-0.0 becomes 0.0, harmless in a partial sum) makes the stored
-                # value one of this branch: aotk converts a value to each layout it is used
-                # in where it is defined, and the accumulator's conversion to the store's
-                # layout (128 KiB through shared memory) would run for whole tiles too.
-                partial = accumulator + 0.0
+                # Stored from the accumulator's fragments, 8 bytes a thread (no change of
+                # layout, so nothing of it runs on the whole tiles' path).
                 tl.store(workspace + slot * slot_elements + rows[:, None] * BLOCK_SIZE_N
-                         + columns[None, :], partial)
+                         + columns[None, :], accumulator)
                 # Every thread's partial is stored before the one thread's release.
                 tl.debug_barrier()
                 done = tl.atomic_add(counters + sk_tile, k_hi - k_lo, sem="acq_rel",
