@@ -91,8 +91,8 @@ def _descriptor(library, triton):
             a, b, c, m, n, k, k, n, n)
 
     def triton_runs(m, n, k):
-        # Triton's device-side descriptors need 16-byte row strides and does not check: at
-        # 4095 its results are wrong (98 % of the elements, measured), so it is not timed.
+        # Triton's device-side descriptors need 16-byte row strides, which Triton does not
+        # check: at 4095 its results are wrong (98 % of the elements, measured); not timed.
         return k % 8 == 0 and n % 8 == 0
     return run_aotk, run_triton, tuned, library.matmul_descriptor.select, triton_runs
 
