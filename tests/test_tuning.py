@@ -391,7 +391,7 @@ def test_tune_arguments_may_read_the_devices_sm_count(tmp_path):
         cuda=SimpleNamespace(current_device=lambda: 0, get_device_properties=lambda index:
                              SimpleNamespace(multi_processor_count=132)))
     kernel = SimpleNamespace(name="k", tune=SimpleNamespace(arguments={
-        "workspace": "2 * num_sms * 128", "programs": "min(num_sms, cdiv(n, 64))"}))
+        "workspace": "2 * num_sms * 128", "programs": "min(num_sms, cdiv(n, 64))"}, fills={}))
     signature = Signature.parse("*fp32, i32, i32", ["workspace", "n", "programs"], "k")
     manifest = SimpleNamespace(path=tmp_path / "aotk.toml")
     values = tuning_arguments(manifest, kernel, signature, {"n": 1000}, torch)
@@ -399,3 +399,85 @@ def test_tune_arguments_may_read_the_devices_sm_count(tmp_path):
     assert made == [(2 * 132 * 128, float32)]
     values = tuning_arguments(manifest, kernel, signature, {"n": 100000}, torch)
     assert values["programs"] == 132
+
+
+def _stand_in_torch(made):
+    """A torch with what `aotk tune` calls to make buffers, each call recorded in ``made``."""
+    from types import SimpleNamespace
+
+    class Tensor:
+        def __init__(self, call):
+            made.append(call)
+
+        def to(self, dtype):
+            made[-1] += (dtype,)
+            return self
+    float32 = SimpleNamespace(is_floating_point=True)
+    int32 = SimpleNamespace(is_floating_point=False)
+    return SimpleNamespace(
+        float32=float32, int32=int32, bool=object(),
+        randn=lambda count, device: Tensor(("randn", count)),
+        randint=lambda low, high, shape, device: Tensor(("randint", low, high, shape)),
+        zeros=lambda count, device, dtype: Tensor(("zeros", count, dtype)),
+        ones=lambda count, device, dtype: Tensor(("ones", count, dtype)),
+        cuda=SimpleNamespace(current_device=lambda: 0, get_device_properties=lambda index:
+                             SimpleNamespace(multi_processor_count=132)))
+
+
+def _tune_of(tmp_path, arguments):
+    from aotk.buildsys.manifest import load_manifest
+    manifest = MANIFEST.replace('arguments = {{ x_ptr = "n", y_ptr = "n", out_ptr = "n" }}',
+                                arguments.replace("{", "{{").replace("}", "}}"))
+    return load_manifest(_project(tmp_path, manifest=manifest) / "aotk.toml")
+
+
+def test_tune_buffers_are_filled_as_the_manifest_says(tmp_path):
+    """A counter buffer a kernel expects zeroed, an index buffer that must stay in range:
+    `{ count = ..., fill = ... }` says how `aotk tune` fills a pointer's buffer (random
+    values where nothing is said)."""
+    from aotk.buildsys.tune import tuning_arguments
+    from aotk.ir.signature import Signature
+    manifest = _tune_of(tmp_path, 'arguments = { x_ptr = "n", '
+                        'y_ptr = { count = "n / 4", fill = "zeros" }, '
+                        'out_ptr = { count = "n", fill = "integers(1, min(n, 100))" } }')
+    kernel = manifest.kernels[0]
+    signature = Signature.parse("*fp32, *i32, *i32, i32", ["x_ptr", "y_ptr", "out_ptr", "n"],
+                                "add")
+    made = []
+    torch = _stand_in_torch(made)
+    values = tuning_arguments(manifest, kernel, signature, {"n": 1000}, torch)
+    assert values["n"] == 1000
+    assert made == [("randn", 1000, torch.float32), ("zeros", 250, torch.int32),
+                    ("randint", 1, 100, (1000,), torch.int32)]
+
+
+@pytest.mark.parametrize("arguments, key, message", [
+    ('{ x_ptr = { count = "n", fill = "gaussian" } }', "arguments.x_ptr.fill",
+     '"random", "zeros", "ones" or "integers(LOW, HIGH)"'),
+    ('{ x_ptr = { count = "n", fill = "integers(0)" } }', "arguments.x_ptr.fill",
+     "integers(LOW, HIGH)"),
+    ('{ x_ptr = { fill = "zeros" } }', "arguments.x_ptr.count", "missing"),
+    ('{ x_ptr = { count = "n", fil = "zeros" } }', "arguments.x_ptr.fil", "did you mean 'fill'"),
+])
+def test_a_bad_fill_is_one_error_naming_its_key(tmp_path, arguments, key, message):
+    with pytest.raises(ManifestError) as error:
+        _tune_of(tmp_path, f"arguments = {arguments}")
+    assert f"kernel.add.tune.{key}" in str(error.value) and message in str(error.value)
+
+
+@pytest.mark.parametrize("arguments, message", [
+    ('{ x_ptr = "n", y_ptr = "n", out_ptr = "n", n = { count = "1", fill = "zeros" } }',
+     "only a pointer parameter's buffer is filled"),
+    ('{ x_ptr = { count = "n", fill = "integers(n, 5)" }, y_ptr = "n", out_ptr = "n" }',
+     "holds no value"),
+])
+def test_a_fill_that_cannot_be_made_is_one_error_naming_its_key(tmp_path, arguments, message):
+    from aotk.buildsys.tune import tuning_arguments
+    from aotk.ir.signature import Signature
+    manifest = _tune_of(tmp_path, f"arguments = {arguments}")
+    signature = Signature.parse("*fp32, *fp32, *fp32, i32", ["x_ptr", "y_ptr", "out_ptr", "n"],
+                                "add")
+    with pytest.raises(ManifestError) as error:
+        tuning_arguments(manifest, manifest.kernels[0], signature, {"n": 1000},
+                         _stand_in_torch([]))
+    assert ".fill" in str(error.value) and message in str(error.value)

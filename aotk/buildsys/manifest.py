@@ -84,6 +84,9 @@ class Tune:
     #                              expressions over the key names)
     work: str | None = None      # work per call (C expression over the key names)
     work_unit: str = "flop"      # "flop" (TFLOP/s) or "byte" (GB/s)
+    # pointer parameter -> how its buffer is filled, where not with random values:
+    # ("zeros",), ("ones",) or ("integers", low, high) with C expressions over the key
+    fills: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -374,18 +377,56 @@ def _tune(path, where: str, table) -> Tune:
     if not isinstance(arguments, dict):
         _fail(path, f"{where}.arguments", "expected an inline table { parameter = "
               "\"C expression over the key\" }")
+    counts, fills = {}, {}
     for name, value in arguments.items():
+        if isinstance(value, dict):   # a buffer: { count = ..., fill = ... }
+            _check_keys(path, f"{where}.arguments.{name}", value, {"count", "fill"})
+            fills[name] = _fill(path, f"{where}.arguments.{name}.fill", value.get("fill"))
+            value = value.get("count")
+            if value is None:
+                _fail(path, f"{where}.arguments.{name}.count", "missing: the buffer's element "
+                      "count, a C expression over the key")
         if not isinstance(value, (str, int)) or isinstance(value, bool):
-            _fail(path, f"{where}.arguments.{name}", f"expected a C expression string or an "
-                  f"integer, got {value!r}")
+            _fail(path, f"{where}.arguments.{name}", f"expected a C expression string, an "
+                  f"integer, or {{ count = ..., fill = ... }}, got {value!r}")
+        counts[name] = str(value)
     work = table.get("work")
     if work is not None and not isinstance(work, str):
         _fail(path, f"{where}.work", f"expected a C expression string, got {work!r}")
     unit = table.get("work_unit", "flop")
     if unit not in ("flop", "byte"):
         _fail(path, f"{where}.work_unit", f'expected "flop" or "byte", got {unit!r}')
-    return Tune([dict(p) for p in points], {k: str(v) for k, v in arguments.items()}, work,
-                unit)
+    return Tune([dict(p) for p in points], counts, work, unit, fills)
+
+
+_FILLS = '"random", "zeros", "ones" or "integers(LOW, HIGH)"'
+
+
+def _fill(path, key: str, text) -> tuple:
+    """A tune buffer's fill: ("random",), ("zeros",), ("ones",) or ("integers", low, high),
+    low and high C expressions over the key (values from low up to high, not included)."""
+    if not isinstance(text, str):
+        _fail(path, key, f"expected {_FILLS}, got {text!r}")
+    text = text.strip()
+    if text in ("random", "zeros", "ones"):
+        return (text,)
+    match = re.fullmatch(r"integers\((.*)\)", text)
+    if match:
+        bounds = _split_top_level(match.group(1))
+        if len(bounds) == 2 and all(bounds):
+            return ("integers", *bounds)
+    _fail(path, key, f"expected {_FILLS}, got {text!r}")
+
+
+def _split_top_level(text: str) -> list:
+    """``text`` split at the commas outside parentheses, each part stripped."""
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    return parts + [text[start:].strip()]
 
 
 def _check_not_repeated(path, where: str, variants: list):

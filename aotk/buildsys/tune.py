@@ -55,7 +55,15 @@ def _torch_dtype(torch, element):
     return getattr(torch, name.split(".", 1)[1], None) if name else None
 
 
-def _random(torch, dtype, count: int):
+def _buffer(torch, dtype, count: int, fill: tuple, bounds=None):
+    """A CUDA tensor of ``count`` elements filled as ``fill`` says (``bounds``: the
+    integers' low and high, evaluated)."""
+    if fill[0] == "zeros":
+        return torch.zeros(count, device="cuda", dtype=dtype)
+    if fill[0] == "ones":
+        return torch.ones(count, device="cuda", dtype=dtype)
+    if fill[0] == "integers":
+        return torch.randint(bounds[0], bounds[1], (count,), device="cuda").to(dtype)
     if dtype.is_floating_point:
         return torch.randn(count, device="cuda").to(dtype)
     if dtype == torch.bool:
@@ -64,8 +72,9 @@ def _random(torch, dtype, count: int):
 
 
 def tuning_arguments(manifest, kernel, signature, point, torch) -> dict:
-    """The launch's runtime arguments at ``point``: random tensors and the scalars, each
-    from its ``tune.arguments`` expression over the key and the device's names (num_sms)."""
+    """The launch's runtime arguments at ``point``: tensors (random, or as the argument's
+    ``fill`` says) and the scalars, each from its ``tune.arguments`` expression over the key
+    and the device's names (num_sms)."""
     where = f"kernel.{kernel.name}.tune.arguments"
     # The device names of grids and `when`s (num_sms) have their values here too: a
     # persistent kernel's workspace is sized by them.
@@ -74,6 +83,9 @@ def tuning_arguments(manifest, kernel, signature, point, torch) -> dict:
     values = {}
     for parameter in signature.parameters:
         name = parameter.name
+        if name in kernel.tune.fills and not parameter.type.is_ptr():
+            _fail(manifest, f"{where}.{name}.fill", f"{name} is a scalar ({parameter.type}): "
+                  "only a pointer parameter's buffer is filled")
         if name in point:
             values[name] = point[name]
             continue
@@ -84,12 +96,22 @@ def tuning_arguments(manifest, kernel, signature, point, torch) -> dict:
             value = evaluate(kernel.tune.arguments[name], {**device, **point})
         except ExpressionError as exc:
             _fail(manifest, f"{where}.{name}", str(exc))
+        fill = kernel.tune.fills.get(name, ("random",))
         if parameter.type.is_ptr():
             dtype = _torch_dtype(torch, parameter.type.element_ty)
             if dtype is None:
                 _fail(manifest, f"{where}.{name}", f"aotk tune cannot make a tensor of "
                       f"{parameter.type}")
-            values[name] = _random(torch, dtype, int(value))
+            bounds = None
+            if fill[0] == "integers":
+                try:
+                    bounds = [evaluate(bound, {**device, **point}) for bound in fill[1:]]
+                except ExpressionError as exc:
+                    _fail(manifest, f"{where}.{name}.fill", str(exc))
+                if bounds[0] >= bounds[1]:
+                    _fail(manifest, f"{where}.{name}.fill", f"integers({bounds[0]}, "
+                          f"{bounds[1]}) at {point} holds no value")
+            values[name] = _buffer(torch, dtype, int(value), fill, bounds)
         else:
             values[name] = value
     return values
