@@ -370,37 +370,6 @@ def test_the_tuning_file_has_the_mode_the_umask_gives(tmp_path):
     assert tuning_path(project / "aotk.toml").stat().st_mode & 0o777 == 0o644
 
 
-def test_tune_arguments_may_read_the_devices_sm_count(tmp_path):
-    """A persistent kernel's workspace is sized by the SM count, as its grid is: the
-    `tune.arguments` expressions see `num_sms` (the device's; here a stand-in torch's)."""
-    from types import SimpleNamespace
-    from aotk.buildsys.tune import tuning_arguments
-    from aotk.ir.signature import Signature
-    made = []
-
-    class Tensor:
-        def __init__(self, count):
-            self.count = count
-
-        def to(self, dtype):
-            made.append((self.count, dtype))
-            return self
-    float32 = SimpleNamespace(is_floating_point=True)
-    torch = SimpleNamespace(
-        float32=float32, randn=lambda count, device: Tensor(count),
-        cuda=SimpleNamespace(current_device=lambda: 0, get_device_properties=lambda index:
-                             SimpleNamespace(multi_processor_count=132)))
-    kernel = SimpleNamespace(name="k", tune=SimpleNamespace(arguments={
-        "workspace": "2 * num_sms * 128", "programs": "min(num_sms, cdiv(n, 64))"}, fills={}))
-    signature = Signature.parse("*fp32, i32, i32", ["workspace", "n", "programs"], "k")
-    manifest = SimpleNamespace(path=tmp_path / "aotk.toml")
-    values = tuning_arguments(manifest, kernel, signature, {"n": 1000}, torch)
-    assert values["n"] == 1000 and values["programs"] == 16
-    assert made == [(2 * 132 * 128, float32)]
-    values = tuning_arguments(manifest, kernel, signature, {"n": 100000}, torch)
-    assert values["programs"] == 132
-
-
 def _stand_in_torch(made):
     """A torch with what `aotk tune` calls to make buffers, each call recorded in ``made``."""
     from types import SimpleNamespace
@@ -422,6 +391,25 @@ def _stand_in_torch(made):
         ones=lambda count, device, dtype: Tensor(("ones", count, dtype)),
         cuda=SimpleNamespace(current_device=lambda: 0, get_device_properties=lambda index:
                              SimpleNamespace(multi_processor_count=132)))
+
+
+def test_tune_arguments_may_read_the_devices_sm_count(tmp_path):
+    """A persistent kernel's workspace is sized by the SM count, as its grid is: the
+    `tune.arguments` expressions see `num_sms` (the device's; here a stand-in torch's)."""
+    from types import SimpleNamespace
+    from aotk.buildsys.tune import tuning_arguments
+    from aotk.ir.signature import Signature
+    made = []
+    torch = _stand_in_torch(made)
+    kernel = SimpleNamespace(name="k", tune=SimpleNamespace(arguments={
+        "workspace": "2 * num_sms * 128", "programs": "min(num_sms, cdiv(n, 64))"}, fills={}))
+    signature = Signature.parse("*fp32, i32, i32", ["workspace", "n", "programs"], "k")
+    manifest = SimpleNamespace(path=tmp_path / "aotk.toml")
+    values = tuning_arguments(manifest, kernel, signature, {"n": 1000}, torch)
+    assert values["n"] == 1000 and values["programs"] == 16
+    assert made == [("randn", 2 * 132 * 128, torch.float32)]
+    values = tuning_arguments(manifest, kernel, signature, {"n": 100000}, torch)
+    assert values["programs"] == 132
 
 
 def _tune_of(tmp_path, arguments):
