@@ -22,10 +22,10 @@ def _module():
 
 
 def _buffers(m, n, wave, splits, block_m, block_n, fill):
-    tiles = -(-m // block_m) * -(-n // block_n)
-    tail = tiles % wave if splits > 1 else 0
-    workspace = np.full(max(tail * splits * block_m * block_n, 1), fill, np.float32)
-    return workspace, np.zeros(max(tail, 1), np.int32), tiles + tail * (splits - 1)
+    """(workspace, counters, grid) of a launch with ``splits`` (the workspace in ``fill``)."""
+    plan = _module().tail_plan(m, n, 1, wave, block_m, block_n, splits=splits)
+    return (np.full(plan["workspace"], fill, np.float32), np.zeros(plan["counters"], np.int32),
+            plan["grid"])
 
 
 def _run(m, n, k, wave, splits, seed=0, block=(32, 32, 16), fixup_rows=8):

@@ -113,18 +113,19 @@ def matmul_descriptor_tail_kernel(a_ptr, b_ptr, c_ptr, workspace, counters, M, N
 
 
 def tail_plan(m: int, n: int, k: int, wave: int, block_m: int = 128, block_n: int = 256,
-              block_k: int = 64) -> dict:
+              block_k: int = 64, splits: int | None = None) -> dict:
     """splits, grid, workspace and counter sizes for a (m, n, k) on a wave of ``wave``
     programs: the tail tiles split into as many K shares as the wave has room for, an even
     number (so that tail programs pair), each of at least 4 K steps; 1 (no split) where
-    that leaves fewer than 2."""
+    that leaves fewer than 2. ``splits``, if given, is taken as it is (any number >= 1)."""
     tiles = -(-m // block_m) * -(-n // block_n)
     tail = tiles % wave
-    splits = wave // tail if tail else 1
-    splits = min(splits, -(-k // block_k) // 4)
-    splits -= splits % 2
-    if splits < 2:
-        splits = 1
+    if splits is None:
+        splits = wave // tail if tail else 1
+        splits = min(splits, -(-k // block_k) // 4)
+        splits -= splits % 2
+        if splits < 2:
+            splits = 1
     tail_tiles = tail if splits > 1 else 0
     return {"splits": splits, "grid": tiles + tail_tiles * (splits - 1),
             "workspace": max(tail_tiles * splits * block_m * block_n, 1),
