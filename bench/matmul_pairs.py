@@ -26,7 +26,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from timing import KERNELS, time_interleaved  # noqa: E402
+from timing import KERNELS, matmul_operands, time_interleaved  # noqa: E402
 
 SIZES = [(2816, 3000, 3000), (3000, 3000, 3000), (5120, 1000, 3000), (3072, 3072, 3072),
          (4096, 4096, 4096), (8192, 8192, 8192)]
@@ -96,10 +96,7 @@ def main(argv=None):
     wave = torch.cuda.get_device_properties(0).multi_processor_count
     rows = []
     for m, n, k in SIZES:
-        generator = torch.Generator(device="cuda").manual_seed(0)
-        a = torch.randn((m, k), generator=generator, device="cuda", dtype=torch.float16)
-        b = torch.randn((k, n), generator=generator, device="cuda", dtype=torch.float16)
-        expected = torch.matmul(a, b)
+        a, b, expected = matmul_operands(m, n, k)
         outputs = {name: torch.empty((m, n), device="cuda", dtype=torch.float16)
                    for name in BUILDS}
         plan = tail_plan(m, n, k, wave)

@@ -26,7 +26,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from timing import KERNELS, time_interleaved, triton_port  # noqa: E402
+from timing import KERNELS, matmul_operands, time_interleaved, triton_port  # noqa: E402
 
 SIZES = [(3000, 3000, 3000), (3072, 3000, 3000), (3072, 3072, 3072), (4096, 4096, 4096),
          (5120, 1000, 3000), (3072, 2816, 3000)]
@@ -78,10 +78,7 @@ def run(sizes) -> dict:
     streamk_triton = triton_port(KERNELS / "matmul_streamk.py")
     rows = []
     for m, n, k in sizes:
-        generator = torch.Generator(device="cuda").manual_seed(0)
-        a = torch.randn((m, k), generator=generator, device="cuda", dtype=torch.float16)
-        b = torch.randn((k, n), generator=generator, device="cuda", dtype=torch.float16)
-        expected = torch.matmul(a, b)
+        a, b, expected = matmul_operands(m, n, k)
         row = {"M": m, "N": n, "K": k, "programs": programs,
                "tiles_128x256": -(-m // 128) * -(-n // 256)}
         launchers = {"cublas": lambda: torch.matmul(a, b)}

@@ -26,6 +26,16 @@ def triton_port(path: pathlib.Path, use_triton: bool = True):
     return module
 
 
+def matmul_operands(m: int, n: int, k: int) -> tuple:
+    """(a, b, torch.matmul(a, b)): fp16 operands from one seed, the same for every bench and
+    run, and cuBLAS's product that outputs are checked against."""
+    import torch
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.randn((m, k), generator=generator, device="cuda", dtype=torch.float16)
+    b = torch.randn((k, n), generator=generator, device="cuda", dtype=torch.float16)
+    return a, b, torch.matmul(a, b)
+
+
 def time_ms(fn, warmup=10, reps=30, back_to_back=10) -> float:
     """Median over ``reps`` of the mean kernel time of ``back_to_back`` queued launches
     (CUDA events): queued launches hide each implementation's host cost equally. One
