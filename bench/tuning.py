@@ -1,9 +1,11 @@
-"""Autotuning ahead of time, measured: examples/tuned's two matmuls tuned by `aotk tune` and
+"""Autotuning ahead of time, measured: examples/tuned's three matmuls tuned by `aotk tune` and
 built into a library, against cuBLAS (torch.matmul) and Triton's own JIT autotune, in one run
-on one GPU: the tutorial matmul over its eight configs (Triton autotunes the same eight), and
+on one GPU: the tutorial matmul over its eight configs (Triton autotunes the same eight);
 the descriptor matmul of examples/kernels/matmul_descriptor_autotuned.py over its six
 (Triton autotunes the four that run programs alone: its num_ctas=2 splits a program over a
-cluster instead, and WARP_SPECIALIZE stays off on its side).
+cluster instead, and WARP_SPECIALIZE stays off on its side); and the descriptor matmul with
+its last wave split along K (matmul_descriptor_tail_autotuned.py: alone, producer warp,
+pairs; Triton runs the first).
 
     PYTHONPATH=. python3 bench/tuning.py [--out DIR]
 
@@ -97,7 +99,49 @@ def _descriptor(library, triton):
     return run_aotk, run_triton, tuned, library.matmul_descriptor.select, triton_runs
 
 
-SIDES = {"matmul": _tutorial, "matmul_descriptor": _descriptor}
+def _tail(library, triton):
+    """(aotk call, Triton call) for the descriptor matmul with its last wave split along K:
+    its library entry, and Triton's @triton.autotune over the config that runs programs
+    alone without a producer warp; both get the wave, splits and buffers of tail_plan."""
+    import torch
+    module = triton_port(KERNELS / "matmul_descriptor_tail.py")
+    from matmul_descriptor_tail import tail_plan
+    from matmul_descriptor_tail_autotuned import CONFIGS
+    wave = torch.cuda.get_device_properties(0).multi_processor_count
+    triton.set_allocator(lambda size, alignment, stream:
+                         torch.empty(size, device="cuda", dtype=torch.int8))
+    tuned = triton.autotune(
+        configs=[triton.Config(dict(c.kwargs), num_warps=c.num_warps, num_stages=c.num_stages)
+                 for c in CONFIGS if c.num_ctas == 1 and not c.kwargs["WARP_SPECIALIZE"]],
+        key=["M", "N", "K"], reset_to_zero=["counters"])(module.matmul_descriptor_tail_kernel)
+    buffers = {}
+
+    def plan(m, n, k):
+        if (m, n, k) not in buffers:
+            p = tail_plan(m, n, k, wave)
+            buffers[m, n, k] = (p, torch.empty(p["workspace"], device="cuda"),
+                                torch.zeros(p["counters"], device="cuda", dtype=torch.int32))
+        return buffers[m, n, k]
+
+    def run_aotk(a, b, c, m, n, k):
+        p, workspace, counters = plan(m, n, k)
+        library.matmul_tail(a, b, c, workspace, counters, m, n, k, k, n, n, wave, p["splits"])
+
+    def run_triton(a, b, c, m, n, k):
+        p, workspace, counters = plan(m, n, k)
+        tuned[(p["grid"],)](a, b, c, workspace, counters, m, n, k, k, n, n, wave, p["splits"])
+
+    def select(a, b, c, m, n, k, *strides):
+        p, workspace, counters = plan(m, n, k)
+        return library.matmul_tail.select(a, b, c, workspace, counters, m, n, k, *strides,
+                                          wave, p["splits"])
+
+    def triton_runs(m, n, k):
+        return k % 8 == 0 and n % 8 == 0    # as for the descriptor matmul
+    return run_aotk, run_triton, tuned, select, triton_runs
+
+
+SIDES = {"matmul": _tutorial, "matmul_descriptor": _descriptor, "matmul_tail": _tail}
 
 
 def _measure(name, side, point) -> dict:
@@ -182,10 +226,11 @@ def _figure(value, digits=4) -> str:
 
 def markdown(document) -> str:
     lines = [f"# examples/tuned's matmuls tuned ahead of time, {document['gpu']}", "",
-             f"`aotk tune` over both kernels' configs at their sizes took "
+             f"`aotk tune` over the kernels' configs at their sizes took "
              f"{document['aotk_tune_s']:.1f} s. Ratios > 1: aotk faster. Triton "
              f"{document['triton']} autotunes the tutorial matmul's 8 configs and the "
-             "descriptor matmul's 4 that run programs alone (JIT).", "",
+             "descriptor matmul's 4 that run programs alone, and the split-tail matmul's plain "
+             "config (JIT).", "",
              "| kernel | M x N x K | aotk ms | TFLOP/s | Triton ms | cuBLAS ms | vs cuBLAS "
              "| vs Triton | aotk variant | Triton config |",
              "|---|---|---|---|---|---|---|---|---|---|"]
