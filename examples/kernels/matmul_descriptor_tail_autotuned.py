@@ -2,8 +2,8 @@
 128 x 256 tile alone, with a producer warp, and with producer warps shared by pairs of
 programs (num_ctas=2); tuned per (M, N, K) in examples/tuned (docs/tuning.md), where the
 manifest's tune.arguments give the wave (the SM count), the splits and the buffers as
-tail_plan does. The counters start zero for every measured launch (``reset_to_zero``, as
-in Triton): `aotk tune` fills its buffers with random values."""
+tail_plan does (the counters zeroed: `fill = "zeros"`). ``reset_to_zero`` zeroes them before
+each measured launch, as Triton's autotuner does, for JIT launches too."""
 import aotk
 from matmul_descriptor_tail import matmul_descriptor_tail_kernel
 
