@@ -18,6 +18,10 @@ broadcasting a row maximum back costs nothing). Steps:
    touch consecutive words) and combines them in that butterfly's order.
 Triton 3.8 combines in these orders too (its PTX for the same reductions), so float sums
 round as Triton's do.
+A sum that picks one element (``tl.sum(tl.where(tl.arange(0, n) == i, x, 0), axis)``, how
+Triton code reads row i of a tile: fla's triangular solves) is lowered as that pick: the
+lane that holds row i sends it with one ``shfl.sync.idx`` (``_one_hot_pick``), where the
+butterfly would take log2(lanes) dependent shuffles and adds per register.
 A combine is a named one (add max min xor or), argreduce's (value, index) rule, or a combine
 region on tuples of registers (``tl.reduce``; see ``combine``). Steps 2 and 3 only span the
 lanes and warps that hold distinct elements: when the layout's tile is larger than the
@@ -26,11 +30,12 @@ axis, replica groups reduce the same elements on their own, so nothing counts tw
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import llvmlite.ir as ir
 
 from ..ir import types as T
-from ..passes.layouts import Layout
+from ..passes.layouts import SCALAR, Blocked, Layout
 from ..passes.mma_layout import Mma
 from .combine import axis_coordinates, axis_geometry, combiner, scratch_bytes
 from .llvm_types import I32, llvm_type
@@ -169,6 +174,9 @@ def lower_reduce(ctx, op) -> list:
     shape = operand.type.shape
     blocked = _source_layout(ctx.plan, op)
     source = ctx.threads.distribution(Layout(blocked), shape)
+    pick = one_hot_pick(op)
+    if pick is not None and _pick_fits(ctx, pick, blocked, shape, axis):
+        return _lower_pick(ctx, op, pick, blocked, source)
     columns = [ctx.regs(v, Layout(blocked)) for v in op.operands]
     if op.opcode == "argreduce":
         element, combine = operand.element, op.attrs["combine"]
@@ -292,3 +300,136 @@ def _lanes_share_entries(blocked, axis: int, shape: tuple, result_layout) -> boo
         if parent != axis and shape[dim] > 1 and blocked.threads_per_warp[parent] > 1:
             return False
     return True
+
+
+# -- a sum that picks one element along the axis ---------------------------------------------
+
+@dataclass(frozen=True)
+class OneHotPick:
+    """``reduce(add, select(arange(start, start + n) == index, x, 0), axis)``: the element of
+    ``x`` at ``index - start`` along the axis (0 where that is outside [0, n))."""
+    x: object        # the kir value picked from
+    index: object    # the kir scalar compared with the arange
+    start: int       # the arange's first value
+
+
+def _zero(value) -> bool:
+    """A constant 0 (+0.0 for floats; -0.0 would make the sum differ from the pick), or a
+    splat of one."""
+    owner = value.owner
+    if owner is not None and owner.opcode == "splat":
+        owner = owner.operands[0].owner
+    if owner is None or owner.opcode != "constant":
+        return False
+    zero = owner.attrs.get("value")
+    return isinstance(zero, (int, float)) and not isinstance(zero, bool) and zero == 0 \
+        and math.copysign(1.0, zero) > 0
+
+
+def _arange_along(value, length: int):
+    """The arange (through widening integer casts) ``value`` is, or None."""
+    while value.owner is not None and value.owner.opcode == "cast":
+        source = value.owner.operands[0]
+        if not (source.element.is_int() and value.element.is_int()
+                and value.element.bits >= max(32, source.element.bits)):
+            return None
+        value = source
+    owner = value.owner
+    if owner is None or owner.opcode != "arange" \
+            or owner.attrs["end"] - owner.attrs["start"] != length:
+        return None
+    return owner
+
+
+def _through_views(value, axis: int):
+    """(value, axis) below the ``broadcast`` and ``expand_dims`` ops that made ``value``,
+    ``axis`` followed down to that value's dimensions; None where one adds the axis."""
+    while value.owner is not None and value.owner.opcode in ("broadcast", "expand_dims"):
+        if value.owner.opcode == "expand_dims":
+            added = value.owner.attrs["axis"]
+            if added == axis:
+                return None
+            axis -= added < axis
+        value = value.owner.operands[0]
+    return value, axis
+
+
+def one_hot_pick(op) -> OneHotPick | None:
+    """The pick a ``reduce`` op is (see ``OneHotPick``), or None. The mask may be compared
+    at any rank, and reach the select through ``expand_dims`` and ``broadcast``."""
+    if op.opcode != "reduce" or op.attrs.get("combine") != "add" or len(op.operands) != 1:
+        return None
+    selected = op.operands[0].owner
+    if selected is None or selected.opcode != "select" or not _zero(selected.operands[2]):
+        return None
+    length = selected.operands[1].type.shape[op.attrs["axis"]]
+    found = _through_views(selected.operands[0], op.attrs["axis"])
+    compare = found and found[0].owner
+    if compare is None or compare.opcode != "cmp" or compare.attrs.get("predicate") != "eq":
+        return None
+    for ramp, other in (compare.operands, compare.operands[::-1]):
+        ramp = _through_views(ramp, found[1])
+        if ramp is None or len(ramp[0].type.shape) != 1 or ramp[1] != 0:
+            continue
+        arange = _arange_along(ramp[0], length)
+        if arange is not None and other.owner is not None and other.owner.opcode == "splat":
+            return OneHotPick(selected.operands[1], other.owner.operands[0],
+                              arange.attrs["start"])
+    return None
+
+
+def _pick_fits(ctx, pick, blocked, shape, axis) -> bool:
+    """Each warp holds the whole axis (a blocked layout may repeat it over lanes and warps;
+    fragments, whose repeats wrap otherwise, must not), and x's registers are there."""
+    _, _, warps, _ = axis_geometry(blocked, shape[axis], axis)
+    layout = Layout(blocked)
+    available = ctx.plan.homes.get(pick.x) == layout or layout in ctx.plan.demands.get(pick.x, ())
+    unwrapped = isinstance(blocked, Blocked) or blocked.tile(axis) <= shape[axis]
+    return warps == 1 and unwrapped and available
+
+
+def _lower_pick(ctx, op, pick, blocked, source) -> list:
+    """Lane (k / step) mod L along the axis holds element k (step: the lane's stride in
+    elements, L: lanes along the axis) at the register whose offset is k - that lane's
+    base, the same offset in every lane (where lanes repeat the axis, each group of L
+    lanes reads from its own). Each lane sends its register at that offset, each
+    receives from the lane at its own other coordinates and the owner's axis position.
+    A float result gets + 0.0: the sum turns a picked -0.0 into +0.0, and so does this."""
+    bld = ctx.builder
+    axis = op.attrs["axis"]
+    size = op.operands[0].type.shape[axis]
+    element = pick.x.element
+    ty = llvm_type(element)
+    zero = ir.Constant(ty, 0.0 if element.is_floating() else 0)
+    (index,) = ctx.regs(pick.index, SCALAR)
+    wide = ir.IntType(64)
+    if index.type.width < 64:
+        signed = pick.index.element.is_int_signed()
+        index = bld.sext(index, wide) if signed else bld.zext(index, wide)
+    k = bld.sub(index, ir.Constant(wide, pick.start)) if pick.start else index
+    inside = bld.icmp_unsigned("<", k, ir.Constant(wide, size))
+    k = bld.trunc(k, I32)   # outside [0, size): any lane, and the result is 0
+    _, lanes, _, _ = axis_geometry(blocked, size, axis)
+    step = blocked.lane_step(axis)
+    lane_stride, _ = blocked.strides(axis)
+    owner_position = bld.urem(bld.udiv(k, ir.Constant(I32, step)), ir.Constant(I32, lanes))
+    offset = bld.sub(k, bld.mul(owner_position, ir.Constant(I32, step)))
+    my_position, _ = axis_coordinates(ctx, blocked, axis, lanes, 1)
+    owner_lane = bld.add(ctx.threads.lane, bld.mul(bld.sub(owner_position, my_position),
+                                                   ir.Constant(I32, lane_stride)))
+    offsets = source.slot_offsets[axis]
+    registers = ctx.regs(pick.x, Layout(blocked))
+    groups = {}
+    for register, slot in zip(registers, source.slots()):
+        groups.setdefault(slot[:axis] + (0,) + slot[axis + 1:], []).append(
+            (offsets[slot[axis]], register))
+    picked = {}
+    for key, held in groups.items():
+        sent = zero
+        for constant, register in held:
+            at = bld.icmp_unsigned("==", offset, ir.Constant(I32, constant))
+            sent = bld.select(at, register, sent)
+        value = bld.select(inside, shuffle(ctx, sent, owner_lane, "idx"), zero)
+        picked[key] = bld.fadd(value, zero) if element.is_floating() else value
+    target = ctx.threads.distribution(Layout(blocked, (axis,)), op.results[0].type.shape)
+    return [[picked[slot] for slot in target.slots()]]

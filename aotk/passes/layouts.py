@@ -48,6 +48,10 @@ class Blocked:
         repeats = max(1, size // self.tile(axis))
         return [r * self.tile(axis) + s for r in range(repeats) for s in range(per_thread)]
 
+    def lane_step(self, axis: int) -> int:
+        """Elements along ``axis`` between the first elements of neighbouring lanes."""
+        return self.size_per_thread[axis]
+
     def strides(self, axis: int) -> tuple:
         """(lane, warp) id distance between neighbours along ``axis``."""
         lane_stride = warp_stride = 1

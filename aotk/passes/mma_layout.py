@@ -50,6 +50,11 @@ class Mma:
     threads_per_warp = (8, 4)
     order = (1, 0)   # a lane's two adjacent columns: consecutive registers
 
+    def lane_step(self, axis: int) -> int:
+        """Elements along ``axis`` between the first elements of neighbouring lanes: rows
+        l/4, columns 2*(l%4)."""
+        return 1 if axis == 0 else 2
+
     def strides(self, axis: int) -> tuple:
         """(lane, warp) id distance between neighbours along ``axis``."""
         return (4, 1) if axis == 0 else (1, self.warps_per_cta[0])
