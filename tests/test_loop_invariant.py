@@ -172,3 +172,75 @@ def test_an_invariant_division_after_a_reduction_leaves_the_loop():
         signature, constants={"BLOCK": 512, "INTEGER": True}))
     hoist_loop_invariants(integer)
     assert not [op for op in integer.body if op.opcode == "idiv"]
+
+
+@aotk.jit
+def _reset_every_trip(a_ptr, b_ptr, out_ptr, trips, RESET: tl.constexpr):
+    """fla's chunk_h shape: the column offsets are set again on every trip (RESET 0: to
+    what they started as; 1: shifted by the trip, a value that does change)."""
+    rows = tl.arange(0, 32)
+    columns = tl.arange(0, 32)
+    shifted = 32 + columns
+    acc = tl.zeros((32, 32), dtype=tl.float32)
+    for t in range(trips):
+        a = tl.load(a_ptr + t * 32 * 32 + rows[:, None] * 32 + columns[None, :])
+        b = tl.load(b_ptr + t * 32 * 64 + rows[:, None] * 64 + shifted[None, :])
+        acc = tl.dot(a, b, acc)
+        if RESET == 0:
+            columns = tl.arange(0, 32)
+            shifted = 32 + columns
+        else:
+            columns = (tl.arange(0, 32) + t) % 32
+    tl.store(out_ptr + rows[:, None] * 32 + columns[None, :], acc)
+
+
+def _reset_inputs(trips):
+    rng = np.random.default_rng(3)
+    return (rng.standard_normal(trips * 32 * 32).astype(np.float16),
+            rng.standard_normal(trips * 32 * 64).astype(np.float16))
+
+
+@pytest.mark.parametrize("reset", [0, 1])
+def test_a_value_every_trip_resets_is_not_carried(reset):
+    """Set again to what it started as, the offsets stop being carried (the loop keeps
+    only its accumulator) and the loop's loads are pipelined; changed by the trip, they
+    stay carried. The rewritten kir computes what the original does either way."""
+    signature = "*fp16:16, *fp16:16, *fp32:16, i32"
+    function = copy.deepcopy(_reset_every_trip.kir(signature, constants={"RESET": reset}))
+    original = copy.deepcopy(function)
+    hoist_loop_invariants(function)
+    (loop,) = _loops(function)
+    carried = sorted(arg.type.shape for arg in loop.regions[0].args[1:])
+    assert carried == ([(32, 32)] if reset == 0 else [(32,), (32, 32)]), carried
+    a, b = _reset_inputs(3)
+    results = []
+    for kir_function in (function, original):
+        out = np.zeros(32 * 32, np.float32)
+        interpreter.run(kir_function, (1, 1, 1), [a, b, out, np.int32(3)])
+        results.append(out)
+    np.testing.assert_array_equal(*results)
+    gir = aotk.compile(_reset_every_trip, signature, {"RESET": reset}, num_warps=4,
+                       target="sm_80").gir
+    (header,) = [line for line in gir.splitlines() if " = for [" in line]
+    assert ("pipeline=0" in header) == (reset == 0), header
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("reset", [0, 1])
+def test_the_reset_offsets_loop_on_the_gpu_matches_numpy(reset):
+    torch = pytest.importorskip("torch")
+    trips = 5
+    a, b = _reset_inputs(trips)
+    out = torch.zeros(32 * 32, device="cuda")
+    _reset_every_trip[(1,)](torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda(), out, trips,
+                            RESET=reset, num_warps=4)
+    a32 = a.astype(np.float32).reshape(trips, 32, 32)
+    b32 = b.astype(np.float32).reshape(trips, 32, 64)
+    columns, acc = np.arange(32), np.zeros((32, 32), np.float32)
+    for t in range(trips):   # the kernel's loop, in numpy
+        acc += a32[t][:, columns] @ b32[t][:, 32:]
+        columns = np.arange(32) if reset == 0 else (np.arange(32) + t) % 32
+    expected = np.zeros((32, 32), np.float32)
+    expected[:, columns] = acc
+    np.testing.assert_allclose(out.cpu().numpy().reshape(32, 32), expected, rtol=1e-2,
+                               atol=1e-2)

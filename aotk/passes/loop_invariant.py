@@ -1,4 +1,4 @@
-"""Loops that run once, and loads that every trip repeats.
+"""Loops that run once, loads that every trip repeats, and values every trip resets.
 
 In: a kir ``Function`` the pass may edit (the compiler hands it a copy). Out: the same
 function where
@@ -16,7 +16,17 @@ function where
    all come from outside the loop (with the invariant elementwise ops, splats and
    constants that feed it) moves before it, as Triton's loop invariant code motion moves
    it: computed once, even if the loop does not run (these are defined everywhere;
-   integer division is not one of them: undefined on zero, it stays).
+   integer division is not one of them: undefined on zero, it stays);
+4. (done first) in any ``for``, a carried value that every trip sets to what it started
+   as (the same pure ops on the same values from outside the loop, ``o = tl.arange(0,
+   64)`` again in the body, or the value itself) stops being carried: the body and the
+   code after the loop read the initial value.
+
+Why (4): Python's loop turns every reassigned name into a carried value; Triton's
+canonicalizer drops these the same way (an iter_arg whose init and yielded values are one
+value once LICM and CSE have run). Carried, an address computed from it changes from trip
+to trip as far as the pipeliner can tell: fla's chunk_h kernel with USE_GK sets
+``o_k1 = tl.arange(0, 64)`` on every trip, and its loads were not pipelined.
 
 Why (3): LLVM does not move the calls these ops become (fp32 ``/`` is an asm
 ``div.full.f32``) past a shuffle or a barrier, which it cannot know to return: liger's jsd
@@ -35,6 +45,8 @@ also writes shared memory.
 """
 from __future__ import annotations
 
+import struct
+
 from ..ir import kir
 from .rewrite import ops_with_blocks
 
@@ -48,9 +60,12 @@ HOISTED = frozenset(("fdiv", "sqrt", "rsqrt", "math", "cast"))
 
 
 def hoist_loop_invariants(function: kir.Function) -> int:
-    """Applies the three rewrites (innermost loops first); returns how many ops moved or
-    loops were folded."""
+    """Applies the rewrites (innermost loops first); returns how many carried values were
+    dropped, ops moved or loops folded."""
     changed = 0
+    for block, loop in reversed([(b, op) for b, op in ops_with_blocks(function.body)
+                                 if op.opcode == "for"]):
+        changed += _drop_reset_carried(function, loop)
     # Innermost first: a folded or hoisted inner loop leaves its loads to the outer one.
     for block, loop in reversed([(b, op) for b, op in ops_with_blocks(function.body)
                                  if op.opcode == "for"]):
@@ -106,6 +121,56 @@ def _fold(function: kir.Function, block: list, loop) -> None:
     position = block.index(loop)
     block[position:position + 1] = body
     _replace_uses(function.body, results)
+
+
+def _same_value(outer, computed, depth: int = 0) -> bool:
+    """Whether ``computed`` (in a loop body) is always ``outer`` (before the loop): the
+    same value, or the same pure op (opcode, attributes, type) on operands that are."""
+    if outer is computed:
+        return True
+    first, second = outer.owner, computed.owner
+    if first is None or second is None or depth > 32 or second.opcode not in kir.PURE_OPS \
+            or first.regions or second.regions or first.opcode != second.opcode \
+            or not _same_attributes(first.attrs, second.attrs) or outer.type != computed.type \
+            or len(first.operands) != len(second.operands):
+        return False
+    return all(_same_value(a, b, depth + 1) for a, b in zip(first.operands, second.operands))
+
+
+def _same_attributes(first: dict, second: dict) -> bool:
+    """Equal attributes, floats bit for bit (0.0 == -0.0 in Python; not as constants)."""
+    if first.keys() != second.keys():
+        return False
+    for name, value in first.items():
+        other = second[name]
+        if isinstance(value, float) or isinstance(other, float):
+            if not (isinstance(value, float) and isinstance(other, float)
+                    and struct.pack("<d", value) == struct.pack("<d", other)):
+                return False
+        elif value != other:
+            return False
+    return True
+
+
+def _drop_reset_carried(function: kir.Function, loop) -> int:
+    """Rewrite 0: the carried values every trip resets to their initial value, replaced by
+    it (inside the loop and after it) and removed from the loop; returns how many."""
+    region = loop.regions[0]
+    dropped = 0
+    while True:
+        carried, inits = region.args[1:], loop.operands[3:]
+        yielded = region.terminator.operands
+        index = next((i for i in range(len(carried)) if yielded[i] is carried[i]
+                      or _same_value(inits[i], yielded[i])), None)
+        if index is None:
+            return dropped
+        initial = inits[index]
+        _replace_uses(region.body, {carried[index]: initial})
+        _replace_uses(function.body, {loop.results[index]: initial})
+        del region.args[1 + index], loop.operands[3 + index]
+        del region.terminator.operands[index], loop.results[index]
+        loop.result = None
+        dropped += 1
 
 
 def _writes_memory(loop) -> bool:
