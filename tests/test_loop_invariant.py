@@ -244,3 +244,26 @@ def test_the_reset_offsets_loop_on_the_gpu_matches_numpy(reset):
     expected[:, columns] = acc
     np.testing.assert_allclose(out.cpu().numpy().reshape(32, 32), expected, rtol=1e-2,
                                atol=1e-2)
+
+
+@aotk.jit
+def _other_half(x_ptr, out_ptr, trips):
+    """A value that starts as one half of a split and is set to the other on every trip:
+    the same opcode on the same operand, another attribute (index), another value."""
+    o = tl.arange(0, 16)
+    pair = tl.load(x_ptr + o[:, None] * 2 + tl.arange(0, 2)[None, :])
+    value, _ = tl.split(pair)
+    for t in range(trips):
+        tl.store(out_ptr + t * 16 + o, value)
+        _, value = tl.split(pair)
+
+
+def test_the_other_half_of_a_split_stays_carried():
+    function = copy.deepcopy(_other_half.kir("*fp32:16, *fp32:16, i32", constants={}))
+    hoist_loop_invariants(function)
+    (loop,) = _loops(function)
+    assert len(loop.regions[0].args) == 3   # the trip and both halves (``_`` swaps too)
+    x = np.arange(32, dtype=np.float32)
+    out = np.zeros(48, np.float32)
+    interpreter.run(function, (1, 1, 1), [x, out, np.int32(3)])
+    np.testing.assert_array_equal(out, np.concatenate([x[0::2], x[1::2], x[1::2]]))

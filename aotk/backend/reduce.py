@@ -19,9 +19,10 @@ broadcasting a row maximum back costs nothing). Steps:
 Triton 3.8 combines in these orders too (its PTX for the same reductions), so float sums
 round as Triton's do.
 A sum that picks one element (``tl.sum(tl.where(tl.arange(0, n) == i, x, 0), axis)``, how
-Triton code reads row i of a tile: fla's triangular solves) is lowered as that pick: the
-lane that holds row i sends it with one ``shfl.sync.idx`` (``_one_hot_pick``), where the
-butterfly would take log2(lanes) dependent shuffles and adds per register.
+Triton code reads row i of a tile: fla's triangular solves) is lowered as that pick
+(``one_hot_pick``, ``_lower_pick``): the lane that holds row i sends it with one
+``shfl.sync.idx``, where the butterfly takes log2(lanes) dependent shuffles and adds per
+register.
 A combine is a named one (add max min xor or), argreduce's (value, index) rule, or a combine
 region on tuples of registers (``tl.reduce``; see ``combine``). Steps 2 and 3 only span the
 lanes and warps that hold distinct elements: when the layout's tile is larger than the
@@ -384,8 +385,8 @@ def _pick_fits(ctx, pick, blocked, shape, axis) -> bool:
     _, _, warps, _ = axis_geometry(blocked, shape[axis], axis)
     layout = Layout(blocked)
     available = ctx.plan.homes.get(pick.x) == layout or layout in ctx.plan.demands.get(pick.x, ())
-    unwrapped = isinstance(blocked, Blocked) or blocked.tile(axis) <= shape[axis]
-    return warps == 1 and unwrapped and available
+    repeats_whole_axes = isinstance(blocked, Blocked) or blocked.tile(axis) <= shape[axis]
+    return warps == 1 and repeats_whole_axes and available
 
 
 def _lower_pick(ctx, op, pick, blocked, source) -> list:
