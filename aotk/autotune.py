@@ -120,8 +120,11 @@ class Heuristics(_Wrapper):
         self.values = dict(values)
 
     def run(self, *args, grid, warmup=False, **kwargs):
+        # Each rule sees the arguments and the values the rules before it set (as in
+        # Triton), from one dict built once a launch rather than once a rule.
+        named = self._named(args, kwargs)
         for name, rule in self.values.items():
-            kwargs[name] = rule(self._named(args, kwargs))
+            kwargs[name] = named[name] = rule(named)
         return self._launch(grid, args, kwargs, warmup)
 
 

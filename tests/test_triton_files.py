@@ -193,6 +193,22 @@ def test_heuristics_run_at_every_launch_on_named_arguments():
     assert [s["n"] for s in seen] == [3, 17] and seen[0]["value"] == 7
 
 
+def test_a_heuristic_sees_the_values_of_the_ones_before_it():
+    """As in Triton: the rules run in order, each on the arguments and the values the
+    earlier rules set (built once a launch, so the second launch's come from its own)."""
+    @aotk.heuristics({"BLOCK": lambda args: aotk.next_power_of_2(args["n"]),
+                      "HALF": lambda args: args["BLOCK"] // 2})
+    @aotk.jit
+    def halves(out_ptr, n, BLOCK: aotk.language.constexpr, HALF: aotk.language.constexpr):
+        offsets = aotk.language.arange(0, BLOCK)
+        aotk.language.store(out_ptr + offsets, offsets // HALF, mask=offsets < n)
+
+    for n, block in ((5, 8), (20, 32)):
+        out = np.full(32, -1, np.int32)
+        halves[(1,)](out, n)
+        assert out[:n].tolist() == [i // (block // 2) for i in range(n)]
+
+
 def test_autotune_rejects_a_launch_argument_its_configs_set():
     @aotk.autotune(configs=[aotk.Config({"BLOCK": 16})], key=[])
     @aotk.jit
