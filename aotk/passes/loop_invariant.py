@@ -153,7 +153,7 @@ def _same_attributes(first: dict, second: dict) -> bool:
 
 
 def _drop_reset_carried(function: kir.Function, loop) -> int:
-    """Rewrite 0: the carried values every trip resets to their initial value, replaced by
+    """Rewrite 4: the carried values every trip resets to their initial value, replaced by
     it (inside the loop and after it) and removed from the loop; returns how many."""
     region = loop.regions[0]
     dropped = 0
