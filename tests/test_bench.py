@@ -234,3 +234,22 @@ def test_implementations_take_turns_each_first_as_often():
     assert all(sorted(round_) == ["aotk", "torch", "triton"] for round_ in order)
     firsts = [round_[0] for round_ in order]
     assert firsts.count("aotk") == firsts.count("triton") == firsts.count("torch") == 2
+
+
+def test_the_kkt_solve_bench_finds_both_kernels_and_builds_its_inputs():
+    """bench/fla_kkt_solve.py without a GPU: fla's kernel under each compiler, inputs of
+    fla's bench size, and the table it prints."""
+    pytest.importorskip("fla")
+    pytest.importorskip("triton")
+    pytest.importorskip("torch")
+    import fla_kkt_solve
+    found = fla_kkt_solve.kernels()
+    assert set(found) == {"aotk", "triton"}
+    assert all(f.__name__ == fla_kkt_solve.KERNEL for f in found.values())
+    data = fla_kkt_solve.inputs("cpu")
+    assert tuple(data["k"].shape) == (4, 2048, 8, 128) and str(data["k"].dtype) == "torch.bfloat16"
+    assert tuple(data["g"].shape) == tuple(data["beta"].shape) == (4, 2048, 8)
+    table = fla_kkt_solve.markdown({"gpu": "H200", "triton": "3.6.0", "rows": [
+        {"num_warps": 1, "aotk_us": 19.82, "triton_us": 22.14, "aotk_over_triton": 0.895,
+         "difference": 1.2e-7}]})
+    assert "| 1 | 19.82 | 22.14 | 0.895 | 1.2e-07 |" in table
