@@ -19,9 +19,10 @@ from aotk.ir.signature import Signature, runtime_parameter_names
 def pick(x_ptr, index_ptr, out_ptr, M: tl.constexpr, N: tl.constexpr, AXIS: tl.constexpr,
          START: tl.constexpr, FORM: tl.constexpr, ZERO: tl.constexpr = 0.0):
     """out[p] = the sum over AXIS of x where the arange along it (from START) equals
-    index[p] (ZERO elsewhere: 0.0, or 0 for integers). FORM 0: the mask built as Triton code writes it; 1: the comparison the other
-    way round, the index an int64; 2: the mask on the other axis of a 1-row tile (a 1-d
-    pick); 3: the arange made a column before the comparison."""
+    index[p] (ZERO elsewhere: 0.0, or 0 for integers). FORM 0: the mask built as Triton
+    code writes it; 1: the comparison the other way round, the index an int64; 2: the mask
+    on the other axis of a 1-row tile (a 1-d pick); 3: the arange made a column before the
+    comparison."""
     p = tl.program_id(0)
     index = tl.load(index_ptr + p)
     m, n = tl.arange(0, M), tl.arange(0, N)
