@@ -190,3 +190,26 @@ def test_a_pick_from_a_dot_result_is_its_row_or_column(axis, n, warps):
     pick_from_dot[(len(indices),)](a, b, indices, c, out, N=n, AXIS=axis, num_warps=warps)
     expected = _expected(c.cpu().numpy(), indices.cpu().numpy(), axis, 0)
     assert (_bits(out.cpu().numpy()) == _bits(expected)).all()
+
+
+@pytest.mark.parametrize("case", CASES[:3] + CASES[6:8], ids=lambda c: "-".join(
+    str(v.__name__ if isinstance(v, type) else v) for v in c))
+def test_the_interpreter_gives_the_expected_sums(case, monkeypatch):
+    """The kernels and ``_expected`` the GPU tests compare, on the interpreter (the sum
+    itself, numpy's): a GPU failure is then the lowering's."""
+    monkeypatch.setenv("AOTK_INTERPRET", "1")
+    m, n, axis, start, form, warps, dtype = case
+    x = _inputs((m, n), dtype, np.random.default_rng(0))
+    size = n if form == 2 else (m, n)[axis]
+    indices = np.array([start, start + size - 1, start - 1, start + size], np.int32)
+    if form == 2:
+        out, source = np.zeros(len(indices), dtype), x[:1]
+    else:
+        out, source = np.zeros((len(indices), (m, n)[1 - axis]), dtype), x
+    zero = 0 if np.issubdtype(dtype, np.integer) else 0.0
+    pick[(len(indices),)](x, indices, out, M=m, N=n, AXIS=axis, START=start, FORM=form,
+                          ZERO=zero, num_warps=warps)
+    expected = _expected(source, indices, 1 if form == 2 else axis, start)
+    if form == 2:
+        expected = expected[:, 0]
+    assert (_bits(out) == _bits(expected)).all()
