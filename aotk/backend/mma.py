@@ -299,7 +299,7 @@ def _k_major_b_fragments(ctx, tile_b, b_root, layout, warp_col, kk: int,
     b = ctx.builder
     c = lambda v: ir.Constant(I32, v)   # noqa: E731
     lane = ctx.threads.lane
-    tiles_n = tile_b.rows // layout.tile(1)
+    tiles_n = max(1, tile_b.rows // layout.tile(1))
     pair = 1 if tiles_n > 1 else 0
     lane_row = b.add(b.add(warp_col, b.urem(lane, c(8))),
                      b.mul(b.udiv(lane, c(16)), c(pair * layout.tile(1))))
@@ -347,10 +347,15 @@ def lower_mma(ctx, op) -> list:
     lane, warp = ctx.threads.lane, ctx.threads.warp
     warp_row = b.mul(b.urem(warp, c(wm)), c(MMA_TILE[0]))
     warp_col = b.mul(b.udiv(warp, c(wm)), c(MMA_TILE[1]))
+    # Warps beyond the block's tiles (choose_mma) repeat the first ones' tiles.
+    if layout.tile(0) > m:
+        warp_row = b.urem(warp_row, c(m))
+    if layout.tile(1) > n:
+        warp_col = b.urem(warp_col, c(n))
     row_in_tile = b.urem(lane, c(16))        # ldmatrix: row supplied by this lane
     half = b.udiv(lane, c(16))               # which 16-byte half this lane's row starts at
     group, thread_in_group = b.udiv(lane, c(4)), b.urem(lane, c(4))
-    tiles_m, tiles_n = m // layout.tile(0), n // layout.tile(1)
+    tiles_m, tiles_n = max(1, m // layout.tile(0)), max(1, n // layout.tile(1))
     depth, mma_text, accumulator_kind = _instruction(element)
     if registers_a:
         fragments_of_a = a_register_fragments(ctx, a, layout, tiles_m, k // depth)

@@ -27,17 +27,19 @@ def staged(value) -> bool:
 def _in_registers(plan, op, position: int, tf32: bool) -> bool:
     """Operand ``position`` (0: A, 1: B) stays in the registers it was computed in: 16-bit
     (or, ``tf32``, fp32) and resident in the accumulator fragments of a dot laid out as this
-    one, whose warps do not split the operand's K (A: warps tile only M; B: only N), and
-    not stored transposed for this dot."""
+    one, whose warps do not split the operand's K (A: warps tile only M; B: only N) nor
+    repeat its tiles, and not stored transposed for this dot."""
     value = op.operands[position]
     layout = Layout(plan.mma[op])
     element_fits = value.element.itemsize == 2 and not value.element.is_int() or \
         tf32 and value.element.itemsize == 4 and value.element.is_floating()
     transposed = plan.m_major_a(op) if position == 0 else plan.k_major_b(op)
+    repeated = any(layout.blocked.tile(axis) > size
+                   for axis, size in enumerate(value.type.shape))
     return not staged(value) and element_fits and plan.homes.get(value) == layout and \
         layout in plan.demands.get(value, []) and \
         layout.blocked.warps_per_cta[1 - position] == 1 and \
-        not layout.blocked.warp_columns and transposed is None
+        not layout.blocked.warp_columns and transposed is None and not repeated
 
 
 def a_in_registers(plan, op, tf32: bool = True) -> bool:

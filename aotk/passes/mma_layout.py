@@ -220,7 +220,8 @@ def choose_mma(op, num_warps: int, wgmma: bool = False, ampere_mma: bool = True,
     then runs on CUDA cores). With ``wgmma`` (an sm_90 target) and a dot ``wgmma_fits``,
     warps as ``wgmma_warps`` places them. Otherwise mma.sync (fp16 / bf16, fp32 as tf32,
     int8; K a multiple of the instruction's depth; fp16 alone without ``ampere_mma``), its
-    warps splitting M and N as evenly as the tile counts allow (Triton's rule). ``k_major``:
+    warps splitting M and N as evenly as the tile counts allow (Triton's rule), repeating
+    tiles where there are more warps than tiles. ``k_major``:
     ``b_stored_k_major`` and ``a_stored_m_major`` as ``wgmma_warps`` takes them."""
     warps = wgmma_warps(op, num_warps, k_major, b_stored_k_major,
                         a_stored_m_major) if wgmma else None
@@ -244,12 +245,17 @@ def choose_mma(op, num_warps: int, wgmma: bool = False, ampere_mma: bool = True,
     if a.type.shape[1] % depth:
         return None
     m, n = op.result.type.shape
+    if m < MMA_TILE[0] or n < MMA_TILE[1]:
+        return None
     warps = [1, 1]
     while warps[0] * warps[1] < num_warps:
-        if m // (MMA_TILE[0] * warps[0]) >= n // (MMA_TILE[1] * warps[1]):
+        if m // (MMA_TILE[0] * warps[0]) >= n // (MMA_TILE[1] * warps[1]) and \
+                warps[0] < m // MMA_TILE[0]:
             warps[0] *= 2
         else:
             warps[1] *= 2
-    if m < MMA_TILE[0] * warps[0] or n < MMA_TILE[1] * warps[1]:
-        return None
+    # More warps than the block has tiles (16 x 16 on 4 warps): the extra warps repeat
+    # the first ones' tiles along N (or M), as Triton's warpsPerTileV2 places them; the
+    # block still runs on tensor cores. Where the block has tiles enough, this is the
+    # arrangement it always had.
     return Mma(tuple(warps))
