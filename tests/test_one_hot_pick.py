@@ -1,7 +1,8 @@
 """A sum that picks one element along an axis, ``tl.sum(tl.where(tl.arange(0, n) == i, x,
 0), axis)`` (how Triton code reads row i of a tile: fla's triangular solves), is lowered as
 that pick (``backend.reduce``): the lane that holds row i sends it with one shfl.sync.idx,
-instead of a butterfly of log2(lanes) dependent shuffles and adds per register. Checked:
+instead of a butterfly of log2(lanes) dependent shuffles and adds per register; where
+warps split the axis, the owner warp's element then comes through shared memory. Checked:
 which reductions are picks, the PTX, and on the GPU that the pick equals the sum bit for
 bit (a picked -0.0 comes out +0.0 as the sum's does, an index outside the block gives 0)
 on blocked and accumulator layouts, floats and integers, both axes."""
@@ -99,6 +100,17 @@ def test_a_pick_is_one_shuffle_from_the_owner_not_a_butterfly(target):
     butterfly = aotk.compile(not_picks, SIGNATURE, dict(N=16, WHICH=2), num_warps=1,
                              target=target)
     assert "shfl.sync.bfly" in butterfly.ptx
+
+
+@pytest.mark.parametrize("m, n, axis, form, warps", [(64, 32, 0, 0, 4), (128, 16, 0, 0, 8),
+                                                     (8, 128, 1, 2, 4)])
+def test_a_pick_across_warps_goes_through_shared_memory_once(m, n, axis, form, warps):
+    """Warps split the axis: each warp's lanes shuffle their own warp's element, write it,
+    and after one barrier every thread reads the owner warp's (no butterfly in the warps,
+    no combining across them)."""
+    compiled = aotk.compile(pick, SIGNATURE, dict(M=m, N=n, AXIS=axis, START=0, FORM=form),
+                            num_warps=warps, target="sm_90")
+    assert "shfl.sync.bfly" not in compiled.ptx and "shfl.sync.idx" in compiled.ptx
 
 
 @aotk.jit

@@ -22,7 +22,8 @@ A sum that picks one element (``tl.sum(tl.where(tl.arange(0, n) == i, x, 0), axi
 Triton code reads row i of a tile: fla's triangular solves) is lowered as that pick
 (``one_hot_pick``, ``_lower_pick``): the lane that holds row i sends it with one
 ``shfl.sync.idx``, where the butterfly takes log2(lanes) dependent shuffles and adds per
-register.
+register; where warps split the axis, each warp writes what it received and every thread
+reads the owner warp's (one barrier, no combining).
 A combine is a named one (add max min xor or), argreduce's (value, index) rule, or a combine
 region on tuples of registers (``tl.reduce``; see ``combine``). Steps 2 and 3 only span the
 lanes and warps that hold distinct elements: when the layout's tile is larger than the
@@ -234,7 +235,7 @@ def _across_warps(ctx, op, ordered, target, result_layout, warps, merge) -> list
     axis = op.attrs["axis"]
     _, warp_coord = axis_coordinates(ctx, blocked, axis, 1, warps)
     shape = op.results[0].type.shape
-    slot_axes = [target.axis_indices(a) for a in range(len(target.embedded))]
+    entries = _result_entries(ctx, op, target, result_layout)
     elements = _component_elements(op)
     numel = op.results[0].type.numel
     # Where every lane of a warp needs the same entries, lane l reads warp (l mod W)'s
@@ -260,14 +261,6 @@ def _across_warps(ctx, op, ordered, target, result_layout, warps, merge) -> list
             return bld.add(bld.mul(entry, ir.Constant(I32, warps)), warp)
         return bld.add(bld.mul(warp, ir.Constant(I32, numel)), entry)
 
-    entries = []
-    for slot in target.slots():
-        linear = ir.Constant(I32, 0)
-        for dim in range(len(shape)):
-            parent = result_layout.parent_axis(dim)
-            stride = math.prod(shape[dim + 1:])
-            linear = bld.add(linear, bld.mul(slot_axes[parent][slot[parent]], ir.Constant(I32, stride)))
-        entries.append(linear)
     ctx.shared.begin_use()
     for entry, item in zip(entries, ordered):
         for component, value in enumerate(item):
@@ -291,6 +284,23 @@ def _across_warps(ctx, op, ordered, target, result_layout, warps, merge) -> list
                                            typ=types[c]) for c in range(len(types))))
         combined.append(butterfly_order(partials, merge))
     return combined
+
+
+def _result_entries(ctx, op, target, result_layout) -> list:
+    """The row-major index in the result of each of this thread's result registers."""
+    bld = ctx.builder
+    shape = op.results[0].type.shape
+    slot_axes = [target.axis_indices(a) for a in range(len(target.embedded))]
+    entries = []
+    for slot in target.slots():
+        linear = ir.Constant(I32, 0)
+        for dim in range(len(shape)):
+            parent = result_layout.parent_axis(dim)
+            stride = math.prod(shape[dim + 1:])
+            linear = bld.add(linear, bld.mul(slot_axes[parent][slot[parent]],
+                                             ir.Constant(I32, stride)))
+        entries.append(linear)
+    return entries
 
 
 def _lanes_share_entries(blocked, axis: int, shape: tuple, result_layout) -> bool:
@@ -380,13 +390,13 @@ def one_hot_pick(op) -> OneHotPick | None:
 
 
 def _pick_fits(ctx, pick, blocked, shape, axis) -> bool:
-    """Each warp holds the whole axis (a blocked layout may repeat it over lanes and warps;
-    fragments, whose repeats wrap otherwise, must not), and x's registers are there."""
+    """A blocked layout (its warps may split the axis, or repeat it) or fragments that one
+    warp spans without repeats, and x's registers are there."""
     _, _, warps, _ = axis_geometry(blocked, shape[axis], axis)
     layout = Layout(blocked)
     available = ctx.plan.homes.get(pick.x) == layout or layout in ctx.plan.demands.get(pick.x, ())
-    repeats_whole_axes = isinstance(blocked, Blocked) or blocked.tile(axis) <= shape[axis]
-    return warps == 1 and repeats_whole_axes and available
+    fragments_fit = warps == 1 and blocked.tile(axis) <= shape[axis]
+    return (isinstance(blocked, Blocked) or fragments_fit) and available
 
 
 def _lower_pick(ctx, op, pick, blocked, source) -> list:
@@ -410,12 +420,17 @@ def _lower_pick(ctx, op, pick, blocked, source) -> list:
     k = bld.sub(index, ir.Constant(wide, pick.start)) if pick.start else index
     inside = bld.icmp_unsigned("<", k, ir.Constant(wide, size))
     k = bld.trunc(k, I32)   # outside [0, size): any lane, and the result is 0
-    _, lanes, _, _ = axis_geometry(blocked, size, axis)
+    _, lanes, warps, _ = axis_geometry(blocked, size, axis)
     step = blocked.lane_step(axis)
     lane_stride, _ = blocked.strides(axis)
     owner_position = bld.urem(bld.udiv(k, ir.Constant(I32, step)), ir.Constant(I32, lanes))
     offset = bld.sub(k, bld.mul(owner_position, ir.Constant(I32, step)))
-    my_position, _ = axis_coordinates(ctx, blocked, axis, lanes, 1)
+    owner_warp = None
+    if warps > 1:   # warp w (along the axis) holds elements w * step * lanes on, a run each
+        run = step * lanes
+        owner_warp = bld.urem(bld.udiv(k, ir.Constant(I32, run)), ir.Constant(I32, warps))
+        offset = bld.sub(offset, bld.mul(owner_warp, ir.Constant(I32, run)))
+    my_position, my_warp = axis_coordinates(ctx, blocked, axis, lanes, warps)
     owner_lane = bld.add(ctx.threads.lane, bld.mul(bld.sub(owner_position, my_position),
                                                    ir.Constant(I32, lane_stride)))
     offsets = source.slot_offsets[axis]
@@ -424,13 +439,43 @@ def _lower_pick(ctx, op, pick, blocked, source) -> list:
     for register, slot in zip(registers, source.slots()):
         groups.setdefault(slot[:axis] + (0,) + slot[axis + 1:], []).append(
             (offsets[slot[axis]], register))
-    picked = {}
+    def finished(value):   # 0 outside the block; a float + 0.0
+        value = bld.select(inside, value, zero)
+        return bld.fadd(value, zero) if element.is_floating() else value
+
+    received = {}
     for key, held in groups.items():
         sent = zero
         for constant, register in held:
             at = bld.icmp_unsigned("==", offset, ir.Constant(I32, constant))
             sent = bld.select(at, register, sent)
-        value = bld.select(inside, shuffle(ctx, sent, owner_lane, "idx"), zero)
-        picked[key] = bld.fadd(value, zero) if element.is_floating() else value
-    target = ctx.threads.distribution(Layout(blocked, (axis,)), op.results[0].type.shape)
-    return [[picked[slot] for slot in target.slots()]]
+        value = shuffle(ctx, sent, owner_lane, "idx")
+        received[key] = value if owner_warp is not None else finished(value)
+    result_layout = Layout(blocked, (axis,))
+    target = ctx.threads.distribution(result_layout, op.results[0].type.shape)
+    values = [received[slot] for slot in target.slots()]
+    if owner_warp is None:
+        return [values]
+    values = _from_owner_warp(ctx, op, values, target, result_layout, warps, my_warp,
+                              owner_warp, ty)
+    return [[finished(value) for value in values]]
+
+
+def _from_owner_warp(ctx, op, values, target, result_layout, warps, my_warp, owner_warp, ty):
+    """Where warps split the axis, each warp received its own warp's element: each writes
+    what it received (warp-major, as ``_across_warps``), one barrier, and every thread reads
+    the owner warp's."""
+    bld = ctx.builder
+    numel = op.results[0].type.numel
+    size = scratch_bytes(op.operands[0].element)
+    entries = _result_entries(ctx, op, target, result_layout)
+
+    def pointer(warp, entry):
+        position = bld.add(bld.mul(warp, ir.Constant(I32, numel)), entry)
+        return ctx.shared.pointer(bld.mul(position, ir.Constant(I32, size)), ty)
+
+    ctx.shared.begin_use()
+    for entry, value in zip(entries, values):
+        bld.store(value, pointer(my_warp, entry))
+    ctx.shared.barrier()
+    return [bld.load(pointer(owner_warp, entry), typ=ty) for entry in entries]
