@@ -42,6 +42,7 @@ from .passes.dot_accumulate import fold_dot_accumulators
 from .passes.pipeline import pipeline_dot_loops, tma_loads
 from .passes.pipeline_shape import MAX_PIPELINE_BYTES
 from .passes.loop_invariant import hoist_loop_invariants
+from .passes.next_trip_prefetch import prefetch_next_trip
 from .passes.prefetch import prefetch_dot_operands
 from .passes.tma_stores import tma_store_candidates, tma_stores
 from .targets import (SHARED_BYTES_PER_BLOCK, capability, has_ampere_mma, has_async_copy,
@@ -153,6 +154,7 @@ def _lower(generated, kernel_options: CompileOptions, target: str, budget: int) 
             pipeline_dot_loops(function, axis_info.analyze(function), num_warps, num_stages,
                                wgmma, budget, multicast=wgmma and kernel_options.num_ctas == 2)
         prefetch_dot_operands(function, num_warps)
+        prefetch_next_trip(function, num_warps)
     tma_stores(function, tma_stored)
     left = [op for op in walk(function.body) if op.opcode == "descriptor_load"]
     assert not left, "a TMA loop was not pipelined"

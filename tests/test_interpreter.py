@@ -12,7 +12,7 @@ OP_FAMILIES = {
                    "neg not abs select cast addptr",
     "math": "exp exp2 log log2 sqrt rsqrt sin cos floor ceil fma math",
     "views": "splat broadcast expand_dims permute reshape join split",
-    "memory": "load store hint",
+    "memory": "load store hint prefetch",
     "reduce": "reduce argreduce",
     "scan": "scan",
     "dot": "dot",

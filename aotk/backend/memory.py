@@ -286,6 +286,21 @@ def lower_store(ctx, op):
                    cache, eviction, policy)
 
 
+@lowering("prefetch")
+def lower_prefetch(ctx, op):
+    """One ``prefetch.global.L1`` per run of a thread's registers contiguous along the
+    fastest dimension (the run's first address; its line holds the rest, or the next
+    prefetch's does), under the element's mask."""
+    pointer, mask = op.operands
+    layout = ctx.plan.natural(pointer)
+    pointers, masks = ctx.regs(pointer, layout), ctx.regs(mask, layout)
+    line = 16 // max(1, pointer.element.element_ty.itemsize)
+    asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), [pointers[0].type, ir.IntType(1)]),
+                       "@$1 prefetch.global.L1 [ $0 ];", "l,b", side_effect=True)
+    for group in vector_groups(ctx, op, layout, len(pointers), line):
+        returns(call_asm(ctx.builder, asm, [pointers[group[0]], masks[group[0]]]))
+
+
 @value_lowering("hint")
 def lower_hint(ctx, op, layout):
     """Hints only inform axis info; the value passes through."""

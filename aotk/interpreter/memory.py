@@ -61,4 +61,5 @@ register_op_rules({
     "load": load,
     "store": store,
     "hint": lambda ctx, op, x: x,
+    "prefetch": lambda ctx, op, pointer, mask: None,   # a hint to the cache
 })

@@ -95,6 +95,12 @@ Side effects (never removed or reordered; layout roots like stores, see ``SIDE_E
                               result per dtype, of the args' shape; the assembly runs once
                               per pack elements (never removed or merged, even when pure)
 
+A hint (made by ``passes.next_trip_prefetch``; nothing to the interpreter):
+
+  prefetch                    (ptr, mask:int1)                        -> no result; the
+                              lines the unmasked elements of ptr point at are fetched
+                              into L1 (``prefetch.global.L1``); no fault, nothing written
+
 Software pipelining (made by ``passes.pipeline`` for the GPU only; never interpreted):
 
   async_copy                  (ptr, [mask], stage:i32) buffer, stages, has_mask, first,
@@ -214,7 +220,7 @@ ASYNC_OPS = frozenset(("async_copy", "async_commit", "async_wait", "tma_init", "
                        "cluster_pair"))
 SIDE_EFFECT_OPS = ATOMICS | ASYNC_OPS | frozenset(("debug_barrier", "device_print",
                                                    "device_assert", "read_register",
-                                                   "inline_asm"))
+                                                   "inline_asm", "prefetch"))
 TERMINATORS = frozenset(("yield", "condition"))
 # Tensor-descriptor memory ops: a tile addressed by (base, shape, strides, offsets).
 DESCRIPTOR_OPS = frozenset(("descriptor_load", "descriptor_store"))

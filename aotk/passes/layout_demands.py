@@ -111,6 +111,14 @@ def _side_effect(demands, op):
         demands.home(op.result)
 
 
+def _prefetch(demands, op):
+    """Its addresses and mask in the pointer's natural layout (the one a load of them
+    takes unless it anchors its own)."""
+    layout = demands.plan.natural(op.operands[0])
+    for value in op.operands:
+        demands.want(value, layout)
+
+
 def _combining(demands, op):
     """Reductions and scans work on their operands' natural layout; a scan's results stay
     there, a reduction's come out in its slice along the axis. A combine region runs on one
@@ -481,6 +489,7 @@ DEMANDS = {
     "descriptor_store": _descriptor_store,
     **dict.fromkeys(TERMINATORS, _terminator),
     **dict.fromkeys(SIDE_EFFECT_OPS, _side_effect),
+    "prefetch": _prefetch,
     **dict.fromkeys(COMBINING, _combining),
     "for": _for, "if": _branches, "while": _branches,
     "dot": _dot,
