@@ -29,15 +29,16 @@ KERNEL = "chunk_gated_delta_rule_fwd_kkt_solve_kernel"
 BT, BC, BK = 64, 16, 64
 
 
-def kernels() -> dict:
-    """{side: the JIT function under fla's autotune and heuristics wrappers}."""
+def kernels(module: str = MODULE, kernel: str = KERNEL) -> dict:
+    """{side: the JIT function under fla's autotune and heuristics wrappers}: ``kernel`` of
+    fla's ``module``, loaded once for aotk and once for Triton."""
     import triton
     from aotk.jit import JITFunction
     from tests.compat import fla
     found = {}
     for side, redirect, cls in (("aotk", True, JITFunction),
                                 ("triton", False, triton.runtime.jit.JITFunction)):
-        function = getattr(fla.load_ops(redirect)["modules"][MODULE], KERNEL)
+        function = getattr(fla.load_ops(redirect)["modules"][module], kernel)
         while not isinstance(function, cls):
             function = function.fn
         found[side] = function

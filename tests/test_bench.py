@@ -236,6 +236,28 @@ def test_implementations_take_turns_each_first_as_often():
     assert firsts.count("aotk") == firsts.count("triton") == firsts.count("torch") == 2
 
 
+def test_the_kda_solve_bench_finds_both_kernels_and_builds_its_inputs():
+    """bench/fla_kda_solve.py without a GPU: KDA's inter-solve kernel under each compiler,
+    inputs of fla's bench size, and the table it prints."""
+    pytest.importorskip("fla")
+    pytest.importorskip("triton")
+    pytest.importorskip("torch")
+    import fla_kda_solve
+    import fla_kkt_solve
+    found = fla_kkt_solve.kernels(fla_kda_solve.MODULE, fla_kda_solve.KERNEL)
+    assert set(found) == {"aotk", "triton"}
+    assert all(f.__name__ == fla_kda_solve.KERNEL for f in found.values())
+    data = fla_kda_solve.inputs("cpu")
+    assert tuple(data["q"].shape) == tuple(data["k"].shape) == (4, 2048, 8, 128)
+    assert str(data["k"].dtype) == "torch.bfloat16"
+    assert tuple(data["g"].shape) == (4, 2048, 8, 128) and tuple(data["beta"].shape) == (4, 2048, 8)
+    assert tuple(data["diagonal"].shape) == (4, 2048, 8, fla_kda_solve.BC)
+    table = fla_kda_solve.markdown({"gpu": "H200", "triton": "3.6.0", "row": {
+        "aotk_us": 60.92, "triton_us": 59.66, "aotk_over_triton": 1.021,
+        "difference_aqk": 1.5e-3, "difference_akk": 6.1e-5}})
+    assert "| 60.92 | 59.66 | 1.021 | 1.5e-03 | 6.1e-05 |" in table
+
+
 def test_the_kkt_solve_bench_finds_both_kernels_and_builds_its_inputs():
     """bench/fla_kkt_solve.py without a GPU: fla's kernel under each compiler, inputs of
     fla's bench size, and the table it prints."""
