@@ -96,10 +96,10 @@ def _terminator(demands, op):
 
 
 def _side_effect(demands, op):
-    """Roots like stores: operands in their natural layouts; an atomic's operands in its
-    pointer's, where its old values are computed once (their home) and converted where
-    wanted."""
-    if op.opcode in ATOMICS and op.operands[0].type.shape:
+    """Roots like stores: operands in their natural layouts; an atomic's (and a prefetch's
+    mask) in its pointer's, where its old values are computed once (their home) and
+    converted where wanted."""
+    if (op.opcode in ATOMICS or op.opcode == "prefetch") and op.operands[0].type.shape:
         layout = demands.plan.natural(op.operands[0])
         for value in op.operands:
             demands.want(value, layout)
@@ -109,14 +109,6 @@ def _side_effect(demands, op):
     demands.want_natural(op.operands)
     if op.result is not None and op.result in demands.wanted:
         demands.home(op.result)
-
-
-def _prefetch(demands, op):
-    """Its addresses and mask in the pointer's natural layout (the one a load of them
-    takes unless it anchors its own)."""
-    layout = demands.plan.natural(op.operands[0])
-    for value in op.operands:
-        demands.want(value, layout)
 
 
 def _combining(demands, op):
@@ -489,7 +481,6 @@ DEMANDS = {
     "descriptor_store": _descriptor_store,
     **dict.fromkeys(TERMINATORS, _terminator),
     **dict.fromkeys(SIDE_EFFECT_OPS, _side_effect),
-    "prefetch": _prefetch,
     **dict.fromkeys(COMBINING, _combining),
     "for": _for, "if": _branches, "while": _branches,
     "dot": _dot,
