@@ -5,18 +5,19 @@ are pipelined or prefetched). Out: the same function where each qualifying ``for
 its body with a ``prefetch`` of the addresses its loads will read on the next trip:
 
     before:  for i: x = load(p(i), m(i)); ...
-    after:   for i: prefetch(p(i + step), m(i + step) & (i + step < end)); x = load(p(i), m(i)); ...
+    after:   for i: prefetch(p(i + step), m(i + step) & (i + step < end))
+                    x = load(p(i), m(i)); ...
 
-A ``prefetch`` is a hint (``prefetch.global.L1``): it returns nothing and faults on
-nothing, and a masked-off element fetches nothing, so the last trip fetches no address
-past the loop. A loop qualifies when it counts up, is not pipelined, holds no dot, store,
-atomic or other side effect and no region but reductions' and scans' combines; its loads
-qualify when their addresses and masks are pure functions of the induction variable and of
-values from outside the loop (not of values carried from trip to trip, which the next trip
-has not computed yet), and all of them together are small: at most ``MAX_PREFETCH_BYTES``
-per thread, a 32-bit element (a row of a tile or a few scalars, not a streamed block,
-whose own loads keep the memory system busy: liger's cross-entropy loop over the vocabulary,
-16 bytes a thread, is left as it is).
+A ``prefetch`` is a hint (``prefetch.global.L1``): it returns and writes nothing, and it
+fetches only what the next trip's loads read (a masked-off element fetches nothing, and the
+last trip fetches nothing). A loop qualifies when it counts up, is not pipelined, holds no
+dot, store, atomic or other side effect and no region but reductions' and scans' combines;
+its loads qualify when their addresses and masks are pure functions of the induction
+variable and of values from outside the loop (not of values carried from trip to trip,
+which the next trip has not computed yet), and all of them together are small: at most
+``MAX_PREFETCH_BYTES`` per thread, a 32-bit element (a row of a tile or a few scalars, not
+a streamed block, whose own loads keep the memory system busy: liger's cross-entropy loop
+over the vocabulary, 16 bytes a thread, is left as it is).
 
 Why: in a loop whose trips form a chain (fla's forward substitutions: row i of a tile
 loaded, reduced against the tile, written back into it; 14 trips), each trip waits for its
