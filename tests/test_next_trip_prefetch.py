@@ -146,6 +146,38 @@ def test_the_ptx_holds_one_predicated_prefetch_in_the_loop(target):
     assert len(lines) == 1 and lines[0].startswith("@%p")
 
 
+@aotk.jit
+def _scalar_chain(x_ptr, out_ptr, n):
+    """A scalar load a trip, in a chain (each trip's value scales the running product)."""
+    total = tl.load(x_ptr)
+    for i in range(1, n):
+        total = total * 0.5 + tl.load(x_ptr + i)
+    tl.store(out_ptr, total)
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90"])
+def test_a_scalar_load_is_fetched_ahead_too(target):
+    """A scalar's address and the next trip's existence as its mask: predicated prefetches
+    in the PTX, and the rewritten kir computes what the original does."""
+    function = copy.deepcopy(_scalar_chain.kir("*fp32:16, *fp32:16, i32", num_warps=4))
+    original = copy.deepcopy(function)
+    assert prefetch_next_trip(function, num_warps=4) == 1
+    (prefetch,) = _prefetches(function)
+    assert prefetch.operands[0].type.shape == () and prefetch.operands[1].type.shape == ()
+    x = np.arange(1, 9, dtype=np.float32)
+    results = []
+    for kernel in (original, function):
+        out = np.zeros(1, np.float32)
+        interpreter.run(kernel, (1, 1, 1), [x, out, 8])
+        results.append(out)
+    np.testing.assert_array_equal(results[0], results[1])
+    compiled = aotk.compile(_scalar_chain, "*fp32:16, *fp32:16, i32", num_warps=4,
+                            target=target)
+    # (LLVM may unroll this small loop: a prefetch in each copy of its body)
+    lines = [line.strip() for line in compiled.ptx.splitlines() if "prefetch.global.L1" in line]
+    assert lines and all(line.startswith("@%p") for line in lines)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("n", [0, 1, 3, BC])
 def test_the_substitution_on_the_gpu_matches_numpy(n):
