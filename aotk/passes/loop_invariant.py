@@ -48,7 +48,7 @@ from __future__ import annotations
 import struct
 
 from ..ir import kir
-from .rewrite import ops_with_blocks
+from .rewrite import ops_with_blocks, trip_count
 
 # Ops after which a load may not move: anything that writes memory or orders it.
 WRITES = kir.SIDE_EFFECT_OPS | frozenset(("store", "descriptor_store"))
@@ -69,7 +69,7 @@ def hoist_loop_invariants(function: kir.Function) -> int:
     # Innermost first: a folded or hoisted inner loop leaves its loads to the outer one.
     for block, loop in reversed([(b, op) for b, op in ops_with_blocks(function.body)
                                  if op.opcode == "for"]):
-        if _trip_count(loop) == 1:
+        if trip_count(loop) == 1:
             _fold(function, block, loop)
             changed += 1
     for block, loop in reversed([(b, op) for b, op in ops_with_blocks(function.body)
@@ -79,28 +79,6 @@ def hoist_loop_invariants(function: kir.Function) -> int:
                                  if op.opcode == "for"]):
         changed += _hoist_invariant_results(block, loop)
     return changed
-
-
-def _constant(value):
-    owner = value.owner
-    if owner is None or owner.opcode != "constant" or value.type.shape:
-        return None
-    constant = owner.attrs.get("value")
-    return constant if isinstance(constant, int) and not isinstance(constant, bool) else None
-
-
-def _trip_count(loop) -> int | None:
-    """The trips of a ``for`` with constant bounds and step, else None."""
-    start, end, step = (_constant(v) for v in loop.operands[:3])
-    if None in (start, end, step):
-        return None
-    # Trips run from start while below end (up) or above it (down), as backend.control.
-    direction = loop.attrs.get("direction")
-    if direction == "up" and step > 0:
-        return max(0, -(-(end - start) // step))
-    if direction == "down" and step < 0:
-        return max(0, -(-(start - end) // -step))
-    return None
 
 
 def _replace_uses(ops, mapping: dict) -> None:
@@ -179,7 +157,7 @@ def _writes_memory(loop) -> bool:
 
 def _hoist_loads(block: list, loop) -> int:
     """Moves the loop's invariant loads (and their pure operand ops) before it."""
-    if (_trip_count(loop) or 0) < 1 or _writes_memory(loop):
+    if (trip_count(loop) or 0) < 1 or _writes_memory(loop):
         return 0
     region = loop.regions[0]
     inside = {id(op) for op in kir.walk(region.body)}

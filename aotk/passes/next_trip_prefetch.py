@@ -33,7 +33,7 @@ from __future__ import annotations
 from ..ir import kir
 from ..ir import types as T
 from ..ir.types import BlockType
-from .rewrite import body_slice, clone_ops, new_op, upward_for_loops
+from .rewrite import body_slice, clone_ops, new_op, trip_count, upward_for_loops
 
 # Per thread: what a loop may fetch ahead (bytes of its loads' blocks over the threads).
 MAX_PREFETCH_BYTES = 4
@@ -48,8 +48,9 @@ def prefetch_next_trip(function: kir.Function, num_warps: int) -> int:
 
 
 def _rewrite(loop, budget: int) -> bool:
-    if loop.attrs.get("pipeline") is not None or _trips_at_most_once(loop):
-        return False
+    trips = trip_count(loop)
+    if loop.attrs.get("pipeline") is not None or (trips is not None and trips <= 1):
+        return False   # (a loop of one trip has no next one to fetch for)
     region = loop.regions[0]
     body = region.body
     for op in body:
@@ -98,15 +99,6 @@ def _rewrite(loop, budget: int) -> bool:
         added.append(prefetch)
     body[0:0] = added
     return True
-
-
-def _trips_at_most_once(loop) -> bool:
-    bounds = [value.owner.attrs.get("value") if value.owner is not None and
-              value.owner.opcode == "constant" else None for value in loop.operands[:3]]
-    if any(bound is None for bound in bounds):
-        return False
-    start, end, step = bounds
-    return step > 0 and end - start <= step
 
 
 def _bytes(load) -> int:

@@ -2,7 +2,8 @@
 
 In: kir ops and values. Out: new ops (``new_op``), copies of a slice of a loop body with
 operands renamed (``clone_ops``), and the queries those rewrites need: who uses a value
-(``users_of``), which body ops a value depends on (``body_slice``), each op with the list
+(``users_of``), which body ops a value depends on (``body_slice``), how many trips a loop
+with constant bounds runs (``trip_count``), each op with the list
 that holds it (``ops_with_blocks``), and the loop shape both rewrites start from: dots whose
 operands are loads of the body, seen directly or through size-1 views and transposes
 (``dot_operand_loads``).
@@ -74,6 +75,29 @@ def is_zero(value) -> bool:
     while owner is not None and owner.opcode in ("splat", "broadcast"):
         owner = owner.operands[0].owner
     return owner is not None and owner.opcode == "constant" and owner.attrs["value"] == 0
+
+
+def constant_int(value):
+    """The Python int a scalar ``constant`` op gives ``value``, else None."""
+    owner = value.owner
+    if owner is None or owner.opcode != "constant" or value.type.shape:
+        return None
+    constant = owner.attrs.get("value")
+    return constant if isinstance(constant, int) and not isinstance(constant, bool) else None
+
+
+def trip_count(loop) -> int | None:
+    """The trips of a ``for`` with constant bounds and step, else None."""
+    start, end, step = (constant_int(v) for v in loop.operands[:3])
+    if None in (start, end, step):
+        return None
+    # Trips run from start while below end (up) or above it (down), as backend.control.
+    direction = loop.attrs.get("direction")
+    if direction == "up" and step > 0:
+        return max(0, -(-(end - start) // step))
+    if direction == "down" and step < 0:
+        return max(0, -(-(start - end) // -step))
+    return None
 
 
 def clone_ops(ops, mapping: dict, in_range=None) -> list:
