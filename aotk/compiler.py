@@ -45,6 +45,7 @@ from .passes.loop_invariant import hoist_loop_invariants
 from .passes.next_trip_prefetch import prefetch_next_trip
 from .passes.prefetch import prefetch_dot_operands
 from .passes.tma_stores import tma_store_candidates, tma_stores
+from .passes.unused_results import drop_unused_if_results
 from .targets import (SHARED_BYTES_PER_BLOCK, capability, has_ampere_mma, has_async_copy,
                       has_wgmma)
 
@@ -131,6 +132,7 @@ def _lower(generated, kernel_options: CompileOptions, target: str, budget: int) 
     num_warps, num_stages = kernel_options.num_warps, kernel_options.num_stages
     wgmma = has_wgmma(target)
     function = clone_function(generated)
+    drop_unused_if_results(function)
     fold_dot_accumulators(function)
     hoist_loop_invariants(function)
     # Without cp.async (sm_75) no loop is pipelined through shared memory; the register
