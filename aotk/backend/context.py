@@ -48,6 +48,10 @@ class LoweringContext:
         # (``backend.sink_to_use``).
         self.placed_in_order: set = set()
         self.inputs_sunk_to: set = set()
+        # The fragments the last tensor-core dot read from resident tiles, per operand:
+        # (block, tile value, how it is read, shape) and {kk: registers}; the next dot
+        # reading the same tile the same way in that block takes them (``backend.mma``).
+        self.last_tile_fragments: list = [None, None]
         self._value_users = None
 
     def value_users(self) -> dict:

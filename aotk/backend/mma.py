@@ -412,13 +412,26 @@ def lower_mma(ctx, op) -> list:
     accumulator_type = accumulators[0].type
     columns_per_thread_row = 2 * tiles_n     # acc registers per slot row in the Mma layout
     constraints = ",".join([f"={accumulator_kind}"] * 4 + ["r"] * 6 + [accumulator_kind] * 4)
+    # A dot that reads the resident tile (``operand_tiles``) the dot before it read, the
+    # same way and in the same block, takes that dot's fragments instead of loading them
+    # again (fla's k k^T blocks: two dots of one transposed k tile, one after the other).
+    shape_key = (repr(layout), m, n, k, op.attrs.get("precision"))
+    resident = ctx.shared.resident_slots
+    previous = ctx.last_tile_fragments
+    keys = [None if in_registers or resident.get((op, index)) is None else
+            (b.block, resident[(op, index)].value, transposed, shape_key)
+            for index, (in_registers, transposed) in enumerate(
+                ((registers_a, m_major_a), (registers_b, k_major_b)))]
+    reused = [previous[index][1] if keys[index] is not None and previous[index] is not None
+              and previous[index][0] == keys[index] else None for index in (0, 1)]
+    read = [{}, {}]
     for kk in range(0, k, depth):
         # Fragment addresses split into the lanes' part and constants (swizzle.split_offset):
         # warps and the 16 rows / two 16-byte halves a lane addresses vary by register;
         # tiles and K steps move by whole 8-row groups and by chunk bits above those.
-        a_fragments = []
+        a_fragments = list(reused[0][kk]) if reused[0] is not None else []
         lane_row = b.add(warp_row, row_in_tile)
-        for tm in range(tiles_m):
+        for tm in range(tiles_m if reused[0] is None else 0):
             if registers_a:
                 a_fragments.append(fragments_of_a[tm][kk // depth])
                 continue
@@ -436,7 +449,10 @@ def lower_mma(ctx, op) -> list:
             offset = tile_a.split_offset(b, lane_row, half, tm * layout.tile(0),
                                          kk // chunk_elements)
             a_fragments.append(_ldmatrix(ctx, b.add(a_root, offset), False))
-        if registers_b:
+        read[0][kk] = a_fragments
+        if reused[1] is not None:
+            b_fragments = list(reused[1][kk])
+        elif registers_b:
             b_fragments = [fragments_of_b[tn][kk // depth] for tn in range(tiles_n)]
         elif k_major_b:
             b_fragments = _k_major_b_fragments(ctx, tile_b, b_root, layout, warp_col, kk,
@@ -456,6 +472,7 @@ def lower_mma(ctx, op) -> list:
                 b_fragments.append(regs[0:2])
                 if pair:
                     b_fragments.append(regs[2:4])
+        read[1][kk] = b_fragments
         for tm in range(tiles_m):
             for tn in range(tiles_n):
                 slots = [(2 * tm + i) * columns_per_thread_row + 2 * tn + j
@@ -473,6 +490,8 @@ def lower_mma(ctx, op) -> list:
                                     side_effect=False)
                 for index, slot in enumerate(slots):
                     accumulators[slot] = b.extract_value(result, index)
+    ctx.last_tile_fragments = [(keys[index], read[index]) if keys[index] is not None else None
+                               for index in (0, 1)]
     if widen:
         return [b.fptrunc(r, llvm_type(acc.element)) for r in accumulators]
     return accumulators
