@@ -83,7 +83,7 @@ def test_an_accumulator_reshaped_for_a_rank3_store_crosses_shared_memory_once(ta
 
 
 def test_conversion_vectors_are_whole_aligned_runs_of_a_row():
-    from aotk.backend.shared import conversion_vector
+    from aotk.backend.shared_conversions import conversion_vector
     from aotk.ir.types import float16 as fp16, float32 as fp32, int1 as i1
     mma = Layout(Mma((4, 1)))
     assert conversion_vector(mma, (64, 64), fp32) == 2          # column pairs

@@ -26,7 +26,7 @@ from ..targets import has_bf16_atom_add, has_vector_atom_add
 from .llvm_types import I16, I32, I64, call_asm, llvm_type, register_struct, returns
 from .memory import vector_groups
 from .registry import lowering, scratch
-from .shared import row_major_index
+from .shared_rows import row_major_index
 
 _PTX_OP = {"add": "add", "max": "max", "min": "min", "and": "and", "or": "or", "xor": "xor",
            "xchg": "exch"}

@@ -20,7 +20,7 @@ import llvmlite.ir as ir
 from . import mma, wgmma
 from .llvm_types import I32, llvm_type
 from .registry import scratch, value_lowering
-from .shared import padded_bytes, row_major_index, row_padding
+from .shared_rows import padded_bytes, row_major_index, row_padding
 
 TF32_MASK = 0xFFFFE000
 

@@ -14,7 +14,7 @@ import llvmlite.ir as ir
 
 from .llvm_types import I32
 from .registry import scratch, value_lowering
-from .shared import RowMajorBuffer
+from .shared_rows import RowMajorBuffer
 
 
 @scratch("gather")

@@ -181,7 +181,7 @@ class Distribution:
         base = self.geometry.thread_base(parent, axis)
         # Indices come out as (thread part) + constant wherever possible: every register
         # then shares the thread part, and addresses built from them are that plus an
-        # immediate (see shared.row_major_index). With the mask on every register instead,
+        # immediate (see shared_rows.row_major_index). With the mask on every register instead,
         # NVPTX's straight-line strength reduction takes quadratic time on large blocks.
         if parent.tile(axis) <= size:
             # No wrapping along this axis: base + offset < size already.

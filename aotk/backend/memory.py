@@ -25,7 +25,7 @@ from ..targets import has_l2_cache_hint
 from .llvm_types import (I8, I16, I32, I64, call_asm, constant, inline_asm, llvm_type,
                          register_struct, returns)
 from .registry import lowering, value_lowering
-from .shared import load_vector
+from .shared_rows import load_vector
 
 
 def _memory_type(element):

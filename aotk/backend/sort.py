@@ -15,7 +15,7 @@ import llvmlite.ir as ir
 
 from .llvm_types import I1, I32
 from .registry import scratch, value_lowering
-from .shared import RowMajorBuffer, padded_bytes
+from .shared_rows import RowMajorBuffer, padded_bytes
 
 
 @scratch("sort")

@@ -31,7 +31,7 @@ from ..ir.kir import SHUFFLES
 from ..passes.layouts import SCALAR, Layout, unit_reshape_layout
 from .llvm_types import I8, I32, inline_asm, llvm_type
 from .registry import scratch, value_lowering
-from .shared import padded_bytes, row_major_index, row_padding
+from .shared_rows import padded_bytes, row_major_index, row_padding
 
 
 def _buffer_shape(op) -> tuple:
