@@ -20,6 +20,7 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
+from bench.harness import write_report  # noqa: E402
 
 from timing import KERNELS, time_interleaved, triton_port  # noqa: E402
 
@@ -106,11 +107,7 @@ def main(argv=None):
     parser.add_argument("--seqs", default="1024,4096,16384")
     args = parser.parse_args(argv)
     document = run([int(s) for s in args.seqs.split(",")])
-    out = pathlib.Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "attention.json").write_text(json.dumps(document, indent=1))
-    (out / "attention.md").write_text(markdown(document))
-    print(markdown(document))
+    write_report(args.out, "attention", document, markdown(document))
 
 
 if __name__ == "__main__":

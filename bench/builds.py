@@ -28,6 +28,7 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
+from bench.harness import write_report  # noqa: E402
 
 import scale  # noqa: E402
 
@@ -115,11 +116,7 @@ def main(argv=None):
                 "scale": at_scale(work, args.variants, args.jobs)}
     for row in document["scale"]:
         row.pop("library", None)
-    out = pathlib.Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "builds.json").write_text(json.dumps(document, indent=1))
-    (out / "builds.md").write_text(markdown(document))
-    print(markdown(document))
+    write_report(args.out, "builds", document, markdown(document))
 
 
 if __name__ == "__main__":

@@ -133,6 +133,8 @@ def _side(side: str, targets: list, runs: int = 3) -> list:
 
 
 def main(argv=None):
+    sys.path.insert(0, str(ROOT))
+    from bench.harness import write_report
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--target", default="sm_90",
                         help="a target, or several separated by commas (a library's)")
@@ -191,11 +193,7 @@ def main(argv=None):
                      f"{(r['aotk_s'] - r['aotk_ptxas_s']) / without_ptxas(r):.2f} |")
     lines += ["", f"All kernels: aotk {total_ours * 1e3:.0f} ms, Triton {total_theirs * 1e3:.0f} "
               f"ms, ratio {document['ratio_total']:.2f}."]
-    out = pathlib.Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "compile_speed.json").write_text(json.dumps(document, indent=1))
-    (out / "compile_speed.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_report(args.out, "compile_speed", document, "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -17,13 +17,13 @@ prints the table last.
 from __future__ import annotations
 
 import argparse
-import json
 import pathlib
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
+from bench.harness import write_report  # noqa: E402
 
 MODULE = "fla.ops.kda.chunk_intra"
 KERNEL = "chunk_kda_fwd_kernel_inter_solve_fused"
@@ -99,11 +99,7 @@ def main(argv=None):
     import triton
     document = {"gpu": torch.cuda.get_device_name(), "triton": triton.__version__,
                 "row": run()}
-    out = pathlib.Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "fla_kda_solve.json").write_text(json.dumps(document, indent=1))
-    (out / "fla_kda_solve.md").write_text(markdown(document))
-    print(markdown(document))
+    write_report(args.out, "fla_kda_solve", document, markdown(document))
 
 
 if __name__ == "__main__":

@@ -16,13 +16,13 @@ code. Writes fla_kkt_solve.json and .md under --out and prints the table last.
 from __future__ import annotations
 
 import argparse
-import json
 import pathlib
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
+from bench.harness import write_report  # noqa: E402
 
 MODULE = "fla.ops.gated_delta_rule.chunk_fwd"
 KERNEL = "chunk_gated_delta_rule_fwd_kkt_solve_kernel"
@@ -112,11 +112,7 @@ def main(argv=None):
     import triton
     rows = run([int(w) for w in args.warps.split(",")])
     document = {"gpu": torch.cuda.get_device_name(), "triton": triton.__version__, "rows": rows}
-    out = pathlib.Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "fla_kkt_solve.json").write_text(json.dumps(document, indent=1))
-    (out / "fla_kkt_solve.md").write_text(markdown(document))
-    print(markdown(document))
+    write_report(args.out, "fla_kkt_solve", document, markdown(document))
 
 
 if __name__ == "__main__":

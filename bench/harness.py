@@ -1,5 +1,5 @@
-"""Pure benchmark bookkeeping, no GPU needed: the result schema, ratios, the markdown table
-and the results file name. ``bench/run.py`` fills it; tests check it on recorded samples.
+"""Pure benchmark bookkeeping, no GPU needed: the result schema, ratios, the markdown table,
+the results file name, and the JSON-plus-table report every bench script writes. ``bench/run.py`` fills it; tests check it on recorded samples.
 
 A result document::
 
@@ -11,6 +11,8 @@ where metric is "GB/s" or "TFLOP/s".
 """
 from __future__ import annotations
 
+import json
+import pathlib
 import re
 
 SCHEMA_VERSION = 1
@@ -113,3 +115,13 @@ def result_stem(document: dict) -> str:
     if env.get("triton"):
         parts.append(f"triton{env['triton']}")
     return "_".join(re.sub(r"[^A-Za-z0-9.-]+", "-", p).strip("-").lower() for p in parts)
+
+
+def write_report(out, name: str, document: dict, table: str) -> None:
+    """``document`` as ``out/<name>.json`` and ``table`` (its markdown) as
+    ``out/<name>.md``, the folder made where missing; the table printed as well."""
+    out = pathlib.Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(document, indent=1))
+    (out / f"{name}.md").write_text(table)
+    print(table)

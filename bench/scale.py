@@ -26,6 +26,7 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench.harness import write_report  # noqa: E402
 
 KERNEL = '''import aotk
 import aotk.language as tl
@@ -151,11 +152,7 @@ def main(argv=None):
             rows.append(row)
             print(json.dumps(row), flush=True)
     document = {"machine": f"{platform.node()} ({os.cpu_count()} cores)", "rows": rows}
-    out = pathlib.Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "scale.json").write_text(json.dumps(document, indent=1))
-    (out / "scale.md").write_text(markdown(document))
-    print(markdown(document))
+    write_report(args.out, "scale", document, markdown(document))
 
 
 def markdown(document) -> str:

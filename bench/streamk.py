@@ -25,6 +25,7 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
+from bench.harness import write_report  # noqa: E402
 
 from timing import KERNELS, matmul_operands, time_interleaved, triton_port  # noqa: E402
 
@@ -159,11 +160,7 @@ def main(argv=None):
     sizes = SIZES if args.sizes is None else \
         [tuple(int(x) for x in size.split("x")) for size in args.sizes.split(",")]
     document = run(sizes)
-    out = pathlib.Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "streamk.json").write_text(json.dumps(document, indent=1))
-    (out / "streamk.md").write_text(markdown(document))
-    print(markdown(document))
+    write_report(args.out, "streamk", document, markdown(document))
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
+from bench.harness import write_report  # noqa: E402
 
 from timing import KERNELS, time_interleaved, triton_port  # noqa: E402
 
@@ -215,9 +216,7 @@ def main(argv=None):
             print(json.dumps(rows[-1]), flush=True)
     document = {"gpu": torch.cuda.get_device_name(), "triton": triton.__version__,
                 "torch": torch.__version__, "aotk_tune_s": tune_s, "rows": rows}
-    (out / "tuning.json").write_text(json.dumps(document, indent=1))
-    (out / "tuning.md").write_text(markdown(document))
-    print(markdown(document))
+    write_report(out, "tuning", document, markdown(document))
 
 
 def _figure(value, digits=4) -> str:
